@@ -1,0 +1,284 @@
+"""The body ``K = F·B₁ⁿ`` and its exact oracle (MATH.md §2)."""
+
+import numpy as np
+
+from . import _simplex as sx
+
+_STATUS = {
+    sx.PIVOT_LIMIT: "exceeded its pivot limit",
+    sx.NO_ENTERING: "found no entering column (numerical breakdown)",
+}
+
+
+class OracleError(RuntimeError):
+    """The facet-walk oracle could not finish (pivot limit or numerical breakdown)."""
+
+
+def validate_matrix(F, name="F"):
+    """Return ``F`` as a finite float64 2-D array or raise ``ValueError`` saying why."""
+    try:
+        arr = np.asarray(F)
+    except Exception as exc:  # pragma: no cover - exotic array-likes
+        raise ValueError(f"{name} could not be converted to an array: {exc}") from None
+    if arr.dtype == object:
+        raise ValueError(f"{name} must be a real numeric array, got dtype object")
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} must be real, got complex dtype {arr.dtype}")
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (d queries x n cells), got {arr.ndim}-D shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty (shape {arr.shape})")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    if not np.any(arr):
+        raise ValueError(f"{name} has no non-zero column: K = F·B₁ⁿ would be the single point 0")
+    return arr
+
+
+class OracleState:
+    """One warm-start state of the dual simplex: basis, B⁻¹, λ, Fᵀλ and counters."""
+
+    __slots__ = ("basis", "Binv", "lam", "g", "ctr")
+
+    def __init__(self, basis, Binv, lam, g, ctr):
+        self.basis, self.Binv, self.lam, self.g, self.ctr = basis, Binv, lam, g, ctr
+
+    def copy(self):
+        return OracleState(self.basis.copy(), self.Binv.copy(), self.lam.copy(), self.g.copy(), self.ctr.copy())
+
+    def args(self):
+        return self.basis, self.Binv, self.lam, self.g, self.ctr
+
+
+class Frame:
+    """A full-row-rank symmetric hull in its own r-dim coordinates (what kernels see).
+
+    ``Ft`` is ``(n, r)``: the columns of F as rows. Built by :class:`SymmetricHull`
+    for the span coordinates and for each rounded (isotropic) frame.
+    """
+
+    def __init__(self, Ft):
+        self.Ft = np.ascontiguousarray(Ft, dtype=np.float64)
+        self.n, self.r = self.Ft.shape
+        self.fmax = float(np.max(np.linalg.norm(self.Ft, axis=1)))
+        self.max_pivots = 50 * (self.n + self.r) + 1000
+        self._state = None
+
+    def check(self, status, what):
+        if status != sx.OK:
+            raise OracleError(
+                f"facet-walk oracle {_STATUS.get(status, f'failed (status {status})')} while computing {what} "
+                f"(r={self.r}, n={self.n}, limit {self.max_pivots} pivots)"
+            )
+
+    def crash_basis(self, direction=None, rng=None):
+        """A dual feasible basis: walk inside the polar ``{λ : |Fᵀλ| <= 1}`` to a vertex.
+
+        Starting at λ = 0, move along ``direction`` (projected off the active normals)
+        until a new constraint ``|f_iᵀλ| = 1`` becomes tight; r steps give a vertex
+        whose tight columns (with their signs) form the basis.
+        """
+        Ft, n, r = self.Ft, self.n, self.r
+        gen = np.random.default_rng(0) if rng is None else rng
+        v0 = np.ones(r) if direction is None else np.asarray(direction, float).copy()
+        lam = np.zeros(r)
+        Q = np.zeros((r, 0))
+        basis = []
+        fn = np.linalg.norm(Ft, axis=1)
+        for _ in range(r):
+            v = v0 - Q @ (Q.T @ v0)
+            if np.linalg.norm(v) < 1e-8 * (np.linalg.norm(v0) + 1e-300):
+                v0 = gen.standard_normal(r)
+                v = v0 - Q @ (Q.T @ v0)
+                v -= Q @ (Q.T @ v)
+            v /= np.linalg.norm(v)
+            fv = Ft @ v
+            fl = Ft @ lam
+            ok = np.abs(fv) > 1e-7 * fn
+            with np.errstate(divide="ignore", invalid="ignore"):
+                steps = np.where(fv > 0, (1.0 - fl) / fv, (1.0 + fl) / -fv)
+            steps = np.where(ok, np.maximum(steps, 0.0), np.inf)
+            # among near-ties prefer the largest |f_iᵀv| (better conditioned basis)
+            smin = steps.min()
+            cand = np.flatnonzero(steps <= smin + 1e-12 * (1 + smin))
+            i = int(cand[np.argmax(np.abs(fv[cand]))])
+            lam = lam + steps[i] * v
+            basis.append(i if fv[i] > 0 else i + n)
+            q = Ft[i] - Q @ (Q.T @ Ft[i])
+            q -= Q @ (Q.T @ q)
+            Q = np.column_stack([Q, q / np.linalg.norm(q)])
+            v0 = v0 - Q @ (Q.T @ v0) if direction is not None else gen.standard_normal(r)
+        state = OracleState(
+            np.array(basis, dtype=np.int64), np.empty((r, r)), np.empty(r), np.empty(n), np.zeros(4, np.int64)
+        )
+        sx.refactor(self.Ft, *state.args())
+        state.ctr[2] = 0
+        return state
+
+    @property
+    def state(self):
+        """The shared warm-start state used by the Python-level oracle methods."""
+        if self._state is None:
+            self._state = self.crash_basis()
+        return self._state
+
+    def solve(self, y, state=None):
+        st = self.state if state is None else state
+        status = sx.solve(self.Ft, self.fmax, *st.args(), np.ascontiguousarray(y, dtype=np.float64), self.max_pivots)
+        self.check(status, "a gauge")
+        return st
+
+    def gauges(self, Y):
+        Y = np.ascontiguousarray(Y, dtype=np.float64)
+        out = np.empty(Y.shape[0])
+        normals = np.empty_like(Y)
+        status = sx.gauge_many(self.Ft, self.fmax, *self.state.args(), Y, self.max_pivots, out, normals)
+        self.check(status, "gauges")
+        return out, normals
+
+    def move(self, x, u, s_max, state):
+        """Parametric walk from x (state optimal at x) along u; returns (s, hit_boundary)."""
+        out = np.zeros(2)
+        status = sx.move(
+            self.Ft, self.fmax, *state.args(), np.ascontiguousarray(x, float), np.ascontiguousarray(u, float),
+            float(s_max), self.max_pivots, out,
+        )
+        self.check(status, "a chord end")
+        return out[0], bool(out[1])
+
+
+class SymmetricHull:
+    """``K = F·B₁ⁿ``: the symmetric convex hull of the columns ``±f_1 … ±f_n`` of F.
+
+    Parameters
+    ----------
+    F : array_like, shape (d, n)
+        Real, finite workload matrix with at least one non-zero column. Zero columns
+        are dropped; duplicated, opposite and interior columns are harmless.
+
+    Attributes
+    ----------
+    ambient_dim : int   -- d, the number of queries.
+    dim : int           -- r = rank F; K is r-dimensional and lives in the column span.
+    span_basis : ndarray (d, r) -- orthonormal basis of the column span of F.
+    F : ndarray (d, n')  -- the validated matrix (zero / duplicate columns removed).
+
+    The oracle methods are exact: a warm-started dual simplex on the gauge LP
+    ``‖y‖_K = min{‖w‖₁ : Fw = y}`` (MATH.md §2).
+    """
+
+    def __init__(self, F):
+        F = validate_matrix(F)
+        d = F.shape[0]
+        norms = np.linalg.norm(F, axis=0)
+        F = F[:, norms > 1e-14 * norms.max()]
+        # K is symmetric: f and -f are the same generator; drop exact duplicates.
+        lead = np.argmax(F != 0, axis=0)
+        signs = np.sign(F[lead, np.arange(F.shape[1])])
+        _, keep = np.unique((F * signs).T, axis=0, return_index=True)
+        F = F[:, np.sort(keep)]
+        self.F = F
+        self.ambient_dim = d
+        U, S, _ = np.linalg.svd(F, full_matrices=False)
+        tol = S[0] * max(F.shape) * np.finfo(float).eps
+        r = int(np.sum(S > tol))
+        self.dim = r
+        self.span_basis = U[:, :r].copy()
+        Fr = self.span_basis.T @ F
+        self._scale = float(np.max(np.linalg.norm(Fr, axis=0)))
+        self.frame = Frame((Fr / self._scale).T)
+        self._rounding = None
+
+    # -- coordinates -------------------------------------------------------------
+    @property
+    def n_columns(self):
+        return self.F.shape[1]
+
+    def _to_frame(self, Y):
+        """Ambient points -> (frame coordinates, relative distance off the span)."""
+        Y = np.asarray(Y, dtype=np.float64)
+        Z = Y @ self.span_basis
+        resid = Y - Z @ self.span_basis.T
+        off = np.linalg.norm(resid, axis=-1) / (np.linalg.norm(Y, axis=-1) + 1e-300)
+        return Z / self._scale, off
+
+    def to_ambient(self, Z):
+        """Span coordinates (frame units, as used by the kernels) -> ambient points."""
+        return (np.asarray(Z) * self._scale) @ self.span_basis.T
+
+    def _check_points(self, y, name):
+        arr = np.asarray(y)
+        if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must be a real numeric array")
+        if arr.ndim not in (1, 2) or arr.shape[-1] != self.ambient_dim:
+            raise ValueError(
+                f"{name} must have shape ({self.ambient_dim},) or (m, {self.ambient_dim}); got {arr.shape}"
+            )
+        arr = arr.astype(np.float64)
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} contains NaN or infinite entries")
+        return arr
+
+    # -- oracle --------------------------------------------------------------------
+    def gauge(self, y, *, span_tol=1e-9):
+        """Minkowski norm ``‖y‖_K = min{‖w‖₁ : Fw = y}``, exact; ``inf`` off the span.
+
+        ``y`` is one point (d,) or a batch (m, d) of points (one result per row).
+        Points whose distance to the span exceeds ``span_tol·‖y‖`` are off the span.
+        """
+        Y = self._check_points(y, "y")
+        Z, off = self._to_frame(np.atleast_2d(Y))
+        vals, _ = self.frame.gauges(Z)
+        vals = np.where(off > span_tol, np.inf, vals)
+        return vals if Y.ndim == 2 else float(vals[0])
+
+    def contains(self, y, *, tol=1e-9):
+        """True where ``‖y‖_K <= 1 + tol``."""
+        g = self.gauge(y)
+        return g <= 1.0 + tol
+
+    def facet_normal(self, y):
+        """Dual vector λ (ambient, in the span) with ``λ·y = ‖y‖_K`` and ``|Fᵀλ| <= 1``.
+
+        On the boundary this is the outward normal of a facet of K through y.
+        """
+        Y = self._check_points(y, "y")
+        Z, off = self._to_frame(np.atleast_2d(Y))
+        if np.any(off > 1e-9):
+            raise ValueError("y is off the span of F: the gauge is infinite and no facet normal exists")
+        _, normals = self.frame.gauges(Z)
+        lam = normals @ self.span_basis.T / self._scale
+        return lam if Y.ndim == 2 else lam[0]
+
+    def chord(self, x, u):
+        """``(t_minus, t_plus)`` with ``x + t·u ∈ K`` exactly for ``t`` in that interval.
+
+        ``x`` must lie in K. Directions with a component off the span give (0, 0);
+        ``u = 0`` gives (-inf, inf).
+        """
+        x = self._check_points(x, "x")
+        u = self._check_points(u, "u")
+        if x.ndim != 1 or u.ndim != 1:
+            raise ValueError("chord takes one point x and one direction u, both of shape (d,)")
+        if not np.any(u):
+            return (-np.inf, np.inf)
+        zx, offx = self._to_frame(x)
+        if offx > 1e-9:
+            raise ValueError("chord needs a point x inside K; x is off the span of F")
+        base = self.frame.solve(zx)
+        if float(base.lam @ zx) > 1 + 1e-9:
+            raise ValueError(f"chord needs a point x inside K; ‖x‖_K = {float(base.lam @ zx):.6g} > 1")
+        zu, offu = self._to_frame(u)
+        if offu > 1e-9:
+            return (0.0, 0.0)
+        plus = base.copy()
+        tp, _ = self.frame.move(zx, zu, np.inf, plus)
+        minus = base.copy()
+        tm, _ = self.frame.move(zx, -zu, np.inf, minus)
+        return (-tm, tp)
+
+    def __repr__(self):
+        return f"SymmetricHull(ambient_dim={self.ambient_dim}, dim={self.dim}, n_columns={self.n_columns})"
