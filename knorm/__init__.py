@@ -1,6 +1,16 @@
 """knorm: K-norm and NIM mechanisms on a fast exact geometric sampling engine."""
 
-from .body import OracleError, ReferenceOracle, SymmetricHull
+from ._jit import invalidate_stale_caches
 
-__all__ = ["SymmetricHull", "ReferenceOracle", "OracleError"]
+invalidate_stale_caches()
+
+# isort: split
+
+from . import diagnostics
+from .body import OracleError, ReferenceOracle, SymmetricHull
+from .diagnostics import ess, rhat
+from .walks import WALKS, ConvergenceWarning, SamplingInfo, sample_uniform
+
+__all__ = ["SymmetricHull", "ReferenceOracle", "OracleError", "sample_uniform", "SamplingInfo",
+           "ConvergenceWarning", "WALKS", "ess", "rhat", "diagnostics"]
 __version__ = "0.1.0"

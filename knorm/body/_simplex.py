@@ -28,7 +28,10 @@ NO_ENTERING = -2
 REFACTOR_EVERY = 50
 DUAL_TOL = 1e-9      # allowed dual infeasibility |f_jᵀλ| <= 1 + DUAL_TOL (Harris)
 PIVOT_TOL = 1e-9     # relative: |alpha| must exceed PIVOT_TOL * ‖ρ‖ * max‖f‖
-PRIMAL_TOL = 1e-11   # relative to max |w|
+PRIMAL_TOL = 1e-11
+# Reassociation lets LLVM vectorise the dot-product reductions; no flag that changes
+# inf/NaN semantics is enabled (the ratio tests compare against np.inf).
+_FM = {"reassoc", "contract"}   # relative to max |w|
 STALL = 25           # degenerate pivots in a row before switching to Bland's rule
 
 
@@ -60,7 +63,7 @@ def refactor(Ft, basis, Binv, lam, g, ctr):
     ctr[2] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=_FM)
 def _matvec(Binv, y, out):
     r = Binv.shape[0]
     for k in range(r):
@@ -70,7 +73,7 @@ def _matvec(Binv, y, out):
         out[k] = s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=_FM)
 def _dot(a, b):
     s = 0.0
     for i in range(a.shape[0]):
@@ -78,7 +81,7 @@ def _dot(a, b):
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=_FM)
 def _row_alpha(Ft, rho, alpha):
     """alpha_j = f_jᵀρ for all columns; returns ‖ρ‖."""
     n, r = Ft.shape
@@ -90,59 +93,58 @@ def _row_alpha(Ft, rho, alpha):
     return np.sqrt(_dot(rho, rho))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=_FM)
 def _ratio_test(alpha, g, basis, atol, bland):
     """Dual ratio test over the 2n columns; returns the entering code or -1.
 
     Column ``+f_j`` has row entry ``alpha_j`` and reduced cost ``1 - g_j``; column
-    ``-f_j`` has ``-alpha_j`` and ``1 + g_j``. Candidates have a negative row entry.
+    ``-f_j`` has ``-alpha_j`` and ``1 + g_j``. For each j exactly one of the two has a
+    negative entry (when ``|alpha_j| > atol``): the candidate has reduced cost
+    ``1 + sign(alpha_j)·g_j`` and entry magnitude ``|alpha_j|``.
     Normal mode: Harris two-pass test (bound with tolerance, then the largest
     |alpha| below the bound). Bland mode: exact minimum ratio, ties to the smallest
-    column code, which rules out cycling.
+    column code, which rules out cycling. Written without data-dependent branches
+    in the first pass (the signs of alpha are random: branches mispredict).
     """
     n = alpha.shape[0]
+    slack = 0.0 if bland else DUAL_TOL
     bound = np.inf
     for j in range(n):
         a = alpha[j]
-        if a > atol:
-            t = (1.0 + g[j] + (0.0 if bland else DUAL_TOL)) / a
-        elif a < -atol:
-            t = (1.0 - g[j] + (0.0 if bland else DUAL_TOL)) / (-a)
-        else:
-            continue
-        if t < bound:
-            bound = t
+        aa = abs(a)
+        d = 1.0 + (g[j] if a > 0.0 else -g[j])
+        t = (d + slack) / aa if aa > atol else np.inf
+        bound = min(bound, t)
     if bound == np.inf:
         return -1
-    best = -1
-    best_a = 0.0
     if bland:
         bound = bound + 1e-12 * (1.0 + abs(bound))
+    best = -1
+    best_a = 0.0
     for j in range(n):
         a = alpha[j]
-        if a > atol:
-            code = j + n
-            d = 1.0 + g[j]
-        elif a < -atol:
-            code = j
-            d = 1.0 - g[j]
-            a = -a
-        else:
+        aa = abs(a)
+        if aa <= atol:
             continue
-        if d / a <= bound:
+        d = 1.0 + (g[j] if a > 0.0 else -g[j])
+        if d <= bound * aa:
+            code = j + n if a > 0.0 else j
             if bland:
                 if best < 0 or code < best:
                     best = code
-                    best_a = a
-            elif a > best_a:
+            elif aa > best_a:
                 best = code
-                best_a = a
+                best_a = aa
     return best
 
 
 @njit(cache=True, nogil=True)
 def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u):
-    """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹."""
+    """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹.
+
+    Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns True if the
+    inverse was refactorised (then incremental updates must be recomputed instead).
+    """
     n, r = Ft.shape
     if q < n:
         for i in range(r):
@@ -176,7 +178,17 @@ def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u):
     ctr[1] += 1
     if ctr[0] >= REFACTOR_EVERY or abs(up - aq) > 1e-8 * (1.0 + abs(aq)):
         refactor(Ft, basis, Binv, lam, g, ctr)
-    return theta
+        return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _update_primal(w, u, p):
+    """``w ← E w`` for the pivot's eta matrix (``u = B⁻¹a_q`` of the old basis)."""
+    wp = w[p] / u[p]
+    for k in range(w.shape[0]):
+        w[k] -= u[k] * wp
+    w[p] = wp
 
 
 @njit(cache=True, nogil=True)
@@ -311,9 +323,12 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
         q = _ratio_test(alpha, g, basis, PIVOT_TOL * rn * fmax, bland)
         if q < 0:
             return NO_ENTERING
-        _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, tmp)
-        _matvec(Binv, x, wx)
-        _matvec(Binv, u, wu)
+        if _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, tmp):
+            _matvec(Binv, x, wx)
+            _matvec(Binv, u, wu)
+        else:
+            _update_primal(wx, tmp, p)
+            _update_primal(wu, tmp, p)
         new_slope = _dot(lam, u)
         if advanced or new_slope > slope + 1e-13 * (1.0 + abs(slope)):
             stall = 0
@@ -345,3 +360,4 @@ def gauge_many(Ft, fmax, basis, Binv, lam, g, ctr, Y, max_pivots, out, normals):
         for k in range(r):
             normals[i, k] = lam[k]
     return OK
+

@@ -1,0 +1,122 @@
+"""MCMC diagnostics with ArviZ's definitions (Vehtari et al. 2021).
+
+* :func:`rhat` -- rank-normalised split R-hat, the max of the bulk and the folded
+  (tail) versions (ArviZ ``method="rank"``).
+* :func:`ess` -- bulk effective sample size: rank-normalised split chains,
+  FFT autocovariance, Geyer's initial positive and monotone sequences.
+
+Both take draws shaped ``(chains, draws)`` or ``(chains, draws, k)`` (one value per
+coordinate ``k``).
+"""
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["rhat", "ess", "autocorrelation_time"]
+
+
+def _as_chains(x):
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim not in (2, 3):
+        raise ValueError(f"draws must have shape (chains, draws) or (chains, draws, k); got {a.shape}")
+    if a.shape[1] < 4:
+        raise ValueError(f"need at least 4 draws per chain, got {a.shape[1]}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError("draws contain NaN or infinite values")
+    return a
+
+
+def _split(a):
+    half = a.shape[1] // 2
+    return np.concatenate([a[:, :half], a[:, -half:]], axis=0)
+
+
+def _z_scale(a):
+    rank = stats.rankdata(a, method="average", axis=None).reshape(a.shape)
+    return stats.norm.ppf((rank - 0.375) / (a.size + 0.25))
+
+
+def _rhat_basic(a):
+    n = a.shape[1]
+    between = n * np.var(a.mean(axis=1), ddof=1)
+    within = np.mean(np.var(a, axis=1, ddof=1))
+    return np.sqrt((between / within + n - 1) / n)
+
+
+def _rhat_one(a):
+    if np.ptp(a) < np.finfo(float).resolution:
+        return 1.0
+    bulk = _rhat_basic(_z_scale(_split(a)))
+    folded = np.abs(a - np.median(a))
+    tail = _rhat_basic(_z_scale(_split(folded)))
+    return max(bulk, tail)
+
+
+def _autocov(a):
+    """Autocovariance of each row (biased, FFT), lags 0..n-1."""
+    n = a.shape[1]
+    c = a - a.mean(axis=1, keepdims=True)
+    m = 1 << int(np.ceil(np.log2(2 * n)))
+    f = np.fft.rfft(c, n=m, axis=1)
+    return np.fft.irfft(f * np.conj(f), n=m, axis=1)[:, :n] / n
+
+
+def _ess_raw(a):
+    """ESS of ``(chains, draws)`` (no rank normalisation), ArviZ's ``_ess``."""
+    m, n = a.shape
+    if np.ptp(a) < np.finfo(float).resolution:
+        return float(a.size)
+    acov = _autocov(a)
+    mean_var = np.mean(acov[:, 0]) * n / (n - 1.0)
+    var_plus = mean_var * (n - 1.0) / n
+    if m > 1:
+        var_plus += np.var(a.mean(axis=1), ddof=1)
+    rho = np.zeros(n)
+    even = 1.0
+    rho[0] = even
+    odd = 1.0 - (mean_var - np.mean(acov[:, 1])) / var_plus
+    rho[1] = odd
+    t = 1
+    while t < n - 3 and even + odd > 0.0:
+        even = 1.0 - (mean_var - np.mean(acov[:, t + 1])) / var_plus
+        odd = 1.0 - (mean_var - np.mean(acov[:, t + 2])) / var_plus
+        if even + odd >= 0:
+            rho[t + 1] = even
+            rho[t + 2] = odd
+        t += 2
+    max_t = t - 2
+    if even > 0:
+        rho[max_t + 1] = even
+    t = 1
+    while t <= max_t - 2:
+        if rho[t + 1] + rho[t + 2] > rho[t - 1] + rho[t]:
+            rho[t + 1] = (rho[t - 1] + rho[t]) / 2.0
+            rho[t + 2] = rho[t + 1]
+        t += 2
+    total = m * n
+    tau = -1.0 + 2.0 * np.sum(rho[: max_t + 1]) + np.sum(rho[max_t + 1 : max_t + 2])
+    tau = max(tau, 1.0 / np.log10(total))
+    return total / tau
+
+
+def _per_coordinate(fn, x):
+    a = _as_chains(x)
+    if a.ndim == 2:
+        return float(fn(a))
+    return np.array([fn(a[:, :, k]) for k in range(a.shape[2])])
+
+
+def rhat(draws):
+    """Rank-normalised split R-hat (max of bulk and tail); < 1.01 is the usual target."""
+    return _per_coordinate(_rhat_one, draws)
+
+
+def ess(draws):
+    """Bulk effective sample size (rank-normalised split chains)."""
+    return _per_coordinate(lambda a: _ess_raw(_z_scale(_split(a))), draws)
+
+
+def autocorrelation_time(draws):
+    """Integrated autocorrelation time per draw: ``draws_total / ess``."""
+    a = _as_chains(draws)
+    return a.shape[0] * (a.shape[1] // 2) * 2 / np.asarray(ess(a))

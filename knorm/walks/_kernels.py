@@ -1,0 +1,178 @@
+"""Numba kernels of the random walks over K (MATH.md §3), one chain at a time.
+
+All randomness is drawn outside (numpy Generator) and passed in, so a seeded run is
+reproducible bit for bit whatever the threading. A chain's oracle state is
+``(basis, Binv, lam, g, ctr)`` (see ``knorm.body._simplex``); it is kept optimal at the
+current point ``x`` (hit-and-run and billiard need that for the parametric chord walk).
+
+Per-step random inputs: ``normals[i]`` (r standard normals; unused by the coordinate
+walk) and ``unif[i]`` (two U(0,1) numbers).
+"""
+
+import numpy as np
+from numba import njit
+
+from ..body import _simplex as sx
+
+BALL = 0
+HIT_AND_RUN = 1
+COORDINATE = 2
+BILLIARD = 3
+
+# stats slots
+S_REJECTED = 0     # ball walk: proposals outside K; billiard: trajectories with too many reflections
+S_REFLECTIONS = 1  # billiard reflections
+S_STEPS = 2
+
+
+@njit(cache=True, nogil=True)
+def _copy_state(b0, B0, l0, g0, b1, B1, l1, g1):
+    b1[:] = b0
+    B1[:, :] = B0
+    l1[:] = l0
+    g1[:] = g0
+
+
+@njit(cache=True, nogil=True)
+def _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, max_piv, out):
+    """Hit-and-run move along u: uniform point on the chord, v ~ U(0,1)."""
+    _copy_state(b0, B0, l0, g0, b1, B1, l1, g1)
+    st = sx.move(Ft, fmax, b1, B1, l1, g1, c1, x, u, np.inf, max_piv, out)
+    if st != sx.OK:
+        return st
+    tp = out[0]
+    neg = -u
+    st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, x, neg, np.inf, max_piv, out)
+    if st != sx.OK:
+        return st
+    tm = out[0]
+    t = -tm + v * (tp + tm)
+    r = x.shape[0]
+    y = np.empty(r)
+    if t >= 0.0:
+        # S1 sits at the + end: walk back inward to x + t u
+        for i in range(r):
+            y[i] = x[i] + tp * u[i]
+        st = sx.move(Ft, fmax, b1, B1, l1, g1, c1, y, neg, tp - t, max_piv, out)
+        _copy_state(b1, B1, l1, g1, b0, B0, l0, g0)
+    else:
+        for i in range(r):
+            y[i] = x[i] - tm * u[i]
+        st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, y, u, t + tm, max_piv, out)
+    for i in range(r):
+        x[i] += t * u[i]
+    return st
+
+
+@njit(cache=True, nogil=True)
+def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, max_refl, max_piv, out, stats):
+    """Billiard walk: travel ``length`` along unit u, reflecting off facets (normal λ).
+
+    A trajectory needing more than ``max_refl`` reflections is discarded: the chain
+    stays where it was (keeps the walk reversible).
+    """
+    r = x.shape[0]
+    x0 = x.copy()
+    _copy_state(b0, B0, l0, g0, b1, B1, l1, g1)
+    rem = length
+    nref = 0
+    while True:
+        st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, x, u, rem, max_piv, out)
+        if st != sx.OK:
+            return st
+        s = out[0]
+        for i in range(r):
+            x[i] += s * u[i]
+        rem -= s
+        if out[1] == 0.0 or rem <= 0.0:
+            break
+        nref += 1
+        if nref > max_refl:
+            x[:] = x0
+            _copy_state(b1, B1, l1, g1, b0, B0, l0, g0)
+            stats[S_REJECTED] += 1
+            return sx.OK
+        ul = 0.0
+        ll = 0.0
+        for i in range(r):
+            ul += u[i] * l0[i]
+            ll += l0[i] * l0[i]
+        f = 2.0 * ul / ll
+        for i in range(r):
+            u[i] -= f * l0[i]
+    stats[S_REFLECTIONS] += nref
+    return sx.OK
+
+
+@njit(cache=True, nogil=True)
+def _ball_step(Ft, fmax, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, stats):
+    """Ball walk: propose x + δ·(uniform point of the unit ball); stay if outside K."""
+    r = x.shape[0]
+    nrm = 0.0
+    for i in range(r):
+        nrm += v[i] * v[i]
+    scale = delta * radius_u ** (1.0 / r) / np.sqrt(nrm)
+    y = np.empty(r)
+    for i in range(r):
+        y[i] = x[i] + scale * v[i]
+    st = sx.solve(Ft, fmax, b0, B0, l0, g0, c0, y, max_piv)
+    if st != sx.OK:
+        return st
+    gy = 0.0
+    for i in range(r):
+        gy += l0[i] * y[i]
+    if gy <= 1.0:
+        x[:] = y
+    else:
+        stats[S_REJECTED] += 1
+    return sx.OK
+
+
+@njit(cache=True, nogil=True)
+def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, params, max_piv, out, stats):
+    """Advance one chain ``unif.shape[0]`` steps; store x after every ``thin``-th step.
+
+    ``params``: ball ``[δ]``; billiard ``[τ, max_reflections]`` (length ~ Exp(mean τ));
+    hit-and-run / coordinate: unused. Returns a status of ``knorm.body._simplex``.
+    """
+    n, r = Ft.shape
+    steps = unif.shape[0]
+    b1 = b0.copy()
+    B1 = B0.copy()
+    l1 = l0.copy()
+    g1 = g0.copy()
+    c1 = np.zeros(4, np.int64)
+    u = np.empty(r)
+    mv = np.zeros(2)
+    st = sx.OK
+    for i in range(steps):
+        if walk == BALL:
+            st = _ball_step(Ft, fmax, b0, B0, l0, g0, c0, x, normals[i], params[0], unif[i, 1], max_piv, stats)
+        elif walk == COORDINATE:
+            u[:] = 0.0
+            k = min(int(unif[i, 1] * r), r - 1)
+            u[k] = 1.0
+            st = _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], max_piv, mv)
+        elif walk == HIT_AND_RUN:
+            u[:] = normals[i]
+            st = _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], max_piv, mv)
+        else:
+            nrm = 0.0
+            for j in range(r):
+                nrm += normals[i, j] * normals[i, j]
+            nrm = np.sqrt(nrm)
+            for j in range(r):
+                u[j] = normals[i, j] / nrm
+            length = -params[0] * np.log(1.0 - unif[i, 0])
+            st = _billiard_step(
+                Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, params[1], max_piv, mv, stats
+            )
+        if st != sx.OK:
+            break
+        stats[S_STEPS] += 1
+        if (i + 1) % thin == 0:
+            out[(i + 1) // thin - 1, :] = x
+    c0[1] += c1[1]
+    c0[2] += c1[2]
+    c0[3] += c1[3]
+    return st

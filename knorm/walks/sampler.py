@@ -1,0 +1,193 @@
+"""``sample_uniform``: approximately uniform draws from K with self-chosen warm-up and thinning."""
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._rng import as_generator
+from ..body.hull import SymmetricHull
+from ..diagnostics import ess as _ess
+from ..diagnostics import rhat as _rhat
+from .chains import WALKS, Chain, default_params, n_workers, run_chains
+from .rounding import round_body
+
+
+class ConvergenceWarning(UserWarning):
+    """The sampler could not certify near-independent draws within its step budget."""
+
+
+@dataclass
+class SamplingInfo:
+    """Diagnostics of one :func:`sample_uniform` run.
+
+    ``rhat`` / ``ess``: split R-hat and bulk ESS per ambient coordinate, computed on
+    the pool of ``draws`` thinned draws (``chains`` chains) from which the returned
+    ``size`` samples were taken at random. ``steps``: walk steps over all chains
+    (pilot and warm-up included); ``thin``, ``warmup`` (steps per chain discarded);
+    ``seconds``: wall time; ``converged``: min ESS ≥ draws/2 and max R-hat < 1.01.
+    """
+
+    walk: str
+    chains: int
+    steps: int
+    thin: int
+    warmup: int
+    draws: int
+    rhat: np.ndarray
+    ess: np.ndarray
+    seconds: float
+    converged: bool
+    pivots: int
+    rounding_iterations: int
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def min_ess(self):
+        return float(np.min(self.ess))
+
+    @property
+    def max_rhat(self):
+        return float(np.max(self.rhat))
+
+    @property
+    def samples_per_second(self):
+        return self.draws / self.seconds if self.seconds > 0 else np.inf
+
+    @property
+    def ess_per_second(self):
+        return self.min_ess / self.seconds if self.seconds > 0 else np.inf
+
+    def summary(self):
+        return (
+            f"{self.walk}: {self.draws} draws from {self.chains} chains, thin {self.thin}, "
+            f"{self.steps} steps in {self.seconds:.2f} s ({self.samples_per_second:.0f} samples/s); "
+            f"max R-hat {self.max_rhat:.4f}, min bulk ESS {self.min_ess:.0f} "
+            f"({self.ess_per_second:.0f} ESS/s)"
+        )
+
+
+def _check_size(size):
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"size must be a positive integer, got {size!r}")
+    return int(size)
+
+
+def as_body(body_or_F):
+    return body_or_F if isinstance(body_or_F, SymmetricHull) else SymmetricHull(body_or_F)
+
+
+def rounding_of(body, workers=None):
+    """The body's rounding (computed once, cached on the body; deterministic)."""
+    if body._rounding is None:
+        body._rounding = round_body(body.frame, workers=workers)
+    return body._rounding
+
+
+def _start_points(frame, k, rng):
+    """Dispersed starting points inside the frame's body: F·w with random ‖w‖₁ ≤ 1."""
+    W = rng.standard_exponential((k, frame.n)) * rng.choice([-1.0, 1.0], size=(k, frame.n))
+    W /= np.abs(W).sum(axis=1, keepdims=True)
+    W *= rng.random((k, 1)) ** (1.0 / frame.r)
+    return W @ frame.Ft
+
+
+def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, return_info=False,
+                   min_draws=400, max_steps=None, workers=None):
+    """Approximately uniform draws from ``K = F·B₁ⁿ`` by a rounded random walk.
+
+    Parameters
+    ----------
+    body_or_F : SymmetricHull or array (d, n)
+    size : int -- number of returned draws.
+    walk : "billiard" (default), "hit_and_run", "coordinate" or "ball".
+    chains : int -- independent chains (default: max(4, cores)), run in parallel threads.
+    rng : Generator, int seed or None (fresh OS entropy). Same seed, same draws.
+    return_info : also return a :class:`SamplingInfo`.
+    min_draws : pool size below which R-hat and ESS are not trusted; the sampler draws
+        ``max(size, min_draws)`` thinned points and returns a random ``size`` of them.
+    max_steps : step budget per chain (default ``max(10⁵, 200·r·pool/chains)``).
+
+    Returns an array (size, d) in ambient coordinates (in the span of F).
+
+    The sampler rounds the body (cached), runs a pilot to estimate the integrated
+    autocorrelation time τ, thins by ⌈τ⌉, and extends the run until min bulk ESS ≥
+    pool/2 and max R-hat < 1.01; it warns (:class:`ConvergenceWarning`) if the budget
+    runs out. MCMC draws are approximately, not exactly, uniform.
+    """
+    t0 = time.perf_counter()
+    size = _check_size(size)
+    if walk not in WALKS:
+        raise ValueError(f"walk must be one of {sorted(WALKS)}, got {walk!r}")
+    nchains = max(4, n_workers(workers)) if chains is None else chains
+    if isinstance(nchains, bool) or not isinstance(nchains, (int, np.integer)) or nchains < 1:
+        raise ValueError(f"chains must be a positive integer, got {chains!r}")
+    gen = as_generator(rng)
+    body = as_body(body_or_F)
+    rnd = rounding_of(body, workers)
+    frame = rnd.frame
+    r = frame.r
+    params = default_params(walk, frame)
+    pool = max(size, int(min_draws))
+    per_chain = -(-pool // nchains)
+    if max_steps is None:
+        max_steps = max(100_000, 200 * r * per_chain)
+    child = gen.spawn(nchains)
+    starts = _start_points(frame, nchains, gen)
+    cs = [Chain(frame, x0, g) for x0, g in zip(starts, child)]
+
+    # Pilot: the first half is warm-up, the second half estimates τ.
+    pilot = 20 * r if walk != "billiard" else 4 * r
+    used = 0
+    while True:
+        rec = run_chains(cs, walk, pilot, 1, params, workers)
+        used += pilot
+        half = rec[:, pilot // 2 :]
+        tau = half.shape[0] * half.shape[1] / float(np.min(_ess(half)))
+        if tau * 50 <= half.shape[1] or used * 3 > max_steps:
+            break
+        pilot *= 2
+    warmup = used
+    thin = max(1, int(np.ceil(tau)))
+    draws = np.empty((nchains, 0, r))
+    need = per_chain
+    while True:
+        steps = need * thin
+        rec = run_chains(cs, walk, steps, thin, params, workers)
+        used += steps
+        draws = np.concatenate([draws, rec], axis=1)
+        amb = body.to_ambient(rnd.to_span(draws))
+        e = np.atleast_1d(_ess(amb))
+        rh = np.atleast_1d(_rhat(amb))
+        total = draws.shape[0] * draws.shape[1]
+        ok = float(np.min(e)) >= total / 2 and float(np.max(rh)) < 1.01 and total >= pool
+        if ok or used + per_chain * thin > max_steps:
+            break
+        if float(np.min(e)) < total / 2:
+            thin *= 2
+            draws = draws[:, :0]  # restart the pool at the coarser thinning
+            need = per_chain
+        else:
+            need = max(1, per_chain // 2)
+    flat = amb.transpose(1, 0, 2).reshape(-1, amb.shape[-1])
+    idx = gen.permutation(flat.shape[0])[:size]
+    out = flat[idx]
+    if not ok:
+        warnings.warn(
+            f"sample_uniform({walk}) did not certify near-independent draws within {max_steps} steps per chain: "
+            f"min bulk ESS {np.min(e):.0f} of {total} draws, max R-hat {np.max(rh):.4f}. "
+            "Raise max_steps or use another walk.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    if not return_info:
+        return out
+    info = SamplingInfo(
+        walk=walk, chains=nchains, steps=used * nchains, thin=thin, warmup=warmup, draws=total, rhat=rh, ess=e,
+        seconds=time.perf_counter() - t0, converged=ok, pivots=sum(c.pivots for c in cs),
+        rounding_iterations=rnd.iterations,
+        extra={"rejected": int(sum(c.stats[0] for c in cs)), "reflections": int(sum(c.stats[1] for c in cs)),
+               "tau": tau},
+    )
+    return out, info
