@@ -138,14 +138,14 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
     cs = [Chain(frame, x0, g) for x0, g in zip(starts, child)]
 
     # Pilot: the first half is warm-up, the second half estimates τ.
-    pilot = 20 * r if walk != "billiard" else 4 * r
+    pilot = max(200, 20 * r) if walk != "billiard" else max(100, 4 * r)
     used = 0
     while True:
         rec = run_chains(cs, walk, pilot, 1, params, workers)
         used += pilot
         half = rec[:, pilot // 2 :]
         tau = half.shape[0] * half.shape[1] / float(np.min(_ess(half)))
-        if tau * 50 <= half.shape[1] or used * 3 > max_steps:
+        if tau * 20 <= half.shape[1] or used * 3 > max_steps:
             break
         pilot *= 2
     warmup = used
