@@ -25,7 +25,7 @@ OK = 0
 PIVOT_LIMIT = -1
 NO_ENTERING = -2
 
-REFACTOR_EVERY = 50
+REFACTOR_EVERY = 100
 DUAL_TOL = 1e-9      # allowed dual infeasibility |f_jᵀλ| <= 1 + DUAL_TOL (Harris)
 PIVOT_TOL = 1e-9     # relative: |alpha| must exceed PIVOT_TOL * ‖ρ‖ * max‖f‖
 PRIMAL_TOL = 1e-11

@@ -1,0 +1,107 @@
+"""The public sampling API: reproducibility, shapes, diagnostics, warnings, bad input."""
+
+import numpy as np
+import pytest
+
+from knorm import ConvergenceWarning, SamplingInfo, SymmetricHull, sample_uniform
+from knorm.walks import Chain, run_chains
+
+
+@pytest.fixture(scope="module")
+def F():
+    return np.random.default_rng(0).choice([-1.0, 1.0], size=(6, 20))
+
+
+def test_same_seed_same_draws_bit_for_bit(F):
+    a = sample_uniform(F, 300, rng=42)
+    b = sample_uniform(SymmetricHull(F), 300, rng=42)  # fresh body: rounding recomputed
+    c = sample_uniform(F, 300, rng=np.random.default_rng(42))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+    assert not np.array_equal(a, sample_uniform(F, 300, rng=43))
+
+
+def test_cached_rounding_does_not_change_seeded_results(F):
+    K = SymmetricHull(F)
+    a = sample_uniform(K, 200, rng=1)
+    b = sample_uniform(K, 200, rng=1)  # rounding now cached on K
+    np.testing.assert_array_equal(a, b)
+
+
+def test_threads_do_not_change_seeded_results(F):
+    a = sample_uniform(F, 200, rng=3, chains=4, workers=1)
+    b = sample_uniform(F, 200, rng=3, chains=4, workers=4)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_none_seed_uses_fresh_entropy(F):
+    assert not np.array_equal(sample_uniform(F, 50), sample_uniform(F, 50))
+
+
+def test_shapes_and_info(F):
+    x, info = sample_uniform(F, 123, chains=3, rng=5, return_info=True)
+    assert x.shape == (123, 6)
+    assert isinstance(info, SamplingInfo)
+    assert info.chains == 3
+    assert info.rhat.shape == (6,) and info.ess.shape == (6,)
+    assert info.steps > 0 and info.seconds > 0 and info.pivots > 0
+    assert info.draws >= 123
+    assert info.converged and info.max_rhat < 1.01 and info.min_ess >= info.draws / 2
+    assert "R-hat" in info.summary()
+    assert np.all(SymmetricHull(F).gauge(x) <= 1 + 1e-9)
+
+
+def test_single_chain_works(F):
+    x, info = sample_uniform(F, 100, chains=1, rng=6, return_info=True)
+    assert x.shape == (100, 6) and info.chains == 1
+
+
+def test_budget_exhaustion_warns(F):
+    with pytest.warns(ConvergenceWarning, match="max_steps"):
+        x, info = sample_uniform(F, 100, walk="hit_and_run", rng=7, max_steps=50, return_info=True)
+    assert not info.converged
+    assert x.shape == (100, 6)
+
+
+def test_chain_records_every_thin_steps(F):
+    K = SymmetricHull(F)
+    gen = np.random.default_rng(0)
+    c = Chain(K.frame, np.zeros(6), gen)
+    out = run_chains([c], "hit_and_run", 30, 10, np.zeros(1))
+    assert out.shape == (1, 3, 6)
+    assert int(c.stats[2]) == 30
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"size": 0}, "size"),
+        ({"size": -3}, "size"),
+        ({"size": 2.5}, "size"),
+        ({"size": True}, "size"),
+        ({"size": 10, "walk": "gibbs"}, "walk"),
+        ({"size": 10, "chains": 0}, "chains"),
+        ({"size": 10, "rng": "seed"}, "rng"),
+        ({"size": 10, "rng": -1}, "rng"),
+    ],
+)
+def test_bad_arguments_raise(F, kwargs, match):
+    size = kwargs.pop("size")
+    with pytest.raises(ValueError, match=match):
+        sample_uniform(F, size, **kwargs)
+
+
+def test_bad_matrix_raises():
+    with pytest.raises(ValueError, match="NaN"):
+        sample_uniform(np.array([[1.0, np.nan]]), 10)
+
+
+def test_thinning_rule_matches_ar1_theory():
+    from knorm.walks.sampler import thinning_for
+
+    assert thinning_for(1.0) == 1 and thinning_for(0.5) == 1
+    for tau in [2.2, 10.0, 168.0]:
+        k = thinning_for(tau)
+        rho = (tau - 1) / (tau + 1)
+        frac = lambda j: (1 - rho**j) / (1 + rho**j)  # noqa: E731
+        assert frac(k) >= 0.6 > frac(k - 1) if k > 1 else frac(k) >= 0.6
