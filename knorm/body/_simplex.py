@@ -198,6 +198,33 @@ def _row(Binv, p, rho):
 
 
 @njit(cache=True, nogil=True)
+def _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u):
+    """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update.
+
+    Returns -1 if no column can enter, 1 if B⁻¹ was refactorised, 0 otherwise (then
+    ``u = B⁻¹a_q`` of the old basis is valid for incremental updates).
+    """
+    _row(Binv, p, rho)
+    rn = _row_alpha(Ft, rho, alpha)
+    q = _ratio_test(alpha, g, basis, PIVOT_TOL * rn * fmax, bland)
+    if q < 0:
+        return -1
+    return 1 if _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u) else 0
+
+
+@njit(cache=True, nogil=True)
+def _anti_cycling(progress, stall, bland, ctr):
+    """Switch to Bland's rule after STALL pivots in a row without progress; back on progress."""
+    if progress:
+        return 0, False
+    stall += 1
+    if stall >= STALL and not bland:
+        ctr[3] += 1
+        bland = True
+    return stall, bland
+
+
+@njit(cache=True, nogil=True)
 def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     """Dual simplex from the current (dual feasible) basis to an optimal one for ``y``.
 
@@ -238,22 +265,10 @@ def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
             return OK
         if it == max_pivots:
             return PIVOT_LIMIT
-        _row(Binv, p, rho)
-        rn = _row_alpha(Ft, rho, alpha)
-        q = _ratio_test(alpha, g, basis, PIVOT_TOL * rn * fmax, bland)
-        if q < 0:
+        if _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u) < 0:
             return NO_ENTERING
-        _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u)
         new_obj = _dot(lam, y)
-        if new_obj > obj + 1e-13 * (1.0 + abs(obj)):
-            stall = 0
-            bland = False
-        else:
-            stall += 1
-            if stall >= STALL:
-                if not bland:
-                    ctr[3] += 1
-                bland = True
+        stall, bland = _anti_cycling(new_obj > obj + 1e-13 * (1.0 + abs(obj)), stall, bland, ctr)
         obj = new_obj
     return PIVOT_LIMIT
 
@@ -318,27 +333,17 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
             return PIVOT_LIMIT
         advanced = s_row > s + 1e-13 * (1.0 + abs(s))
         s = s_row
-        _row(Binv, p, rho)
-        rn = _row_alpha(Ft, rho, alpha)
-        q = _ratio_test(alpha, g, basis, PIVOT_TOL * rn * fmax, bland)
-        if q < 0:
+        status = _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp)
+        if status < 0:
             return NO_ENTERING
-        if _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, tmp):
+        if status == 1:
             _matvec(Binv, x, wx)
             _matvec(Binv, u, wu)
         else:
             _update_primal(wx, tmp, p)
             _update_primal(wu, tmp, p)
         new_slope = _dot(lam, u)
-        if advanced or new_slope > slope + 1e-13 * (1.0 + abs(slope)):
-            stall = 0
-            bland = False
-        else:
-            stall += 1
-            if stall >= STALL:
-                if not bland:
-                    ctr[3] += 1
-                bland = True
+        stall, bland = _anti_cycling(advanced or new_slope > slope + 1e-13 * (1.0 + abs(slope)), stall, bland, ctr)
         slope = new_slope
     return PIVOT_LIMIT
 
