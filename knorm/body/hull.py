@@ -1,5 +1,7 @@
 """The body ``K = F·B₁ⁿ`` and its exact oracle (MATH.md §2)."""
 
+import threading
+
 import numpy as np
 
 from . import _simplex as sx
@@ -66,6 +68,8 @@ class Frame:
         self.fmax = float(np.max(np.linalg.norm(self.Ft, axis=1)))
         self.max_pivots = 50 * (self.n + self.r) + 1000
         self._state = None
+        # the shared warm-start state is mutated by every query: one thread at a time
+        self._lock = threading.Lock()
 
     def check(self, status, what):
         if status != sx.OK:
@@ -125,17 +129,25 @@ class Frame:
             self._state = self.crash_basis()
         return self._state
 
-    def solve(self, y, state=None):
-        st = self.state if state is None else state
-        status = sx.solve(self.Ft, self.fmax, *st.args(), np.ascontiguousarray(y, dtype=np.float64), self.max_pivots)
+    def solve(self, y, state):
+        """Make ``state`` optimal at ``y`` (dual simplex); returns it."""
+        status = sx.solve(self.Ft, self.fmax, *state.args(), np.ascontiguousarray(y, dtype=np.float64),
+                          self.max_pivots)
         self.check(status, "a gauge")
-        return st
+        return state
+
+    def solve_copy(self, y):
+        """A copy of the shared state made optimal at ``y`` (thread-safe)."""
+        with self._lock:
+            return self.solve(y, self.state).copy()
 
     def gauges(self, Y):
+        """Gauges and facet normals of the rows of Y, warm-started from the shared state."""
         Y = np.ascontiguousarray(Y, dtype=np.float64)
         out = np.empty(Y.shape[0])
         normals = np.empty_like(Y)
-        status = sx.gauge_many(self.Ft, self.fmax, *self.state.args(), Y, self.max_pivots, out, normals)
+        with self._lock:
+            status = sx.gauge_many(self.Ft, self.fmax, *self.state.args(), Y, self.max_pivots, out, normals)
         self.check(status, "gauges")
         return out, normals
 
@@ -268,7 +280,7 @@ class SymmetricHull:
         zx, offx = self._to_frame(x)
         if offx > 1e-9:
             raise ValueError("chord needs a point x inside K; x is off the span of F")
-        base = self.frame.solve(zx)
+        base = self.frame.solve_copy(zx)
         if float(base.lam @ zx) > 1 + 1e-9:
             raise ValueError(f"chord needs a point x inside K; ‖x‖_K = {float(base.lam @ zx):.6g} > 1")
         zu, offu = self._to_frame(u)

@@ -218,3 +218,17 @@ def test_pivot_limit_raises_clear_error():
     K.frame.max_pivots = 1
     with pytest.raises(OracleError, match="pivot limit"):
         K.gauge(rng.standard_normal((5, 20)) * 100)
+
+
+def test_concurrent_queries_from_threads_stay_exact():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(12)
+    F = random_F("pm1", 15, 60, rng)
+    K = SymmetricHull(F)
+    batches = [rng.standard_normal((40, 15)) for _ in range(8)]
+    want = [ReferenceOracle(F).gauge(b) for b in batches[:2]]
+    with ThreadPoolExecutor(max_workers=4) as ex:
+        got = list(ex.map(lambda b: np.concatenate([K.gauge(y[None]) for y in b]), batches))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-9)
