@@ -6,11 +6,14 @@ invalidate_stale_caches()
 
 # isort: split
 
-from . import diagnostics
+from . import diagnostics, workloads
 from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
+from .mechanisms import (ErrorEstimate, GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism,
+                         PrivacyClaim)
 from .walks import WALKS, ConvergenceWarning, SamplingInfo, sample_uniform
 
 __all__ = ["SymmetricHull", "ReferenceOracle", "OracleError", "sample_uniform", "SamplingInfo",
-           "ConvergenceWarning", "WALKS", "ess", "rhat", "diagnostics"]
+           "ConvergenceWarning", "WALKS", "ess", "rhat", "diagnostics", "workloads", "LaplaceMechanism",
+           "GaussianMechanism", "KNormMechanism", "NIMechanism", "PrivacyClaim", "ErrorEstimate"]
 __version__ = "0.1.0"

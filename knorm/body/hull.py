@@ -203,6 +203,19 @@ class SymmetricHull:
         self._scale = float(np.max(np.linalg.norm(Fr, axis=0)))
         self.frame = Frame((Fr / self._scale).T)
         self._rounding = None
+        self._structure = False  # not yet detected
+
+    @property
+    def exact_structure(self):
+        """``ExactStructure`` if K is a linear image of the cross-polytope or cube, else None.
+
+        Then uniform draws are exact (no MCMC); see :mod:`knorm.body.structure`.
+        """
+        if self._structure is False:
+            from .structure import detect
+
+            self._structure = detect(self.frame)
+        return self._structure
 
     # -- coordinates -------------------------------------------------------------
     @property

@@ -100,6 +100,18 @@ def thinning_for(tau, target=TARGET_ESS_FRACTION):
     return max(1, int(np.ceil(np.log((1.0 - target) / (1.0 + target)) / np.log(rho))))
 
 
+def uniform_covariance(body):
+    """Covariance of Uniform(K) in ambient coordinates (d × d, rank = dim).
+
+    Exact for cross-polytope / box images; otherwise the rounding's estimate (billiard
+    draws, at least 20 per dimension).
+    """
+    s = body.exact_structure
+    C = s.covariance_frame() if s is not None else rounding_of(body).covariance
+    Q = body.span_basis * body._scale
+    return Q @ C @ Q.T
+
+
 def _start_points(frame, k, rng):
     """Dispersed starting points inside the frame's body: F·w with random ‖w‖₁ ≤ 1."""
     W = rng.standard_exponential((k, frame.n)) * rng.choice([-1.0, 1.0], size=(k, frame.n))

@@ -1,0 +1,104 @@
+"""Exact structure of K: linear images of the cross-polytope and of the cube.
+
+Uniformity is preserved by linear maps, so when ``K = G·B₁^r`` or ``K = G·[-1,1]^r``
+(G invertible, in span coordinates) uniform draws are exact: no MCMC. This covers the
+identity, signed / permuted / diagonally scaled identities, any invertible square F
+(e.g. the prefix workload) with or without extra interior columns, and boxes.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+CROSS = "cross-polytope"
+BOX = "box"
+
+
+@dataclass
+class ExactStructure:
+    """``K = G·C`` in frame coordinates, C the unit cross-polytope or cube of dim r."""
+
+    kind: str
+    G: np.ndarray  # (r, r), frame coordinates
+
+    def sample_frame(self, size, rng):
+        """Exact uniform draws in frame coordinates (MATH.md §3 for the ℓ1 ball)."""
+        r = self.G.shape[0]
+        if self.kind == CROSS:
+            g = rng.laplace(size=(size, r))  # density ∝ exp(-|t|)
+            e = rng.standard_exponential((size, 1))
+            c = g / (np.abs(g).sum(axis=1, keepdims=True) + e)
+        else:
+            c = rng.uniform(-1.0, 1.0, size=(size, r))
+        return c @ self.G.T
+
+    def covariance_frame(self):
+        """Exact covariance of Uniform(K) in frame coordinates."""
+        r = self.G.shape[0]
+        s = 2.0 / ((r + 1) * (r + 2)) if self.kind == CROSS else 1.0 / 3.0
+        return s * self.G @ self.G.T
+
+
+def _cross(frame, tol):
+    Ft = frame.Ft  # (n, r): columns of F as rows
+    n, r = Ft.shape
+    if n == r:
+        return ExactStructure(CROSS, Ft.T.copy())
+    g, _ = frame.gauges(Ft)
+    cand = np.flatnonzero(g >= 1.0 - tol)
+    if len(cand) < r:
+        return None
+    # r independent boundary columns (pivoted QR), then every column must lie in G·B₁^r
+    _, R, piv = _qr_pivot(Ft[cand].T)
+    if abs(R[r - 1, r - 1]) < 1e-9 * abs(R[0, 0]):
+        return None
+    G = Ft[cand[piv[:r]]].T
+    W = np.linalg.solve(G, Ft.T)
+    if np.all(np.abs(W).sum(axis=0) <= 1.0 + tol):
+        return ExactStructure(CROSS, G)
+    return None
+
+
+def _qr_pivot(A):
+    from scipy.linalg import qr
+
+    return qr(A, pivoting=True, mode="economic")
+
+
+def _box(frame, tol, max_dim, rng):
+    n, r = frame.Ft.shape
+    if r > max_dim or n != 2 ** (r - 1):
+        # a box G·[-1,1]^r has 2^r vertices (2^(r-1) ± pairs); any other column count
+        # means extra columns, which we do not try to prune here
+        return None
+    # probes whitened by the columns' second moment: each facet of a box is then hit
+    # with probability ≈ 1/(2r) per probe, so 40r probes miss one with prob ≈ e^-20
+    S = frame.Ft.T @ frame.Ft / n
+    Y = rng.standard_normal((40 * r, r)) @ np.linalg.cholesky(S + 1e-12 * np.eye(r)).T
+    _, normals = frame.gauges(Y)
+    scale = np.max(np.abs(normals))
+    key = normals / scale
+    # K is symmetric: canonicalise each normal up to sign (largest entry positive)
+    key *= np.sign(key[np.arange(len(key)), np.argmax(np.abs(key), axis=1)])[:, None]
+    _, first = np.unique(np.round(key, 9), axis=0, return_index=True)
+    half = key[first]  # unrounded representatives
+    if len(half) != r:
+        return None
+    Lam = np.array(half) * scale  # rows: facet normals λ_i, |λ_iᵀy| <= 1 on K
+    try:
+        G = np.linalg.inv(Lam)
+    except np.linalg.LinAlgError:
+        return None
+    signs = np.array(np.meshgrid(*[[-1.0, 1.0]] * r)).reshape(r, -1).T
+    g, _ = frame.gauges(signs @ G.T)
+    if np.all(g <= 1.0 + tol):
+        return ExactStructure(BOX, G)
+    return None
+
+
+def detect(frame, *, tol=1e-9, max_box_dim=16):
+    """The exact structure of a frame's body, or None (then sample by MCMC)."""
+    found = _cross(frame, tol)
+    if found is None:
+        found = _box(frame, tol, max_box_dim, np.random.default_rng(0))
+    return found

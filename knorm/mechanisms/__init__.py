@@ -1,0 +1,15 @@
+"""Differentially private mechanisms for linear queries (MATH.md §4).
+
+Each takes ``F`` and keyword-only, validated parameters, ``rng=``, and offers
+``release(x, size=None)``, ``sample_noise(size=None)``, ``expected_error()`` and a
+``privacy`` attribute (:class:`PrivacyClaim`).
+"""
+
+from ._base import ErrorEstimate, Mechanism, PrivacyClaim
+from .additive import GaussianMechanism, LaplaceMechanism, analytic_gaussian_sigma, l1_sensitivity, l2_sensitivity
+from .knorm_mechanism import KNormMechanism
+from .nim import NIMechanism, NIMLevel
+
+__all__ = ["Mechanism", "PrivacyClaim", "ErrorEstimate", "LaplaceMechanism", "GaussianMechanism",
+           "KNormMechanism", "NIMechanism", "NIMLevel", "analytic_gaussian_sigma", "l1_sensitivity",
+           "l2_sensitivity"]
