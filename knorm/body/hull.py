@@ -68,6 +68,7 @@ class Frame:
         self.fmax = float(np.max(np.linalg.norm(self.Ft, axis=1)))
         self.max_pivots = 50 * (self.n + self.r) + 1000
         self._state = None
+        self.radius = None  # cached by knorm.walks.chains.body_radius
         # the shared warm-start state is mutated by every query: one thread at a time
         self._lock = threading.Lock()
 
@@ -141,11 +142,19 @@ class Frame:
         with self._lock:
             return self.solve(y, self.state).copy()
 
-    def gauges(self, Y):
-        """Gauges and facet normals of the rows of Y, warm-started from the shared state."""
+    def gauges(self, Y, state=None):
+        """Gauges and facet normals of the rows of Y.
+
+        Warm-started from the shared state, or from ``state`` if given (e.g. a fresh
+        :meth:`crash_basis`, when the last bits must not depend on earlier queries).
+        """
         Y = np.ascontiguousarray(Y, dtype=np.float64)
         out = np.empty(Y.shape[0])
         normals = np.empty_like(Y)
+        if state is not None:
+            status = sx.gauge_many(self.Ft, self.fmax, *state.args(), Y, self.max_pivots, out, normals)
+            self.check(status, "gauges")
+            return out, normals
         with self._lock:
             status = sx.gauge_many(self.Ft, self.fmax, *self.state.args(), Y, self.max_pivots, out, normals)
         self.check(status, "gauges")

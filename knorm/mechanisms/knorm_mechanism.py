@@ -16,10 +16,13 @@ class KNormMechanism(Mechanism):
     When K is a linear image of the cross-polytope or the cube (identity, prefix,
     diagonal, any invertible F, boxes) z is drawn exactly and ``privacy.sampling`` is
     "exact"; otherwise z comes from the MCMC engine (``walk``) and the claim is
-    "mcmc-approximate". Many releases pool their uniform draws in one sampler run.
+    "mcmc-approximate". Many releases pool their uniform draws in one sampler run:
+    each MCMC run is certified (R-hat < 1.01, bulk ESS ≥ half the draws) over at least
+    ``bank_size`` draws, and the draws a release does not use are banked for the next
+    ones; every draw is used exactly once.
     """
 
-    def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None):
+    def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None, bank_size=1000):
         super().__init__(F, rng)
         self.epsilon = check_epsilon(epsilon)
         self.body = body if body is not None else SymmetricHull(self.F)
@@ -32,13 +35,24 @@ class KNormMechanism(Mechanism):
             details["exact_structure"] = self.structure.kind
         self.privacy = PrivacyClaim("K-norm", self.epsilon, 0.0, "pure ε-DP", sampling, details=details)
         self.last_info = None
+        self.bank_size = int(bank_size)
+        self._bank = np.empty((0, self.d))
 
     def sample_uniform(self, size):
-        """``size`` draws of z ~ Uniform(K) (exact or MCMC), ambient coordinates."""
+        """``size`` draws of z ~ Uniform(K) (exact or MCMC), ambient coordinates.
+
+        MCMC draws come from the bank of certified draws, refilled by one sampler run
+        of ``max(size, bank_size)`` draws when it runs short; ``last_info`` holds the
+        diagnostics of the run that produced them.
+        """
         if self.structure is not None:
             self.last_info = None
             return self.body.to_ambient(self.structure.sample_frame(size, self._rng))
-        z, self.last_info = sample_uniform(self.body, size, walk=self.walk, rng=self._rng, return_info=True)
+        if len(self._bank) < size:
+            fresh, self.last_info = sample_uniform(self.body, max(size - len(self._bank), self.bank_size),
+                                                   walk=self.walk, rng=self._rng, return_info=True)
+            self._bank = np.vstack([self._bank, fresh])
+        z, self._bank = self._bank[:size], self._bank[size:]
         return z
 
     def sample_noise(self, size=None):

@@ -28,12 +28,15 @@ def walk_id(walk):
 def body_radius(frame, k=64):
     """Median over ``k`` fixed random unit directions v of ``1/‖v‖_K``: a scale-free size of K.
 
-    Deterministic (fixed directions), so walk parameters derived from it are too.
+    Deterministic to the last bit (fixed directions, fresh warm-start state, cached on
+    the frame), so walk parameters derived from it never depend on earlier queries.
     """
-    V = np.random.default_rng(12345).standard_normal((k, frame.r))
-    V /= np.linalg.norm(V, axis=1, keepdims=True)
-    g, _ = frame.gauges(V)
-    return float(np.median(1.0 / g))
+    if frame.radius is None:
+        V = np.random.default_rng(12345).standard_normal((k, frame.r))
+        V /= np.linalg.norm(V, axis=1, keepdims=True)
+        g, _ = frame.gauges(V, state=frame.crash_basis())
+        frame.radius = float(np.median(1.0 / g))
+    return frame.radius
 
 
 def default_params(walk, frame):

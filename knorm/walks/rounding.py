@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..body.hull import Frame
+from ..diagnostics import ess as _ess
 from .chains import Chain, default_params, run_chains
 
 ROUNDING_SEED = 20191  # rounding is a deterministic function of the body (see Rounding)
@@ -23,7 +24,9 @@ class Rounding:
     ``frame``: the rounded body; ``covariance``: the estimate ``T Tᵀ`` of Cov(Uniform K)
     in span units; ``iterations``; ``eigen_spread``: max/min eigenvalue of the last
     in-frame covariance estimate (≈ 1 when isotropic, up to sampling noise);
-    ``points``: the last in-frame sample (used to start chains).
+    ``points``: the final states of the rounding's chains (new frame), stationary
+    starting points for later runs; ``tau``: integrated autocorrelation time (per
+    step) of the billiard walk measured on the last iteration.
     """
 
     T: np.ndarray
@@ -32,6 +35,7 @@ class Rounding:
     iterations: int
     eigen_spread: float
     points: np.ndarray
+    tau: float
 
     def to_span(self, Z):
         return np.asarray(Z) @ self.T.T
@@ -41,15 +45,23 @@ def _frame_for(base, T):
     return Frame(np.linalg.solve(T, base.Ft.T).T)
 
 
-def round_body(base, *, chains=4, samples_per_dim=20, max_iter=8, spread_tol=3.0, workers=None):
+def noise_spread(r, n_points):
+    """Eigenvalue spread max/min of the sample covariance of ``n_points`` iid isotropic
+    points in dimension r (Marchenko–Pastur edges): ((1+√(r/N)) / (1−√(r/N)))²."""
+    q = np.sqrt(r / n_points)
+    return ((1 + q) / (1 - q)) ** 2
+
+
+def round_body(base, *, chains=4, samples_per_dim=10, max_iter=8, spread_factor=1.5, workers=None):
     """Estimate Cov(Uniform K) by billiard walks in successively rounded frames.
 
     Starts from ``Σ₀ = F Fᵀ / n``; each iteration runs ``chains`` billiard chains
-    (warm-up 4·r steps, then every 4th step),
+    (warm-up 2·r steps, then every 2nd step),
     collects ``samples_per_dim·r`` points, estimates the in-frame covariance ``S`` and
     updates ``T ← T·chol(S)``. Stops when the eigenvalue spread of S is below
-    ``spread_tol`` (sampling noise of the estimate alone gives about 2 at 20 points
-    per dimension) or after ``max_iter`` iterations. Seeded with a fixed seed: the
+    ``spread_factor`` times the spread that sampling noise alone gives for isotropic
+    points (:func:`noise_spread`, ≈ 3.7 at 10 points per dimension), or after
+    ``max_iter`` iterations. Seeded with a fixed seed: the
     rounding of a body is deterministic, so caching it never changes seeded results.
     """
     r = base.r
@@ -58,31 +70,29 @@ def round_body(base, *, chains=4, samples_per_dim=20, max_iter=8, spread_tol=3.0
     T = np.linalg.cholesky(Fr @ Fr.T / base.n + 1e-12 * np.eye(r))
     n_points = max(samples_per_dim * r, 100)
     per_chain = -(-n_points // chains)
-    thin = 4
-    warmup = 4 * r
+    thin = 2
+    warmup = 2 * r
     pts = None
     spread = np.inf
     it = 0
     for it in range(1, max_iter + 1):
         frame = _frame_for(base, T)
         gens = rng.spawn(chains)
-        if pts is None:
-            starts = [np.zeros(r)] * chains
-        else:
-            starts = [p for p in pts[:chains]]
+        starts = [np.zeros(r)] * chains if pts is None else list(pts)
         cs = [Chain(frame, x0, g) for x0, g in zip(starts, gens)]
         params = default_params("billiard", frame)
-        run_chains(cs, "billiard", warmup, warmup, params, workers)
+        run_chains(cs, "billiard", warmup if pts is None else r, r, params, workers)
         rec = run_chains(cs, "billiard", per_chain * thin, thin, params, workers)
         Z = rec.reshape(-1, r)
         S = np.cov(Z, rowvar=False).reshape(r, r)
         ev = np.linalg.eigvalsh(S)
         spread = float(ev[-1] / ev[0])
         L = np.linalg.cholesky(S)
-        pts_frame = np.linalg.solve(L, Z.T).T
         T = T @ L
-        pts = pts_frame[-chains:]
-        if spread < spread_tol:
+        pts = np.linalg.solve(L, np.array([c.x for c in cs]).T).T  # chain states, new frame
+        tau = thin * rec.shape[0] * rec.shape[1] / float(np.min(_ess(np.linalg.solve(L, rec.reshape(-1, r).T).T
+                                                                       .reshape(rec.shape))))
+        if spread < spread_factor * noise_spread(r, len(Z)):
             break
     return Rounding(T=T, frame=_frame_for(base, T), covariance=T @ T.T, iterations=it,
-                    eigen_spread=spread, points=pts)
+                    eigen_spread=spread, points=pts, tau=tau)

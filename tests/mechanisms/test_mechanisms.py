@@ -210,3 +210,17 @@ def test_bad_workload_matrix():
 
 def test_public_namespace():
     assert knorm.KNormMechanism is KNormMechanism
+
+
+def test_knorm_bank_uses_each_certified_draw_once():
+    F = W.random_pm1(6, 20, rng=14)
+    m = KNormMechanism(F, epsilon=1.0, rng=15, bank_size=300)
+    z1 = m.sample_uniform(100)
+    info1 = m.last_info
+    assert info1.converged and info1.draws >= 300
+    z2 = m.sample_uniform(150)  # served from the bank: no new run
+    assert m.last_info is info1
+    z3 = m.sample_uniform(100)  # bank short: one new certified run
+    assert m.last_info is not info1
+    allz = np.vstack([z1, z2, z3])
+    assert len(np.unique(allz, axis=0)) == len(allz)
