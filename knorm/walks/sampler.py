@@ -142,7 +142,8 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
     min_draws : pool size: the sampler draws ``max(size, min_draws)`` thinned points and
         returns a random ``size`` of them. Even iid draws pass max R-hat < 1.01 (over
         10 coordinates) only 36% of the time at 400 draws and 97% at 1000, hence 1000.
-    max_steps : step budget per chain (default ``max(10⁵, 200·r·pool/chains)``).
+    max_steps : step budget per chain for the pilot and for extending the pool beyond
+        its first pass, which always runs (default ``max(10⁵, 200·r·pool/chains)``).
 
     Returns an array (size, d) in ambient coordinates (in the span of F).
 
