@@ -20,6 +20,8 @@ from knorm.walks.chains import Chain, run_chains
 from knorm.walks.reference import hit_and_run_reference
 from knorm.walks.sampler import _start_points, rounding_of
 
+NO_CLIP = np.array([np.inf])  # hit-and-run over all of K (no ball clip)
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -43,10 +45,10 @@ def main(argv=None):
     # 1. same inputs -> same trajectory; and steps/s of each oracle on one core
     k = args.highs_steps
     chain = Chain(frame, x0, np.random.default_rng(args.seed + 2))
-    run_chains([chain], "hit_and_run", 1, 1, np.zeros(1), workers=1)  # JIT warm-up step
+    run_chains([chain], "hit_and_run", 1, 1, NO_CLIP, workers=1)  # JIT warm-up step
     chain = Chain(frame, x0, np.random.default_rng(args.seed + 2))
     t = time.perf_counter()
-    fast_path = run_chains([chain], "hit_and_run", k, 1, np.zeros(1), workers=1)[0]
+    fast_path = run_chains([chain], "hit_and_run", k, 1, NO_CLIP, workers=1)[0]
     t_fast_k = time.perf_counter() - t
     gen = np.random.default_rng(args.seed + 2)
     normals, unif = gen.standard_normal((k, r)), gen.random((k, 2))
@@ -60,9 +62,9 @@ def main(argv=None):
     steps = args.ess_steps or 300 * d
     chains = [Chain(frame, x, np.random.default_rng(args.seed + 10 + i))
               for i, x in enumerate(_start_points(frame, 4, np.random.default_rng(args.seed + 3)))]
-    run_chains(chains, "hit_and_run", 20 * d, 20 * d, np.zeros(1))  # warm-up
+    run_chains(chains, "hit_and_run", 20 * d, 20 * d, NO_CLIP)  # warm-up
     t = time.perf_counter()
-    rec = run_chains(chains, "hit_and_run", steps, 1, np.zeros(1), workers=1)
+    rec = run_chains(chains, "hit_and_run", steps, 1, NO_CLIP, workers=1)
     t_fast = time.perf_counter() - t
     amb = K.to_ambient(rounding_of(K).to_span(rec))
     ess = float(np.min(knorm.ess(amb)))

@@ -34,15 +34,35 @@ def _copy_state(b0, B0, l0, g0, b1, B1, l1, g1):
 
 
 @njit(cache=True, nogil=True)
-def _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, max_piv, out):
-    """Hit-and-run move along u: uniform point on the chord, v ~ U(0,1)."""
+def _ball_chord(x, u, radius):
+    """Both distances ``s >= 0`` to the sphere ``‖x + s·u‖ = radius`` along +u and −u."""
+    if radius == np.inf:
+        return np.inf, np.inf
+    uu = 0.0
+    xu = 0.0
+    xx = 0.0
+    for i in range(x.shape[0]):
+        uu += u[i] * u[i]
+        xu += x[i] * u[i]
+        xx += x[i] * x[i]
+    root = np.sqrt(max(xu * xu - uu * (xx - radius * radius), 0.0))
+    return max((-xu + root) / uu, 0.0), max((xu + root) / uu, 0.0)
+
+
+@njit(cache=True, nogil=True)
+def _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, radius, max_piv, out):
+    """Hit-and-run move along u: uniform point on the chord of ``K ∩ radius·B₂``, v ~ U(0,1).
+
+    The ball clip is free: the parametric walk simply stops at the sphere.
+    """
+    bp, bm = _ball_chord(x, u, radius)
     _copy_state(b0, B0, l0, g0, b1, B1, l1, g1)
-    st = sx.move(Ft, fmax, b1, B1, l1, g1, c1, x, u, np.inf, max_piv, out)
+    st = sx.move(Ft, fmax, b1, B1, l1, g1, c1, x, u, bp, max_piv, out)
     if st != sx.OK:
         return st
     tp = out[0]
     neg = -u
-    st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, x, neg, np.inf, max_piv, out)
+    st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, x, neg, bm, max_piv, out)
     if st != sx.OK:
         return st
     tm = out[0]
@@ -133,7 +153,8 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, params
     """Advance one chain ``unif.shape[0]`` steps; store x after every ``thin``-th step.
 
     ``params``: ball ``[δ]``; billiard ``[τ, max_reflections]`` (length ~ Exp(mean τ));
-    hit-and-run / coordinate: unused. Returns a status of ``knorm.body._simplex``.
+    hit-and-run / coordinate ``[radius]``: sample ``K ∩ radius·B₂`` (``inf``: all of K).
+    Returns a status of ``knorm.body._simplex``.
     """
     n, r = Ft.shape
     steps = unif.shape[0]
@@ -152,10 +173,12 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, params
             u[:] = 0.0
             k = min(int(unif[i, 1] * r), r - 1)
             u[k] = 1.0
-            st = _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], max_piv, mv)
+            st = _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], params[0],
+                             max_piv, mv)
         elif walk == HIT_AND_RUN:
             u[:] = normals[i]
-            st = _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], max_piv, mv)
+            st = _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], params[0],
+                             max_piv, mv)
         else:
             nrm = 0.0
             for j in range(r):

@@ -51,7 +51,7 @@ def default_params(walk, frame):
         return np.array([BALL_RADIUS * body_radius(frame) / np.sqrt(r)])
     if walk == "billiard":
         return np.array([BILLIARD_LENGTH * body_radius(frame), 10.0 * r])
-    return np.zeros(1)
+    return np.array([np.inf])
 
 
 class Chain:

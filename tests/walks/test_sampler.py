@@ -6,6 +6,8 @@ import pytest
 from knorm import ConvergenceWarning, SamplingInfo, SymmetricHull, sample_uniform
 from knorm.walks import Chain, run_chains
 
+NO_CLIP = np.array([np.inf])
+
 
 @pytest.fixture(scope="module")
 def F():
@@ -68,7 +70,7 @@ def test_chain_records_every_thin_steps(F):
     K = SymmetricHull(F)
     gen = np.random.default_rng(0)
     c = Chain(K.frame, np.zeros(6), gen)
-    out = run_chains([c], "hit_and_run", 30, 10, np.zeros(1))
+    out = run_chains([c], "hit_and_run", 30, 10, NO_CLIP)
     assert out.shape == (1, 3, 6)
     assert int(c.stats[2]) == 30
 
@@ -106,3 +108,20 @@ def test_thinning_rule_matches_ar1_theory():
         rho = (tau - 1) / (tau + 1)
         frac = lambda j: (1 - rho**j) / (1 + rho**j)  # noqa: E731
         assert frac(k) >= 0.6 > frac(k - 1) if k > 1 else frac(k) >= 0.6
+
+
+def test_ball_clipped_hit_and_run_stays_in_the_intersection():
+    """Uniform on B₁³ ∩ ρB₂: inside both; ‖z‖_K ~ law of the clipped body (checked via inclusion)."""
+    K = SymmetricHull(np.eye(3))
+    gen = np.random.default_rng(1)
+    c = Chain(K.frame, np.zeros(3), gen)
+    rho = 0.4 / K._scale  # frame units
+    out = run_chains([c], "hit_and_run", 4000, 2, np.array([rho]))[0]
+    assert np.all(np.linalg.norm(out, axis=1) <= rho * (1 + 1e-12))
+    assert np.all(K.frame.gauges(out)[0] <= 1 + 1e-12)
+    # a ball of radius 0.4 < 1/√3 lies inside B₁³: the clipped body is the ball, E‖z‖² = 3ρ²/5
+    z2 = np.sum(out**2, axis=1) * K._scale**2
+    from knorm.diagnostics import ess
+
+    se = z2.std(ddof=1) / np.sqrt(ess(z2[None, :, None])[0])
+    assert abs(z2.mean() - 3 * 0.4**2 / 5) < 4.5 * se
