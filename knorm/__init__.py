@@ -6,7 +6,7 @@ invalidate_stale_caches()
 
 # isort: split
 
-from . import diagnostics, workloads
+from . import bounds, diagnostics, workloads
 from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism,
@@ -14,6 +14,6 @@ from .mechanisms import (ErrorEstimate, GaussianMechanism, KNormMechanism, Lapla
 from .walks import WALKS, ConvergenceWarning, SamplingInfo, sample_uniform
 
 __all__ = ["SymmetricHull", "ReferenceOracle", "OracleError", "sample_uniform", "SamplingInfo",
-           "ConvergenceWarning", "WALKS", "ess", "rhat", "diagnostics", "workloads", "LaplaceMechanism",
+           "ConvergenceWarning", "WALKS", "ess", "rhat", "diagnostics", "workloads", "bounds", "LaplaceMechanism",
            "GaussianMechanism", "KNormMechanism", "NIMechanism", "PrivacyClaim", "ErrorEstimate"]
 __version__ = "0.1.0"

@@ -111,9 +111,14 @@ def rhat(draws):
     return _per_coordinate(_rhat_one, draws)
 
 
-def ess(draws):
-    """Bulk effective sample size (rank-normalised split chains)."""
-    return _per_coordinate(lambda a: _ess_raw(_z_scale(_split(a))), draws)
+def ess(draws, method="bulk"):
+    """Effective sample size: ``"bulk"`` (rank-normalised split chains, the default) or
+    ``"mean"`` (split chains, no rank normalisation: the ESS for estimating a mean)."""
+    if method == "bulk":
+        return _per_coordinate(lambda a: _ess_raw(_z_scale(_split(a))), draws)
+    if method == "mean":
+        return _per_coordinate(lambda a: _ess_raw(_split(a)), draws)
+    raise ValueError(f"method must be 'bulk' or 'mean', got {method!r}")
 
 
 def autocorrelation_time(draws):

@@ -34,6 +34,14 @@ def test_ess_of_ar1_matches_theory(phi):
     assert autocorrelation_time(x) == pytest.approx((1 + phi) / (1 - phi), rel=0.15)
 
 
+def test_mean_ess_of_ar1_matches_theory():
+    rng = np.random.default_rng(7)
+    x = ar1(0.8, 4, 50_000, rng)
+    assert ess(x, method="mean") == pytest.approx(x.size * 0.2 / 1.8, rel=0.15)
+    with pytest.raises(ValueError, match="method"):
+        ess(x, method="tail")
+
+
 def test_ess_is_invariant_to_monotone_transforms():
     rng = np.random.default_rng(2)
     x = ar1(0.7, 4, 4000, rng)

@@ -1,0 +1,231 @@
+"""Volumes of K and the volume lower bounds of MATH.md §5.
+
+* :func:`volume` -- ``Vol_r(K)`` in the r-dimensional span of F (never in the ambient d
+  dimensions when rank F < d). Exact for linear images of the cross-polytope and the
+  cube; otherwise a randomized multiphase Monte Carlo estimate with a relative-error
+  target and the relative standard error it achieved.
+* :func:`vol_lower_bound` -- ``VolLB(F, ε) = ε⁻¹ r √r Vol_r(K)^{1/r}`` **without** the
+  unknown constant of the theorem: every ε-DP mechanism has error Ω(VolLB), i.e. at least
+  c·VolLB for an absolute constant c that the theory does not give. It is a yardstick
+  for how close a mechanism is to optimal up to that constant, not a certified bound.
+* :func:`gvol_lower_bound` -- ``GVolLB = sup_{k,P} ε⁻¹ k √k Vol_k(PK)^{1/k}``, estimated as
+  the max over the candidate projections NIM finds (same caveat on the constant).
+
+Multiphase Monte Carlo (sequence of balls): in the rounded (isotropic) frame K' of K,
+take radii ``ρ_0 = R_out > ρ_1 > … > ρ_m = ρ_in`` with ``K' ⊆ B(R_out)`` and
+``B(ρ_in) ⊆ K'``. Then ``Vol(K') = Vol(B(ρ_in)) / ∏ p_i`` with
+``p_i = P(‖z‖ <= ρ_{i+1})`` for ``z ~ Uniform(K' ∩ B(ρ_i))``, each estimated by
+hit-and-run on the ball-clipped body. Radii are chosen as quantiles of pilot draws so
+that each ``p_i ≈ q``; the p_i are then estimated on fresh draws, with standard errors
+from the ESS of the indicator, until ``Σ var(p̂_i)/p_i² <= rel_error²``.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import special
+from scipy.linalg import qr
+
+from ._rng import as_generator
+from .diagnostics import ess as _ess
+from .mechanisms._base import check_epsilon
+from .walks.chains import Chain, run_chains
+from .walks.sampler import as_body, rounding_of
+
+
+@dataclass
+class VolumeEstimate:
+    """``Vol_dim(K)`` in the span of F.
+
+    ``rel_stderr``: achieved relative standard error (0 when exact); ``phases``,
+    ``samples`` (thinned draws used), ``seconds``, ``method``; ``radii`` of the phases.
+    """
+
+    log_volume: float
+    rel_stderr: float
+    dim: int
+    exact: bool
+    method: str
+    phases: int = 0
+    samples: int = 0
+    seconds: float = 0.0
+    radii: list = field(default_factory=list)
+
+    @property
+    def volume(self):
+        return float(np.exp(self.log_volume))
+
+    def root(self):
+        """``Vol^{1/dim}`` and its relative standard error (rel_stderr / dim)."""
+        return float(np.exp(self.log_volume / self.dim)), self.rel_stderr / self.dim
+
+
+def log_ball_volume(r, radius=1.0):
+    """log Vol(radius·B₂^r) = log(π^{r/2} radius^r / Γ(r/2 + 1))."""
+    return 0.5 * r * np.log(np.pi) + r * np.log(radius) - special.gammaln(r / 2 + 1)
+
+
+def inner_radius(frame):
+    """A radius ρ with ``B(ρ) ⊆ K`` (valid lower bound on the inradius).
+
+    For λ in the polar ``{|Fᵀλ| <= 1}``: ``‖Bᵀλ‖₂ <= √r`` for any r columns B, so
+    ``‖λ‖₂ <= √r / σ_min(B)``; likewise ``‖λ‖₂ <= √n / σ_min(F)``. The inradius is
+    ``1 / max‖λ‖₂`` over the polar, hence at least the larger of the two ratios.
+    """
+    Fm = frame.Ft.T
+    r, n = Fm.shape
+    _, _, piv = qr(Fm, pivoting=True, mode="economic")
+    B = Fm[:, piv[:r]]
+    s_b = np.linalg.svd(B, compute_uv=False)[-1]
+    s_f = np.linalg.svd(Fm, compute_uv=False)[-1]
+    return float(max(s_b / np.sqrt(r), s_f / np.sqrt(n)))
+
+
+def _exact_log_volume(body):
+    s = body.exact_structure
+    r = body.dim
+    base = r * np.log(2.0) - special.gammaln(r + 1) if s.kind == "cross-polytope" else r * np.log(2.0)
+    return base + np.linalg.slogdet(s.G)[1] + r * np.log(body._scale)
+
+
+def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, chains=4, max_samples=None,
+           workers=None):
+    """``Vol_r(K)`` for ``K = F·B₁ⁿ`` (r = rank F), exact or by multiphase Monte Carlo.
+
+    ``method``: "auto" (exact when K is an image of the cross-polytope or cube, else
+    Monte Carlo), "exact", or "mc" (always Monte Carlo). ``rel_error``: target relative
+    standard error; ``quantile``: targeted ratio per phase; ``max_samples``: budget of
+    thinned draws per phase (default ``200·r/rel_error²``).
+    """
+    t0 = time.perf_counter()
+    body = as_body(body_or_F)
+    r = body.dim
+    if method not in ("auto", "exact", "mc"):
+        raise ValueError(f"method must be 'auto', 'exact' or 'mc', got {method!r}")
+    if not (0 < rel_error) or not np.isfinite(rel_error):
+        raise ValueError(f"rel_error must be positive, got {rel_error!r}")
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
+    if method != "mc" and body.exact_structure is not None:
+        return VolumeEstimate(_exact_log_volume(body), 0.0, r, True, f"exact ({body.exact_structure.kind})",
+                              seconds=time.perf_counter() - t0)
+    if method == "exact":
+        raise ValueError("no exact volume formula: K is not a linear image of the cross-polytope or the cube")
+    gen = as_generator(rng)
+    rnd = rounding_of(body, workers)
+    frame = rnd.frame
+    log_jac = np.linalg.slogdet(rnd.T)[1] + r * np.log(body._scale)
+    if r == 1:  # K' is a segment [-a, a]
+        a = float(np.max(np.abs(frame.Ft)))
+        return VolumeEstimate(np.log(2 * a) + log_jac, 0.0, 1, True, "exact (segment)",
+                              seconds=time.perf_counter() - t0)
+    r_out = float(np.max(np.linalg.norm(frame.Ft, axis=1)))
+    r_in = inner_radius(frame)
+    thin = max(2, r)
+    warm = 10 * r
+    starts = rnd.points[:chains] if len(rnd.points) >= chains else np.zeros((chains, r))
+    cs = [Chain(frame, x0, g) for x0, g in zip(starts, gen.spawn(chains))]
+    if max_samples is None:
+        max_samples = int(200 * r / rel_error**2)
+
+    def sample(radius, per_chain):
+        for c in cs:  # pull the chains into the current ball (K' is star-shaped about 0)
+            nrm = np.linalg.norm(c.x)
+            if nrm > radius:
+                c.x *= 0.9 * radius / nrm
+                frame.solve(c.x, c.state)
+        params = np.array([radius])
+        run_chains(cs, "hit_and_run", warm, warm, params, workers)
+        return run_chains(cs, "hit_and_run", per_chain * thin, thin, params, workers)
+
+    # 1. schedule of radii, inward, from pilot draws
+    radii = [r_out]
+    pilot = max(50, 10 * r) // chains + 1
+    while radii[-1] > r_in:
+        rec = sample(radii[-1], pilot)
+        nxt = float(np.quantile(np.linalg.norm(rec.reshape(-1, r), axis=1), quantile))
+        radii.append(max(nxt, r_in))
+        if len(radii) > 50 * r + 10:
+            raise RuntimeError("volume: the radius schedule does not shrink (is the body rounded?)")
+    phases = len(radii) - 1
+    # 2. ratios on fresh draws until the relative variance target is met
+    budget_var = rel_error**2 / phases
+    log_p, rel_var, used = 0.0, 0.0, 0
+    for outer, inner in zip(radii[:-1], radii[1:]):
+        per_chain = max(25, int(np.ceil(4 * (1 - quantile) / (quantile * budget_var) / chains)))
+        ind = np.empty((chains, 0))
+        while True:
+            rec = sample(outer, per_chain)
+            ind = np.concatenate([ind, (np.linalg.norm(rec, axis=2) <= inner).astype(float)], axis=1)
+            p = float(ind.mean())
+            n_eff = float(_ess(ind, method="mean")) if 0 < p < 1 else float(ind.size)
+            var = p * (1 - p) / n_eff
+            if (p > 0 and var / p**2 <= budget_var) or ind.size >= max_samples:
+                break
+            per_chain = ind.shape[1]  # double
+        if p == 0:
+            raise RuntimeError(f"volume: no draw fell inside radius {inner:.3g} (phase ratio too small)")
+        used += ind.size
+        log_p += np.log(p)
+        rel_var += var / p**2
+    log_vol = log_ball_volume(r, r_in) - log_p + log_jac
+    return VolumeEstimate(float(log_vol), float(np.sqrt(rel_var)), r, False, "multiphase Monte Carlo (balls)",
+                          phases=phases, samples=used, seconds=time.perf_counter() - t0, radii=radii)
+
+
+@dataclass
+class BoundEstimate:
+    """A lower-bound yardstick without its unknown constant: ``value ± stderr``."""
+
+    value: float
+    stderr: float
+    dim: int
+    epsilon: float
+    note: str
+    candidates: list = field(default_factory=list)
+
+
+_CONSTANT_NOTE = ("without the unknown absolute constant of the theorem (error >= c·value for some c > 0): "
+                  "a yardstick, not a certified bound")
+
+
+def vol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None, volume_estimate=None):
+    """``VolLB(F, ε) = ε⁻¹ r √r Vol_r(K)^{1/r}`` (r = rank F), constant omitted.
+
+    The volume's relative error enters divided by r, so a loose ``rel_error`` suffices.
+    """
+    eps = check_epsilon(epsilon)
+    est = volume_estimate if volume_estimate is not None else volume(F, rel_error=rel_error, rng=rng)
+    root, rel = est.root()
+    r = est.dim
+    value = r * np.sqrt(r) * root / eps
+    return BoundEstimate(float(value), float(value * rel), r, eps, "VolLB " + _CONSTANT_NOTE)
+
+
+def gvol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None):
+    """GVolLB estimate: max of ``ε⁻¹ k √k Vol_k(PK)^{1/k}`` over NIM's subspaces.
+
+    Candidates: the whole span and, for each NIM level, the subspace it recurses on (top
+    eigenvectors) and the one it releases (bottom eigenvectors). ``candidates`` lists
+    (k, value, stderr) for each.
+    """
+    from .mechanisms.nim import NIMechanism
+
+    eps = check_epsilon(epsilon)
+    gen = as_generator(rng)
+    nim = NIMechanism(F, epsilon=eps, rng=gen)
+    Fm = np.asarray(F, float)
+    cands = []
+    seen = []
+    for lv in nim.levels:
+        for U in (lv.basis, lv.kept):
+            if U.shape[1] == 0 or any(U.shape == S.shape and np.allclose(np.abs(U.T @ S), np.eye(U.shape[1]))
+                                      for S in seen):
+                continue
+            seen.append(U)
+            b = vol_lower_bound(U.T @ Fm, eps, rel_error=rel_error, rng=gen)
+            cands.append((U.shape[1], b.value, b.stderr))
+    best = max(cands, key=lambda c: c[1])
+    return BoundEstimate(best[1], best[2], best[0], eps, "GVolLB over NIM's subspaces " + _CONSTANT_NOTE,
+                         candidates=cands)
