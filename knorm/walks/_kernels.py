@@ -149,8 +149,11 @@ def _ball_step(Ft, fmax, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, sta
 
 
 @njit(cache=True, nogil=True)
-def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, params, max_piv, out, stats):
+def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, offset, params, max_piv, out, stats):
     """Advance one chain ``unif.shape[0]`` steps; store x after every ``thin``-th step.
+
+    ``offset``: steps of the current run already taken (the record counts from the run's
+    start, so a run may be split into several calls).
 
     ``params``: ball ``[δ]``; billiard ``[τ, max_reflections]`` (length ~ Exp(mean τ));
     hit-and-run / coordinate ``[radius]``: sample ``K ∩ radius·B₂`` (``inf``: all of K).
@@ -193,8 +196,9 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, params
         if st != sx.OK:
             break
         stats[S_STEPS] += 1
-        if (i + 1) % thin == 0:
-            out[(i + 1) // thin - 1, :] = x
+        j = offset + i + 1
+        if j % thin == 0:
+            out[j // thin - 1, :] = x
     c0[1] += c1[1]
     c0[2] += c1[2]
     c0[3] += c1[3]

@@ -16,7 +16,7 @@ WALKS = {
 
 BALL_RADIUS = 1.5  # tuned at d = 20: acceptance ≈ 0.4, best ESS per second
 BILLIARD_LENGTH = 2.0  # tuned: ESS per pivot is flat over 1.5–2.5 R at d = 20, 40
-_CHUNK_FLOATS = 2_000_000  # random numbers generated per kernel call and chain
+BLOCK = 512  # steps of random inputs drawn at a time per chain
 
 
 def walk_id(walk):
@@ -55,7 +55,14 @@ def default_params(walk, frame):
 
 
 class Chain:
-    """One chain on a :class:`knorm.body.hull.Frame`: point ``x`` and its oracle state."""
+    """One chain on a :class:`knorm.body.hull.Frame`: point ``x`` and its oracle state.
+
+    Random inputs are drawn in fixed blocks of ``BLOCK`` steps (r normals and two
+    uniforms per step, whatever the walk) and buffered, so a chain's trajectory depends
+    only on its generator and its step count, never on how the steps are split into
+    calls. :meth:`state_dict` / :meth:`load_state_dict` capture everything needed to
+    continue bit for bit (checkpoints).
+    """
 
     def __init__(self, frame, x0, rng):
         self.frame = frame
@@ -64,6 +71,9 @@ class Chain:
         frame.solve(self.x, self.state)
         self.rng = rng
         self.stats = np.zeros(3, np.int64)
+        self._normals = np.empty((BLOCK, frame.r))
+        self._unif = np.empty((BLOCK, 2))
+        self._pos = BLOCK
 
     @property
     def pivots(self):
@@ -72,22 +82,41 @@ class Chain:
     def run(self, walk, steps, thin, params):
         """Advance ``steps`` steps (a multiple of ``thin``); return the (steps//thin, r) record."""
         wid = walk_id(walk)
-        r = self.frame.r
-        chunk = max(thin, (_CHUNK_FLOATS // (r + 2)) // thin * thin)
-        out = np.empty((steps // thin, r))
+        out = np.empty((steps // thin, self.frame.r))
+        params = np.asarray(params, np.float64)
         done = 0
         while done < steps:
-            k = min(chunk, steps - done)
-            normals = self.rng.standard_normal((k, r)) if wid != kn.COORDINATE else np.empty((0, r))
-            unif = self.rng.random((k, 2))
-            rec = out[done // thin : (done + k) // thin]
+            if self._pos == BLOCK:
+                self._normals = self.rng.standard_normal((BLOCK, self.frame.r))
+                self._unif = self.rng.random((BLOCK, 2))
+                self._pos = 0
+            k = min(BLOCK - self._pos, steps - done)
+            sl = slice(self._pos, self._pos + k)
             status = kn.run_chain(
-                wid, self.frame.Ft, self.frame.fmax, *self.state.args(), self.x, normals, unif, thin,
-                np.asarray(params, np.float64), self.frame.max_pivots, rec, self.stats,
+                wid, self.frame.Ft, self.frame.fmax, *self.state.args(), self.x, self._normals[sl], self._unif[sl],
+                thin, done, params, self.frame.max_pivots, out, self.stats,
             )
             self.frame.check(status, f"a {walk} step")
+            self._pos += k
             done += k
         return out
+
+    def state_dict(self):
+        """Arrays and generator state that determine the chain's future exactly."""
+        basis, Binv, lam, g, ctr = self.state.args()
+        return {"x": self.x.copy(), "basis": basis.copy(), "Binv": Binv.copy(), "lam": lam.copy(), "g": g.copy(),
+                "ctr": ctr.copy(), "stats": self.stats.copy(), "normals": self._normals.copy(),
+                "unif": self._unif.copy(), "pos": self._pos, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, d):
+        self.x = np.array(d["x"], dtype=np.float64)
+        for name, arr in zip(("basis", "Binv", "lam", "g", "ctr"), self.state.args()):
+            arr[...] = d[name]
+        self.stats[...] = d["stats"]
+        self._normals = np.array(d["normals"], dtype=np.float64)
+        self._unif = np.array(d["unif"], dtype=np.float64)
+        self._pos = int(d["pos"])
+        self.rng.bit_generator.state = d["rng"]
 
 
 def n_workers(workers=None):

@@ -125,3 +125,30 @@ def test_ball_clipped_hit_and_run_stays_in_the_intersection():
 
     se = z2.std(ddof=1) / np.sqrt(ess(z2[None, :, None])[0])
     assert abs(z2.mean() - 3 * 0.4**2 / 5) < 4.5 * se
+
+
+@pytest.mark.parametrize("walk", ["billiard", "hit_and_run", "coordinate", "ball"])
+def test_trajectory_does_not_depend_on_how_steps_are_split(F, walk):
+    from knorm.walks.chains import default_params
+
+    K = SymmetricHull(F)
+    p = default_params(walk, K.frame)
+    one = Chain(K.frame, np.zeros(6), np.random.default_rng(3))
+    a = one.run(walk, 1200, 3, p)
+    two = Chain(K.frame, np.zeros(6), np.random.default_rng(3))
+    b = np.vstack([two.run(walk, 300, 3, p), two.run(walk, 600, 3, p), two.run(walk, 300, 3, p)])
+    np.testing.assert_array_equal(a, b)
+
+
+def test_chain_state_dict_round_trip_continues_bit_for_bit(F):
+    from knorm.walks.chains import default_params
+
+    K = SymmetricHull(F)
+    p = default_params("billiard", K.frame)
+    c = Chain(K.frame, np.zeros(6), np.random.default_rng(4))
+    c.run("billiard", 700, 1, p)
+    saved = c.state_dict()
+    want = c.run("billiard", 900, 1, p)
+    d = Chain(K.frame, np.zeros(6), np.random.default_rng(999))
+    d.load_state_dict(saved)
+    np.testing.assert_array_equal(d.run("billiard", 900, 1, p), want)
