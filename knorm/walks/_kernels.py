@@ -26,11 +26,14 @@ S_STEPS = 2
 
 
 @njit(cache=True, nogil=True)
-def _copy_state(b0, B0, l0, g0, b1, B1, l1, g1):
+def _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1):
+    """Copy oracle state 0 into state 1, with its pivots-since-refactorisation count
+    (so refactorisation timing, hence every last bit, depends only on the trajectory)."""
     b1[:] = b0
     B1[:, :] = B0
     l1[:] = l0
     g1[:] = g0
+    c1[0] = c0[0]
 
 
 @njit(cache=True, nogil=True)
@@ -56,7 +59,7 @@ def _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, radiu
     The ball clip is free: the parametric walk simply stops at the sphere.
     """
     bp, bm = _ball_chord(x, u, radius)
-    _copy_state(b0, B0, l0, g0, b1, B1, l1, g1)
+    _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1)
     st = sx.move(Ft, fmax, b1, B1, l1, g1, c1, x, u, bp, max_piv, out)
     if st != sx.OK:
         return st
@@ -74,7 +77,7 @@ def _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, radiu
         for i in range(r):
             y[i] = x[i] + tp * u[i]
         st = sx.move(Ft, fmax, b1, B1, l1, g1, c1, y, neg, tp - t, max_piv, out)
-        _copy_state(b1, B1, l1, g1, b0, B0, l0, g0)
+        _copy_state(b1, B1, l1, g1, c1, b0, B0, l0, g0, c0)
     else:
         for i in range(r):
             y[i] = x[i] - tm * u[i]
@@ -93,7 +96,7 @@ def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, lengt
     """
     r = x.shape[0]
     x0 = x.copy()
-    _copy_state(b0, B0, l0, g0, b1, B1, l1, g1)
+    _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1)
     rem = length
     nref = 0
     while True:
@@ -109,7 +112,7 @@ def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, lengt
         nref += 1
         if nref > max_refl:
             x[:] = x0
-            _copy_state(b1, B1, l1, g1, b0, B0, l0, g0)
+            _copy_state(b1, B1, l1, g1, c1, b0, B0, l0, g0, c0)
             stats[S_REJECTED] += 1
             return sx.OK
         ul = 0.0
