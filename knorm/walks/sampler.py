@@ -12,6 +12,7 @@ from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from .chains import WALKS, Chain, default_params, run_chains
+from .checkpoint import fingerprint
 from .rounding import round_body
 
 
@@ -126,8 +127,11 @@ def _start_points(frame, k, rng):
     return W @ frame.Ft
 
 
+CHUNK_DRAWS = 256  # draws per chain between progress reports / checkpoint opportunities
+
+
 def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, return_info=False,
-                   min_draws=1000, max_steps=None, workers=None):
+                   min_draws=1000, max_steps=None, workers=None, progress=None, checkpoint=None):
     """Approximately uniform draws from ``K = F·B₁ⁿ`` by a rounded random walk.
 
     Parameters
@@ -144,6 +148,10 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
         10 coordinates) only 36% of the time at 400 draws and 97% at 1000, hence 1000.
     max_steps : step budget per chain for the pilot and for extending the pool beyond
         its first pass, which always runs (default ``max(10⁵, 200·r·pool/chains)``).
+    progress : callable ``progress(done, target)`` called with pooled draws so far.
+    checkpoint : a :class:`knorm.walks.checkpoint.Checkpoint`: save snapshots and, with
+        ``resume=True``, continue an interrupted run to the identical result (needs a
+        seeded ``rng``).
 
     Returns an array (size, d) in ambient coordinates (in the span of F).
 
@@ -163,6 +171,7 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
     if isinstance(nchains, bool) or not isinstance(nchains, (int, np.integer)) or nchains < 1:
         raise ValueError(f"chains must be a positive integer, got {chains!r}")
     gen = as_generator(rng)
+    gen_start = gen.bit_generator.state
     body = as_body(body_or_F)
     rnd = rounding_of(body, workers)
     frame = rnd.frame
@@ -176,36 +185,61 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
     warm = rnd.points is not None and len(rnd.points) >= nchains
     starts = rnd.points[:nchains] if warm else _start_points(frame, nchains, gen)
     cs = [Chain(frame, x0, g) for x0, g in zip(starts, child)]
-    used = 0
-    if warm and walk == "billiard":
-        # chains start from the rounding's stationary states, whose τ was measured there
-        tau = rnd.tau
+    fp = None
+    snap = None
+    if checkpoint is not None:
+        if rng is None:
+            raise ValueError("checkpoints need a seeded rng (an int or a Generator): fresh entropy cannot be resumed")
+        fp = fingerprint(frame.Ft, walk, size, pool, nchains, int(max_steps), gen_start)
+        snap = checkpoint.load(fp)
+    if snap is not None:
+        for c, st in zip(cs, snap["chains"]):
+            c.load_state_dict(st)
+        used, warmup, tau, thin, need = (int(snap["used"]), int(snap["warmup"]), float(snap["tau"]),
+                                         int(snap["thin"]), int(snap["need"]))
+        draws, done = np.array(snap["draws"]), bool(snap["done"])
     else:
-        # Pilot: the first half is warm-up (unless warm-started), the rest estimates τ.
-        pilot = max(200, 20 * r) if walk != "billiard" else max(100, 4 * r)
-        while True:
-            rec = run_chains(cs, walk, pilot, 1, params, workers)
-            used += pilot
-            half = rec if warm else rec[:, pilot // 2 :]
-            tau = half.shape[0] * half.shape[1] / float(np.min(_ess(half)))
-            if tau * 20 <= half.shape[1] or used * 3 > max_steps:
-                break
-            pilot *= 2
-    warmup = used
-    thin = thinning_for(tau)
-    draws = np.empty((nchains, 0, r))
-    need = per_chain
+        used, done = 0, False
+        if warm and walk == "billiard":
+            # chains start from the rounding's stationary states, whose τ was measured there
+            tau = rnd.tau
+        else:
+            # Pilot: the first half is warm-up (unless warm-started), the rest estimates τ.
+            pilot = max(200, 20 * r) if walk != "billiard" else max(100, 4 * r)
+            while True:
+                rec = run_chains(cs, walk, pilot, 1, params, workers)
+                used += pilot
+                half = rec if warm else rec[:, pilot // 2 :]
+                tau = half.shape[0] * half.shape[1] / float(np.min(_ess(half)))
+                if tau * 20 <= half.shape[1] or used * 3 > max_steps:
+                    break
+                pilot *= 2
+        warmup = used
+        thin = thinning_for(tau)
+        draws = np.empty((nchains, 0, r))
+        need = per_chain
+
+    def save(force=False):
+        if checkpoint is not None:
+            checkpoint.save(fp, cs, {"used": used, "warmup": warmup, "tau": tau, "thin": thin, "need": need,
+                                     "done": done}, draws, force=force)
+
     while True:
-        steps = need * thin
-        rec = run_chains(cs, walk, steps, thin, params, workers)
-        used += steps
-        draws = np.concatenate([draws, rec], axis=1)
+        while need > 0 and not done:
+            k = min(need, CHUNK_DRAWS)
+            rec = run_chains(cs, walk, k * thin, thin, params, workers)
+            used += k * thin
+            need -= k
+            draws = np.concatenate([draws, rec], axis=1)
+            if progress is not None:
+                progress(min(draws.shape[0] * draws.shape[1], pool), pool)
+            save()
         amb = body.to_ambient(rnd.to_span(draws))
         e = np.atleast_1d(_ess(amb))
         rh = np.atleast_1d(_rhat(amb))
         total = draws.shape[0] * draws.shape[1]
         ok = float(np.min(e)) >= total / 2 and float(np.max(rh)) < 1.01 and total >= pool
-        if ok or used + per_chain * thin > max_steps:
+        if done or ok or used + per_chain * thin > max_steps:
             break
         if float(np.min(e)) < total / 2:
             thin *= 2
@@ -213,6 +247,8 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
             need = per_chain
         else:
             need = max(1, per_chain // 2)
+    done = True
+    save(force=True)
     flat = amb.transpose(1, 0, 2).reshape(-1, amb.shape[-1])
     idx = gen.permutation(flat.shape[0])[:size]
     out = flat[idx]

@@ -152,3 +152,44 @@ def test_chain_state_dict_round_trip_continues_bit_for_bit(F):
     d = Chain(K.frame, np.zeros(6), np.random.default_rng(999))
     d.load_state_dict(saved)
     np.testing.assert_array_equal(d.run("billiard", 900, 1, p), want)
+
+
+def test_interrupted_run_resumes_to_the_uninterrupted_result(F, tmp_path):
+    from knorm.walks.checkpoint import Checkpoint
+
+    want, info = sample_uniform(F, 3000, rng=21, return_info=True)
+
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def stop_after_two(done, target):
+        calls.append(done)
+        if len(calls) == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        sample_uniform(F, 3000, rng=21, progress=stop_after_two, checkpoint=Checkpoint(tmp_path, every=0))
+    ck = Checkpoint(tmp_path, every=0, resume=True)
+    got, info2 = sample_uniform(F, 3000, rng=21, checkpoint=ck, return_info=True)
+    assert ck.loaded == 1
+    np.testing.assert_array_equal(got, want)
+    assert info2.steps == info.steps
+    # a finished run is loaded whole
+    again = sample_uniform(F, 3000, rng=21, checkpoint=Checkpoint(tmp_path, resume=True))
+    np.testing.assert_array_equal(again, want)
+
+
+def test_checkpoint_needs_a_seed(F, tmp_path):
+    from knorm.walks.checkpoint import Checkpoint
+
+    with pytest.raises(ValueError, match="seeded"):
+        sample_uniform(F, 10, checkpoint=Checkpoint(tmp_path))
+
+
+def test_progress_reports_up_to_the_pool(F):
+    seen = []
+    sample_uniform(F, 2000, rng=1, progress=lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1][0] == seen[-1][1] == 2000
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
