@@ -19,10 +19,11 @@ class KNormMechanism(Mechanism):
     "mcmc-approximate". Many releases pool their uniform draws in one sampler run:
     each MCMC run is certified (R-hat < 1.01, bulk ESS ≥ half the draws) over at least
     ``bank_size`` draws, and the draws a release does not use are banked for the next
-    ones; every draw is used exactly once.
+    ones; every draw is used exactly once. ``sampler_options`` are passed on to
+    :func:`knorm.sample_uniform` (e.g. ``workers``, ``progress``, ``checkpoint``).
     """
 
-    def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None, bank_size=1000):
+    def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None, bank_size=1000, sampler_options=None):
         super().__init__(F, rng)
         self.epsilon = check_epsilon(epsilon)
         self.body = body if body is not None else SymmetricHull(self.F)
@@ -36,6 +37,7 @@ class KNormMechanism(Mechanism):
         self.privacy = PrivacyClaim("K-norm", self.epsilon, 0.0, "pure ε-DP", sampling, details=details)
         self.last_info = None
         self.bank_size = int(bank_size)
+        self.sampler_options = dict(sampler_options or {})
         self._bank = np.empty((0, self.d))
 
     def sample_uniform(self, size):
@@ -50,7 +52,8 @@ class KNormMechanism(Mechanism):
             return self.body.to_ambient(self.structure.sample_frame(size, self._rng))
         if len(self._bank) < size:
             fresh, self.last_info = sample_uniform(self.body, max(size - len(self._bank), self.bank_size),
-                                                   walk=self.walk, rng=self._rng, return_info=True)
+                                                   walk=self.walk, rng=self._rng, return_info=True,
+                                                   **self.sampler_options)
             self._bank = np.vstack([self._bank, fresh])
         z, self._bank = self._bank[:size], self._bank[size:]
         return z

@@ -38,10 +38,11 @@ class NIMechanism(Mechanism):
     U; at k = 1 release ``a``. The total ε is split equally over the levels (basic
     composition; ``privacy.composition`` says so). The number of levels is
     ``⌊log₂ r⌋ + 1`` for r = rank F (MATH.md's ⌈log₂ d⌉ + 1 is an upper bound).
-    The covariances depend on F only, never on x.
+    The covariances depend on F only, never on x. ``sampler_options`` go to every
+    level's K-norm mechanism.
     """
 
-    def __init__(self, F, *, epsilon, walk="billiard", rng=None):
+    def __init__(self, F, *, epsilon, walk="billiard", rng=None, sampler_options=None):
         super().__init__(F, rng)
         self.epsilon = check_epsilon(epsilon)
         body = SymmetricHull(self.F)
@@ -57,7 +58,7 @@ class NIMechanism(Mechanism):
         basis = body.span_basis
         for k in dims:
             Fl = basis.T @ self.F
-            mech = KNormMechanism(Fl, epsilon=eps_level, walk=walk, rng=self._rng)
+            mech = KNormMechanism(Fl, epsilon=eps_level, walk=walk, rng=self._rng, sampler_options=sampler_options)
             if k == 1:
                 self.levels.append(NIMLevel(1, basis, np.array([np.nan]), basis, eps_level, mech))
                 break

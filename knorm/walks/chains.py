@@ -101,6 +101,22 @@ class Chain:
             done += k
         return out
 
+    @classmethod
+    def from_state(cls, frame, state):
+        """A chain on ``frame`` continuing exactly from ``state`` (see :meth:`state_dict`)."""
+        chain = cls.__new__(cls)
+        chain.frame = frame
+        r, n = frame.r, frame.n
+        from ..body.hull import OracleState
+
+        chain.state = OracleState(np.empty(r, np.int64), np.empty((r, r)), np.empty(r), np.empty(n),
+                                  np.zeros(4, np.int64))
+        chain.stats = np.zeros(3, np.int64)
+        bitgen = getattr(np.random, state["rng"]["bit_generator"])()
+        chain.rng = np.random.Generator(bitgen)
+        chain.load_state_dict(state)
+        return chain
+
     def state_dict(self):
         """Arrays and generator state that determine the chain's future exactly."""
         basis, Binv, lam, g, ctr = self.state.args()
@@ -124,10 +140,14 @@ def n_workers(workers=None):
 
 
 def run_chains(chains, walk, steps, thin, params, workers=None):
-    """Run every chain ``steps`` steps in parallel threads (kernels release the GIL).
+    """Run every chain ``steps`` steps in parallel (kernels release the GIL).
 
-    Returns an array (chains, steps // thin, r).
+    ``workers``: number of local threads (default: one per core), or an executor with a
+    ``run_chains`` method (e.g. :class:`knorm.distributed.DaskExecutor`). Results never
+    depend on it. Returns an array (chains, steps // thin, r).
     """
+    if hasattr(workers, "run_chains"):
+        return workers.run_chains(chains, walk, steps, thin, params)
     w = min(n_workers(workers), len(chains))
     if w == 1:
         return np.stack([c.run(walk, steps, thin, params) for c in chains])

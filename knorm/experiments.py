@@ -1,0 +1,177 @@
+"""Benchmarks and experiments shared by ``knorm bench`` and ``scripts/``.
+
+* :func:`compare_oracles` -- ESS/s of hit-and-run with the facet-walk oracle vs the
+  HiGHS LP oracle (same chain, same inputs), and the default walk's ESS/s per core.
+* :func:`table3` -- the corrected reference experiment of MATH.md §8.
+"""
+
+import csv
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import workloads as W
+from .body import ReferenceOracle, SymmetricHull
+from .diagnostics import ess as _ess
+from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
+from .walks.chains import Chain, run_chains
+from .walks.reference import hit_and_run_reference
+from .walks.sampler import _start_points, rounding_of, sample_uniform
+
+NO_CLIP = np.array([np.inf])  # hit-and-run over all of K (no ball clip)
+
+
+def compare_oracles(d=40, n=200, *, seed=0, highs_steps=60, ess_steps=None, out=print):
+    """Measure, in one run, hit-and-run ESS/s with the facet walk and with HiGHS.
+
+    Both are the same Markov chain (same rounded frame, same random inputs); the two
+    trajectories are checked to coincide, so ESS per step is shared and measured on a
+    long facet-walk run. Returns a dict of the numbers printed.
+    """
+    rng = np.random.default_rng(seed)
+    F = rng.choice([-1.0, 1.0], size=(d, n))
+    K = SymmetricHull(F)
+    t0 = time.perf_counter()
+    frame = rounding_of(K).frame
+    out(f"random ±1 F, d={d}, n={n}: rank {K.dim}; rounding {time.perf_counter() - t0:.2f} s")
+    r = frame.r
+    ref = ReferenceOracle(frame.Ft.T, method="highs")
+    x0 = _start_points(frame, 1, np.random.default_rng(seed + 1))[0]
+
+    # 1. same inputs -> same trajectory; and steps/s of each oracle on one core
+    k = highs_steps
+    chain = Chain(frame, x0, np.random.default_rng(seed + 2))
+    run_chains([chain], "hit_and_run", 1, 1, NO_CLIP, workers=1)  # JIT warm-up step
+    chain = Chain(frame, x0, np.random.default_rng(seed + 2))
+    t = time.perf_counter()
+    fast_path = run_chains([chain], "hit_and_run", k, 1, NO_CLIP, workers=1)[0]
+    t_fast_k = time.perf_counter() - t
+    gen = np.random.default_rng(seed + 2)
+    normals, unif = gen.standard_normal((k, r)), gen.random((k, 2))
+    t = time.perf_counter()
+    highs_path = hit_and_run_reference(ref, x0, normals, unif)
+    t_highs = time.perf_counter() - t
+    dev = np.max(np.abs(fast_path - highs_path)) / np.max(np.abs(highs_path))
+    out(f"same inputs, {k} steps: max relative deviation of the two trajectories {dev:.1e}")
+
+    # 2. ESS per step (same chain for both oracles) and facet-walk steps/s on one core
+    steps = ess_steps or 300 * d
+    chains = [Chain(frame, x, np.random.default_rng(seed + 10 + i))
+              for i, x in enumerate(_start_points(frame, 4, np.random.default_rng(seed + 3)))]
+    run_chains(chains, "hit_and_run", 20 * d, 20 * d, NO_CLIP)  # warm-up
+    t = time.perf_counter()
+    rec = run_chains(chains, "hit_and_run", steps, 1, NO_CLIP, workers=1)
+    t_fast = time.perf_counter() - t
+    amb = K.to_ambient(rounding_of(K).to_span(rec))
+    ess = float(np.min(_ess(amb)))
+    ess_per_step = ess / (4 * steps)
+    fast_sps = 4 * steps / t_fast
+    highs_sps = k / t_highs
+    out(f"hit-and-run ESS per step (min coordinate, {4 * steps} steps): {ess_per_step:.2e}"
+        f"  (τ ≈ {1 / ess_per_step:.0f} steps)")
+    out(f"facet walk : {fast_sps:10.1f} steps/s/core  -> {fast_sps * ess_per_step:10.3f} ESS/s/core"
+        f"  (pivots/step {chains[0].pivots / chains[0].stats[2]:.0f})")
+    out(f"HiGHS LP   : {highs_sps:10.1f} steps/s/core  -> {highs_sps * ess_per_step:10.3f} ESS/s/core"
+        f"  ({1e3 / highs_sps:.1f} ms/step, 2 LPs)")
+    out(f"ratio facet walk / HiGHS (ESS/s): {fast_sps / highs_sps:.0f}x"
+        f"   [check: {k / t_fast_k:.0f} steps/s on the short run]")
+
+    # 3. the default walk (billiard) through the public API
+    x, info = sample_uniform(K, 4000, rng=seed, return_info=True)
+    cores = min(os.cpu_count() or 1, info.chains)
+    out(f"default walk: {info.summary()}")
+    out(f"default walk: {info.ess_per_second / cores:.0f} min-coordinate ESS/s per core ({cores} cores), "
+        f"end to end (pilot and warm-up included)")
+
+    return {"d": d, "n": n, "trajectory_deviation": float(dev), "ess_per_step": ess_per_step,
+            "facet_steps_per_s": fast_sps, "highs_steps_per_s": highs_sps, "ratio": fast_sps / highs_sps,
+            "default_walk_ess_per_s_per_core": info.ess_per_second / cores}
+
+
+COLUMNS = ["Laplace 2/ε (not ε-DP)", "Laplace Δ₁/ε", "Gaussian δ=1e-6", "K-norm", "NIM"]
+
+
+def run_cell(name, F, eps, x, releases, rng, body):
+    t0 = time.perf_counter()
+    if name.startswith("Laplace 2"):
+        out = F @ x + rng.laplace(0.0, 2.0 / eps, size=(releases, F.shape[0]))
+    elif name.startswith("Laplace"):
+        out = LaplaceMechanism(F, epsilon=eps, rng=rng).release(x, size=releases)
+    elif name.startswith("Gaussian"):
+        out = GaussianMechanism(F, epsilon=eps, delta=1e-6, rng=rng).release(x, size=releases)
+    elif name == "K-norm":
+        out = KNormMechanism(F, epsilon=eps, rng=rng, body=body).release(x, size=releases)
+    else:
+        out = NIMechanism(F, epsilon=eps, rng=rng).release(x, size=releases)
+    seconds = time.perf_counter() - t0
+    err = np.linalg.norm(out - F @ x, axis=1)
+    return err.mean(), err.std(ddof=1) / np.sqrt(releases), seconds
+
+
+def table3(ds=(40, 20), n=200, eps_list=(0.1, 1.0, 2.0), *, releases=100, seed=2019, out_dir=".",
+           plot_path=True, out=print):
+    """The corrected reference experiment (MATH.md §8): table, CSV and optional plot.
+
+    Writes ``table3.csv`` and ``table3.md`` (and ``table3.png`` with matplotlib) to
+    ``out_dir``; returns the rows.
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.integers(22, 39, size=n).astype(float)  # synthetic ages 22–38
+    rows = []
+    for d in ds:
+        F = W.random_pm1(d, n, rng=rng)
+        body = SymmetricHull(F)
+        for eps in eps_list:
+            for name in COLUMNS:
+                mean, se, sec = run_cell(name, F, eps, x, releases, rng, body)
+                rows.append({"d": d, "epsilon": eps, "mechanism": name, "mean_l2_error": mean, "stderr": se,
+                             "seconds": sec})
+                out(f"d={d:3d} ε={eps:<4g} {name:24s} error {mean:10.2f} ± {se:7.2f}   {sec:7.2f} s")
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "table3.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    lines = ["| d | ε | " + " | ".join(COLUMNS) + " |", "|---|---|" + "---|" * len(COLUMNS)]
+    for d in ds:
+        for eps in eps_list:
+            cells = [r for r in rows if r["d"] == d and r["epsilon"] == eps]
+            lines.append(f"| {d} | {eps:g} | " + " | ".join(
+                f"{r['mean_l2_error']:.1f} ± {r['stderr']:.1f} ({r['seconds']:.2f} s)" for r in cells) + " |")
+    (folder / "table3.md").write_text("\n".join(lines) + "\n")
+    out("\n".join(lines))
+    if plot_path:
+        plot(rows, ds, n, releases, folder / "table3.png", out)
+    return rows
+
+
+def plot(rows, ds, n, releases, path, out=print):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        out("matplotlib is not installed: pip install 'knorm[plot]' for the plot")
+        return
+    fig, axes = plt.subplots(1, len(ds), figsize=(5.5 * len(ds), 4.2), squeeze=False)
+    for ax, d in zip(axes[0], ds):
+        for name in COLUMNS:
+            pts = [r for r in rows if r["d"] == d and r["mechanism"] == name]
+            ax.errorbar([r["epsilon"] for r in pts], [r["mean_l2_error"] for r in pts],
+                        yerr=[2 * r["stderr"] for r in pts], marker="o", capsize=3, label=name,
+                        linestyle="--" if "not" in name else "-")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("ε")
+        ax.set_ylabel("mean ℓ₂ error")
+        ax.set_title(f"random ±1 F, d = {d}, n = {n}, {releases} releases")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    out(f"wrote {path}")
+
