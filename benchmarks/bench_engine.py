@@ -1,8 +1,11 @@
 """asv benchmarks of the sampling engine on random ±1 F.
 
 Run from this folder: ``asv run --quick --python=same`` (current environment) or
-``asv run --quick`` (asv builds its own). Sizes: d ∈ {10, 20, 40}, n ∈ {d, 5d, 25d}.
+``asv run --quick`` (asv builds its own). Sizes: d ∈ {10, 20, 40}, n ∈ {d, 5d, 25d}
+(``KNORM_ASV_SMALL=1``: d = 10, n = 50 only, as CI runs it).
 """
+
+import os
 
 import numpy as np
 
@@ -10,8 +13,10 @@ import knorm
 from knorm.walks.chains import Chain, default_params, run_chains
 from knorm.walks.sampler import _start_points, rounding_of
 
-DS = [10, 20, 40]
-NS = [1, 5, 25]  # n = factor · d
+# KNORM_ASV_SMALL=1 (CI): one small size, so the whole suite runs in about a minute
+SMALL = os.environ.get("KNORM_ASV_SMALL") == "1"
+DS = [10] if SMALL else [10, 20, 40]
+NS = [5] if SMALL else [1, 5, 25]  # n = factor · d
 WALKS = ["billiard", "hit_and_run", "coordinate", "ball"]
 
 
@@ -65,6 +70,20 @@ class WalkStep:
 
     def time_10_steps(self, d, factor, walk):
         run_chains([self.chain], walk, 10, 10, self.params_, workers=1)
+
+
+class Rounding:
+    """Rounding a fresh body (covariance estimation by billiard walks)."""
+
+    params = (DS, NS)
+    param_names = ["d", "n/d"]
+    timeout = 300
+
+    def setup(self, d, factor):
+        rounding_of(_body(d, factor))  # JIT warm-up
+
+    def time_rounding(self, d, factor):
+        rounding_of(_body(d, factor))
 
 
 class SampleUniform:

@@ -12,15 +12,14 @@ without ``--force``; output is written atomically (temporary file, then rename).
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from . import __version__
+from ._io import atomic_write
 
 MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
 WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range", "marginals")
@@ -103,20 +102,13 @@ def check_output(path, force):
     return p
 
 
-def atomic_write(path, array, meta=None):
-    """Write .npy (array) or .npz (array + JSON metadata) to a temporary file, then rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if path.suffix == ".npy":
-                np.save(f, array)
-            else:
-                np.savez(f, samples=array, **{k: np.array(json.dumps(v)) for k, v in (meta or {}).items()})
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def write_samples(path, array, meta=None):
+    """Write .npy (array) or .npz (array + JSON metadata) atomically."""
+    if path.suffix == ".npy":
+        atomic_write(path, lambda f: np.save(f, array))
+    else:
+        meta = {k: np.array(json.dumps(v, default=float)) for k, v in (meta or {}).items()}
+        atomic_write(path, lambda f: np.savez(f, samples=array, **meta))
 
 
 class Progress:
@@ -246,7 +238,7 @@ def cmd_sample(args):
         "out": str(out) if out else None,
     }
     if out is not None:
-        atomic_write(out, samples, {"privacy": summary["privacy"], "summary": summary})
+        write_samples(out, samples, {"privacy": summary["privacy"], "summary": summary})
     if args.json:
         print(json.dumps(summary, indent=2, default=float, ensure_ascii=False))
     elif not args.quiet:
@@ -349,7 +341,7 @@ def cmd_uniform(args):
     print(f"samples/s: {info.samples_per_second:.1f}   R-hat (max): {info.max_rhat:.4f}   "
           f"ESS (min bulk): {info.min_ess:.0f}   ESS/s: {info.ess_per_second:.1f}")
     if out is not None:
-        atomic_write(out, x, {"diagnostics": {"rhat": info.rhat.tolist(), "ess": info.ess.tolist()}})
+        write_samples(out, x, {"diagnostics": {"rhat": info.rhat.tolist(), "ess": info.ess.tolist()}})
         print(f"wrote {x.shape[0]} draws to {out}")
     return 0 if info.converged else 1
 

@@ -183,3 +183,13 @@ def test_dask_local_cluster_gives_identical_draws(tmp_path):
                        "--out", str(out)])
         assert rc == 0 and np.load(out).shape == (200, 6)
     np.testing.assert_array_equal(got, want)
+
+
+def test_output_has_ordinary_permissions(tmp_path, capsys):
+    import os
+
+    out = tmp_path / "p.npy"
+    assert run(["sample", *SMALL, "--count", "5", "--quiet", "--out", str(out)], capsys)[0] == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (out.stat().st_mode & 0o777) == (0o666 & ~mask)

@@ -9,12 +9,12 @@ fixed blocks, *when* snapshots are taken never changes the result.
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from .._io import atomic_write
 
 CHAIN_KEYS = ("x", "basis", "Binv", "lam", "g", "ctr", "stats", "normals", "unif", "pos")
 
@@ -28,20 +28,6 @@ def fingerprint(*parts):
         else:
             h.update(json.dumps(p, sort_keys=True, default=str).encode())
     return h.hexdigest()
-
-
-def atomic_save_npz(path, **arrays):
-    """``np.savez`` to a temporary file in the same folder, then rename over ``path``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class Checkpoint:
@@ -85,5 +71,5 @@ class Checkpoint:
         arrays = {f"chain_{k}": np.stack([np.asarray(s[k]) for s in states]) for k in CHAIN_KEYS}
         arrays["chain_rng"] = np.array([json.dumps(s["rng"]) for s in states])
         arrays.update({k: np.asarray(v) for k, v in scalars.items()})
-        atomic_save_npz(self.path(fp), fingerprint=np.array(fp), draws=draws, **arrays)
+        atomic_write(self.path(fp), lambda f: np.savez(f, fingerprint=np.array(fp), draws=draws, **arrays))
         self._last = now
