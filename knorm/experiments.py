@@ -23,6 +23,30 @@ from .walks.sampler import _start_points, rounding_of, sample_uniform
 NO_CLIP = np.array([np.inf])  # hit-and-run over all of K (no ball clip)
 
 
+def _write_csv(out_dir, name, rows):
+    """Write rows (dicts) as CSV into ``out_dir`` (created if needed); returns the folder."""
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / name, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return folder
+
+
+def _pyplot(out):
+    """matplotlib.pyplot with a file backend, or None (and a hint) without the plot extra."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        out("matplotlib is not installed: pip install 'knorm[plot]' for the plot")
+        return None
+    return plt
+
+
 def compare_oracles(d=40, n=200, *, seed=0, highs_steps=60, ess_steps=None, out=print):
     """Measure, in one run, hit-and-run ESS/s with the facet walk and with HiGHS.
 
@@ -129,12 +153,7 @@ def table3(ds=(40, 20), n=200, eps_list=(0.1, 1.0, 2.0), *, releases=100, seed=2
                 rows.append({"d": d, "epsilon": eps, "mechanism": name, "mean_l2_error": mean, "stderr": se,
                              "seconds": sec})
                 out(f"d={d:3d} ε={eps:<4g} {name:24s} error {mean:10.2f} ± {se:7.2f}   {sec:7.2f} s")
-    folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "table3.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    folder = _write_csv(out_dir, "table3.csv", rows)
     lines = ["| d | ε | " + " | ".join(COLUMNS) + " |", "|---|---|" + "---|" * len(COLUMNS)]
     for d in ds:
         for eps in eps_list:
@@ -149,13 +168,8 @@ def table3(ds=(40, 20), n=200, eps_list=(0.1, 1.0, 2.0), *, releases=100, seed=2
 
 
 def plot(rows, ds, n, releases, path, out=print):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        out("matplotlib is not installed: pip install 'knorm[plot]' for the plot")
+    plt = _pyplot(out)
+    if plt is None:
         return
     fig, axes = plt.subplots(1, len(ds), figsize=(5.5 * len(ds), 4.2), squeeze=False)
     for ax, d in zip(axes[0], ds):
@@ -220,25 +234,15 @@ def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=("billiard", "hit_and
                 rows.append(row)
                 out(f"d={d:3d} n={n:5d} {walk:12s} {row['steps_per_s']:10.0f} steps/s  {row['ess_per_s']:9.1f} ESS/s"
                     f"  τ={tau:8.1f}  pivots/step={piv:7.1f}" + ("" if row["reliable"] else "  (short run)"))
-    folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "scaling.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    folder = _write_csv(out_dir, "scaling.csv", rows)
     if plot_path:
         _plot_scaling(rows, walks, factors, folder / "scaling.png", out)
     return rows
 
 
 def _plot_scaling(rows, walks, factors, path, out=print):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        out("matplotlib is not installed: pip install 'knorm[plot]' for the plot")
+    plt = _pyplot(out)
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for walk in walks:
