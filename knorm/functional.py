@@ -1,0 +1,107 @@
+"""Functional release: the Gaussian-process mechanism for a kernel density estimate.
+
+For data ``x_1 … x_n ∈ R^m`` and bandwidth h, the Gaussian KDE
+``f_d(t) = (1/n) Σ (2πh²)^{−m/2} exp(−‖t − x_i‖²/(2h²))`` lies in the RKHS of
+``k(s, t) = exp(−‖s − t‖²/(2h²))``, and changing one record moves it by at most
+``Δ = √2 / (n (2πh²)^{m/2})`` in that RKHS norm (MATH.md §7). Releasing
+``f_d + c·G`` with ``G ~ GP(0, k)`` and ``c = √(2 ln(2/δ))·Δ/ε`` is (ε, δ)-DP (ε <= 1).
+
+A release is one GP draw: :class:`PrivateDensity` evaluates it at any points, jointly,
+and stays consistent across calls (later points are drawn conditionally on the values
+already revealed), so every grid sees the same function.
+"""
+
+import numpy as np
+
+from ._rng import as_generator
+from .mechanisms._base import PrivacyClaim, check_delta, check_epsilon
+
+JITTER = 1e-10  # relative diagonal regularisation of kernel matrices
+
+
+def _points(t, m):
+    a = np.asarray(t, float)
+    if a.ndim == 1 and m == 1:
+        a = a[:, None]
+    if a.ndim != 2 or a.shape[1] != m or not np.all(np.isfinite(a)):
+        raise ValueError(f"points must be a finite array of shape (k, {m})")
+    return a
+
+
+class GaussianKDEMechanism:
+    """(ε, δ)-DP Gaussian kernel density estimate (one GP draw per :meth:`release`)."""
+
+    def __init__(self, data, *, bandwidth, epsilon, delta, rng=None):
+        x = np.asarray(data, float)
+        if x.ndim == 1:
+            x = x[:, None]
+        if x.ndim != 2 or x.shape[0] < 1 or not np.all(np.isfinite(x)):
+            raise ValueError("data must be a finite array of shape (n,) or (n, m) with n >= 1")
+        if not np.isfinite(bandwidth) or bandwidth <= 0:
+            raise ValueError(f"bandwidth must be positive, got {bandwidth!r}")
+        self.data = x
+        self.n, self.m = x.shape
+        self.h = float(bandwidth)
+        self.epsilon = check_epsilon(epsilon)
+        if self.epsilon > 1:
+            raise ValueError(f"the Gaussian-process calibration needs epsilon <= 1, got {self.epsilon}")
+        self.delta = check_delta(delta)
+        self.norm = (2 * np.pi * self.h**2) ** (-self.m / 2)
+        self.sensitivity = np.sqrt(2.0) * self.norm / self.n
+        self.c = np.sqrt(2 * np.log(2 / self.delta)) * self.sensitivity / self.epsilon
+        self._rng = as_generator(rng)
+        self.privacy = PrivacyClaim("Gaussian-process KDE", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
+                                    neighbours="one record changes",
+                                    details={"rkhs_sensitivity": self.sensitivity, "noise_scale": self.c})
+
+    def kernel(self, s, t):
+        d2 = np.sum(s**2, 1)[:, None] + np.sum(t**2, 1)[None, :] - 2 * s @ t.T
+        return np.exp(-np.maximum(d2, 0.0) / (2 * self.h**2))
+
+    def kde(self, t):
+        """The non-private estimate f_d at points t."""
+        return self.norm * self.kernel(_points(t, self.m), self.data).mean(axis=1)
+
+    def release(self):
+        """A :class:`PrivateDensity`: the private function f_d + c·G (one GP draw)."""
+        return PrivateDensity(self, np.random.default_rng(self._rng.integers(2**63)))
+
+
+class PrivateDensity:
+    """A released private density: call it on points (k, m) to evaluate it there."""
+
+    def __init__(self, mech, rng):
+        self.mech = mech
+        self._rng = rng
+        self._pts = np.empty((0, mech.m))
+        self._g = np.empty(0)  # the GP values revealed so far (unit scale)
+
+    def __call__(self, t):
+        t = _points(t, self.mech.m)
+        g = self._gp(t)
+        return self.mech.kde(t) + self.mech.c * g
+
+    def _gp(self, t):
+        """Values of the one GP draw at t, consistent with those revealed before."""
+        # reuse values at points already evaluated; draw the new ones jointly, conditionally
+        known = {tuple(p): v for p, v in zip(self._pts, self._g)}
+        new_idx = [i for i, p in enumerate(t) if tuple(p) not in known]
+        uniq_new = np.unique(t[new_idx], axis=0) if new_idx else np.empty((0, t.shape[1]))
+        if len(uniq_new):
+            k = self.mech.kernel
+            Knn = k(uniq_new, uniq_new) + JITTER * np.eye(len(uniq_new))
+            if len(self._pts):
+                Koo = k(self._pts, self._pts) + JITTER * np.eye(len(self._pts))
+                Kno = k(uniq_new, self._pts)
+                Lo = np.linalg.cholesky(Koo)
+                A = np.linalg.solve(Lo, Kno.T)          # Lo⁻¹ K_on
+                mean = A.T @ np.linalg.solve(Lo, self._g)
+                cov = Knn - A.T @ A
+            else:
+                mean, cov = np.zeros(len(uniq_new)), Knn
+            w, V = np.linalg.eigh((cov + cov.T) / 2)
+            draw = mean + V @ (np.sqrt(np.maximum(w, 0.0)) * self._rng.standard_normal(len(w)))
+            self._pts = np.vstack([self._pts, uniq_new])
+            self._g = np.concatenate([self._g, draw])
+            known.update({tuple(p): v for p, v in zip(uniq_new, draw)})
+        return np.array([known[tuple(p)] for p in t])

@@ -1,0 +1,136 @@
+"""Privacy accounting: trade-off functions, Gaussian DP and composition (MATH.md §7).
+
+* f-DP trade-off functions: :func:`tradeoff_eps_delta` (``f_{ε,δ}``) and
+  :func:`tradeoff_gdp` (``G_μ``).
+* μ-GDP ↔ (ε, δ): :func:`gdp_delta` (``δ(ε)`` for all ε), :func:`gdp_epsilon` (its inverse)
+  and :func:`gdp_mu_for` (the smallest μ meeting a given (ε, δ)).
+* Composition: :func:`gdp_compose` (``√Σμ_i²``), :func:`group_gdp` (``kμ``),
+  :func:`basic_composition` and :func:`advanced_composition` for (ε, δ)-DP, and
+  :func:`group_privacy` for (ε, δ)-DP.
+"""
+
+import numpy as np
+from scipy import optimize, special, stats
+
+__all__ = ["tradeoff_eps_delta", "tradeoff_gdp", "gdp_delta", "gdp_epsilon", "gdp_mu_for", "gdp_compose",
+           "group_gdp", "basic_composition", "advanced_composition", "group_privacy", "gaussian_mu"]
+
+
+def _nonneg(name, v, allow_inf=False):
+    v = float(v)
+    if np.isnan(v) or v < 0 or (not allow_inf and not np.isfinite(v)):
+        raise ValueError(f"{name} must be a non-negative finite number, got {v}")
+    return v
+
+
+def _prob(name, v, closed=True):
+    v = float(v)
+    if not (0.0 <= v <= 1.0 if closed else 0.0 < v < 1.0):
+        raise ValueError(f"{name} must be in {'[0, 1]' if closed else '(0, 1)'}, got {v}")
+    return v
+
+
+def tradeoff_eps_delta(alpha, epsilon, delta=0.0):
+    """``f_{ε,δ}(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)}`` (vectorised in α)."""
+    eps = _nonneg("epsilon", epsilon)
+    delta = _prob("delta", delta)
+    a = np.asarray(alpha, float)
+    if np.any((a < 0) | (a > 1)):
+        raise ValueError("alpha must lie in [0, 1]")
+    return np.maximum(0.0, np.maximum(1 - delta - np.exp(eps) * a, np.exp(-eps) * (1 - delta - a)))
+
+
+def tradeoff_gdp(alpha, mu):
+    """``G_μ(α) = Φ(Φ⁻¹(1 − α) − μ)``: the trade-off of N(0,1) vs N(μ,1)."""
+    mu = _nonneg("mu", mu)
+    a = np.asarray(alpha, float)
+    if np.any((a < 0) | (a > 1)):
+        raise ValueError("alpha must lie in [0, 1]")
+    return stats.norm.cdf(stats.norm.ppf(1 - a) - mu)
+
+
+def gaussian_mu(sensitivity, sigma):
+    """Gaussian noise N(0, σ²) on a query of ℓ₂ sensitivity Δ is (Δ/σ)-GDP."""
+    if sigma <= 0 or sensitivity < 0:
+        raise ValueError("need sigma > 0 and sensitivity >= 0")
+    return float(sensitivity) / float(sigma)
+
+
+def gdp_delta(epsilon, mu):
+    """``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``: μ-GDP ⇔ (ε, δ(ε))-DP for all ε >= 0."""
+    mu = _nonneg("mu", mu)
+    eps = np.asarray(epsilon, float)
+    if np.any(eps < 0):
+        raise ValueError("epsilon must be non-negative")
+    if mu == 0:
+        return np.zeros_like(eps) if eps.ndim else 0.0
+    out = special.ndtr(-eps / mu + mu / 2) - np.exp(eps + special.log_ndtr(-eps / mu - mu / 2))
+    out = np.maximum(out, 0.0)
+    return out if out.ndim else float(out)
+
+
+def gdp_epsilon(delta, mu):
+    """The smallest ε with ``δ(ε) <= delta`` for a μ-GDP mechanism."""
+    mu = _nonneg("mu", mu)
+    delta = _prob("delta", delta, closed=False)
+    if gdp_delta(0.0, mu) <= delta:
+        return 0.0
+    hi = 1.0
+    while gdp_delta(hi, mu) > delta:
+        hi *= 2
+    return float(optimize.brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-13))
+
+
+def gdp_mu_for(epsilon, delta):
+    """The largest μ such that μ-GDP implies (ε, δ)-DP."""
+    eps = _nonneg("epsilon", epsilon)
+    delta = _prob("delta", delta, closed=False)
+    hi = 1.0
+    while gdp_delta(eps, hi) < delta:
+        hi *= 2
+    return float(optimize.brentq(lambda m: gdp_delta(eps, m) - delta, 1e-12, hi, xtol=1e-14))
+
+
+def gdp_compose(*mus):
+    """Composition of μ_i-GDP mechanisms is ``√(Σ μ_i²)``-GDP."""
+    arr = np.array([_nonneg("mu", m) for m in np.ravel(mus)])
+    return float(np.sqrt(np.sum(arr**2)))
+
+
+def group_gdp(mu, k):
+    """A μ-GDP mechanism is kμ-GDP for groups of size k."""
+    return float(_nonneg("mu", mu) * _positive_int("k", k))
+
+
+def _positive_int(name, k):
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"{name} must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def basic_composition(epsilons, deltas=None):
+    """k mechanisms (ε_i, δ_i)-DP compose to (Σε_i, Σδ_i)-DP."""
+    eps = np.array([_nonneg("epsilon", e) for e in np.ravel(epsilons)])
+    dl = np.zeros_like(eps) if deltas is None else np.array([_prob("delta", d) for d in np.ravel(deltas)])
+    if len(dl) != len(eps):
+        raise ValueError("epsilons and deltas must have the same length")
+    return float(eps.sum()), float(min(1.0, dl.sum()))
+
+
+def advanced_composition(epsilon, delta, k, delta_prime):
+    """k-fold composition of (ε, δ)-DP is (ε', kδ + δ')-DP (Dwork, Rothblum & Vadhan) with
+    ``ε' = ε √(2k ln(1/δ')) + k ε (e^ε − 1)``."""
+    eps = _nonneg("epsilon", epsilon)
+    delta = _prob("delta", delta)
+    k = _positive_int("k", k)
+    dp = _prob("delta_prime", delta_prime, closed=False)
+    e = eps * np.sqrt(2 * k * np.log(1 / dp)) + k * eps * np.expm1(eps)
+    return float(e), float(min(1.0, k * delta + dp))
+
+
+def group_privacy(epsilon, delta, k):
+    """(ε, δ)-DP for individuals gives (kε, k e^{(k−1)ε} δ)-DP for groups of size k."""
+    eps = _nonneg("epsilon", epsilon)
+    delta = _prob("delta", delta)
+    k = _positive_int("k", k)
+    return float(k * eps), float(min(1.0, k * np.exp((k - 1) * eps) * delta))
