@@ -76,9 +76,12 @@ def _check_size(size):
     return int(size)
 
 
+MAX_DEFAULT_CHAINS = 16  # more chains of ~60 draws would make split R-hat and ESS unreliable
+
+
 def default_chains():
-    """max(4, cores): enough chains for R-hat, one per core; fixed per machine."""
-    return max(4, os.cpu_count() or 1)
+    """max(4, min(cores, 16)): enough chains for R-hat, one per core up to 16; fixed per machine."""
+    return max(4, min(os.cpu_count() or 1, MAX_DEFAULT_CHAINS))
 
 
 def as_body(body_or_F):
@@ -139,7 +142,7 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
     body_or_F : SymmetricHull or array (d, n)
     size : int -- number of returned draws.
     walk : "billiard" (default), "hit_and_run", "coordinate" or "ball".
-    chains : int -- independent chains (default: max(4, cores)), run in parallel threads
+    chains : int -- independent chains (default: max(4, min(cores, 16))), run in parallel threads
         (``workers`` threads, default one per core; never changes seeded results).
     rng : Generator, int seed or None (fresh OS entropy). Same seed, same draws.
     return_info : also return a :class:`SamplingInfo`.
