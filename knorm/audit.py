@@ -3,8 +3,8 @@
 For neighbouring inputs the mechanism's outputs P (on x) and Q (on x') must satisfy
 ``P(S) <= e^ε Q(S) + δ`` for every event S. The audit draws samples from both, uses a
 *training* half to pick the event (a threshold ``{T > t}`` or ``{T < t}`` on a scalar
-statistic T: the output itself, or a projection for vector outputs) with the largest
-empirical log-ratio, then on the *held-out* half bounds ``P(S)`` from below and
+statistic T: the output itself, or a projection for vector outputs) whose
+Clopper–Pearson ε bound is largest on that half, then on the *held-out* half bounds ``P(S)`` from below and
 ``Q(S)`` from above with Clopper–Pearson intervals (each at 1 − α/2):
 
     ε_LB = ln((P_low(S) − δ) / Q_high(S)),
@@ -67,19 +67,24 @@ def _statistics(A, B, rng, n_proj):
     return out
 
 
-def _best_event(a, b, delta, quantiles):
-    """On training data: the threshold event maximising ln((P̂ − δ)/Q̂) over both sides."""
-    best = (-np.inf, None)
+def _best_event(a, b, delta, quantiles, alpha):
+    """On training data: the threshold event with the largest Clopper–Pearson ε bound.
+
+    Ranking by the bound itself (not the raw ratio) avoids far-tail events whose few
+    hits give weak held-out bounds.
+    """
     ts = np.unique(np.quantile(np.concatenate([a, b]), quantiles))
+    best = (-np.inf, None)
     for side in ("greater", "less"):
-        for t in ts:
-            pa = np.mean(a > t) if side == "greater" else np.mean(a < t)
-            qb = np.mean(b > t) if side == "greater" else np.mean(b < t)
-            if pa - delta <= 0:
-                continue
-            val = np.log((pa - delta) / max(qb, 0.5 / len(b)))
-            if val > best[0]:
-                best = (val, (side, float(t)))
+        ka = np.array([(a > t).sum() if side == "greater" else (a < t).sum() for t in ts])
+        kb = np.array([(b > t).sum() if side == "greater" else (b < t).sum() for t in ts])
+        p_low = np.where(ka > 0, stats.beta.ppf(alpha / 2, np.maximum(ka, 1), len(a) - ka + 1), 0.0)
+        q_high = np.where(kb < len(b), stats.beta.ppf(1 - alpha / 2, kb + 1, np.maximum(len(b) - kb, 1)), 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val = np.where(p_low - delta > 0, np.log((p_low - delta) / q_high), -np.inf)
+        i = int(np.argmax(val))
+        if val[i] > best[0]:
+            best = (float(val[i]), (side, float(ts[i])))
     return best
 
 
@@ -106,7 +111,7 @@ def audit(sample_p, sample_q, *, n=20000, delta=0.0, alpha=0.05, n_proj=4, rng=N
     best = (-np.inf, None)
     for name, a, b in stats_list:
         for direction, (x, y) in (("P vs Q", (a, b)), ("Q vs P", (b, a))):
-            val, ev = _best_event(x[:half], y[:half], delta, quantiles)
+            val, ev = _best_event(x[:half], y[:half], delta, quantiles, alpha)
             if ev is not None and val > best[0]:
                 best = (val, {"statistic": name, "side": ev[0], "threshold": ev[1], "direction": direction,
                               "data": (x[half:], y[half:])})
