@@ -45,6 +45,18 @@ def _frame_for(base, T):
     return Frame(np.linalg.solve(T, base.Ft.T).T)
 
 
+def per_step_tau(tau_thinned, thin):
+    """Per-step τ from τ measured on draws thinned by ``thin``, under an AR(1) model.
+
+    AR(1): τ = (1+ρ)/(1−ρ); thinning by k turns ρ into ρ^k. So
+    ``ρ_k = (τ_k − 1)/(τ_k + 1)``, ``ρ = ρ_k^{1/k}`` (``k·τ_k`` would overestimate τ).
+    """
+    if tau_thinned <= 1.0:
+        return 1.0
+    rho = ((tau_thinned - 1.0) / (tau_thinned + 1.0)) ** (1.0 / thin)
+    return (1.0 + rho) / (1.0 - rho)
+
+
 def noise_spread(r, n_points):
     """Eigenvalue spread max/min of the sample covariance of ``n_points`` iid isotropic
     points in dimension r (Marchenko–Pastur edges): ((1+√(r/N)) / (1−√(r/N)))²."""
@@ -90,8 +102,9 @@ def round_body(base, *, chains=4, samples_per_dim=10, max_iter=8, spread_factor=
         L = np.linalg.cholesky(S)
         T = T @ L
         pts = np.linalg.solve(L, np.array([c.x for c in cs]).T).T  # chain states, new frame
-        tau = thin * rec.shape[0] * rec.shape[1] / float(np.min(_ess(np.linalg.solve(L, rec.reshape(-1, r).T).T
-                                                                       .reshape(rec.shape))))
+        tau_thin = rec.shape[0] * rec.shape[1] / float(np.min(_ess(np.linalg.solve(L, rec.reshape(-1, r).T).T
+                                                                   .reshape(rec.shape))))
+        tau = per_step_tau(tau_thin, thin)
         if spread < spread_factor * noise_spread(r, len(Z)):
             break
     return Rounding(T=T, frame=_frame_for(base, T), covariance=T @ T.T, iterations=it,

@@ -193,3 +193,13 @@ def test_progress_reports_up_to_the_pool(F):
     sample_uniform(F, 2000, rng=1, progress=lambda d, t: seen.append((d, t)))
     assert seen and seen[-1][0] == seen[-1][1] == 2000
     assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+
+
+def test_per_step_tau_inverts_ar1_thinning():
+    from knorm.walks.rounding import per_step_tau
+
+    for rho in [0.3, 0.5, 0.9]:
+        tau_step = (1 + rho) / (1 - rho)
+        tau_thin2 = (1 + rho**2) / (1 - rho**2)
+        assert per_step_tau(tau_thin2, 2) == pytest.approx(tau_step)
+    assert per_step_tau(0.8, 2) == 1.0
