@@ -249,7 +249,9 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
             draws = draws[:, :0]  # restart the pool at the coarser thinning
             need = per_chain
         else:
-            need = max(1, per_chain // 2)
+            # R-hat only: extend in quarter steps (R-hat is re-checked after each one,
+            # a mild form of optional stopping; poorly mixed chains keep failing it)
+            need = max(1, per_chain // 4)
     done = True
     save(force=True)
     flat = amb.transpose(1, 0, 2).reshape(-1, amb.shape[-1])
