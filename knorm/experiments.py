@@ -16,7 +16,7 @@ from . import workloads as W
 from .body import ReferenceOracle, SymmetricHull
 from .diagnostics import ess as _ess
 from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
-from .walks.chains import Chain, run_chains
+from .walks.chains import BLOCK, Chain, block_inputs, run_chains
 from .walks.reference import hit_and_run_reference
 from .walks.sampler import _start_points, rounding_of, sample_uniform
 
@@ -72,10 +72,11 @@ def compare_oracles(d=40, n=200, *, seed=0, highs_steps=60, ess_steps=None, out=
     t = time.perf_counter()
     fast_path = run_chains([chain], "hit_and_run", k, 1, NO_CLIP, workers=1)[0]
     t_fast_k = time.perf_counter() - t
-    gen = np.random.default_rng(seed + 2)
-    normals, unif = gen.standard_normal((k, r)), gen.random((k, 2))
+    if k > BLOCK:
+        raise ValueError(f"highs_steps must be at most {BLOCK} (one block of random inputs)")
+    normals, unif = block_inputs(np.random.default_rng(seed + 2), r)  # exactly what the chain used
     t = time.perf_counter()
-    highs_path = hit_and_run_reference(ref, x0, normals, unif)
+    highs_path = hit_and_run_reference(ref, x0, normals[:k], unif[:k])
     t_highs = time.perf_counter() - t
     dev = np.max(np.abs(fast_path - highs_path)) / np.max(np.abs(highs_path))
     out(f"same inputs, {k} steps: max relative deviation of the two trajectories {dev:.1e}")

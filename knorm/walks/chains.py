@@ -54,6 +54,11 @@ def default_params(walk, frame):
     return np.array([np.inf])
 
 
+def block_inputs(rng, r):
+    """One block of per-step random inputs: ``BLOCK`` × r normals, then ``BLOCK`` × 2 uniforms."""
+    return rng.standard_normal((BLOCK, r)), rng.random((BLOCK, 2))
+
+
 class Chain:
     """One chain on a :class:`knorm.body.hull.Frame`: point ``x`` and its oracle state.
 
@@ -87,8 +92,7 @@ class Chain:
         done = 0
         while done < steps:
             if self._pos == BLOCK:
-                self._normals = self.rng.standard_normal((BLOCK, self.frame.r))
-                self._unif = self.rng.random((BLOCK, 2))
+                self._normals, self._unif = block_inputs(self.rng, self.frame.r)
                 self._pos = 0
             k = min(BLOCK - self._pos, steps - done)
             sl = slice(self._pos, self._pos + k)
