@@ -200,45 +200,54 @@ def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=("billiard", "hit_and
     one thread each, recording every step, until ``seconds`` have passed; ESS is the
     min-coordinate bulk ESS of the records. ``reliable`` is False when the run was
     shorter than 20 autocorrelation times (the ESS estimate is then rough).
-    Writes ``scaling.csv`` (and ``scaling.png``); returns the rows.
+    Writes ``scaling.csv`` row by row as configurations finish (an interrupted study
+    keeps what it measured), then ``scaling.png``; returns the rows.
     """
-    from .walks.chains import default_params
-
     rows = []
-    for d in ds:
-        for fac in factors:
-            n = fac * d
-            F = W.random_pm1(d, n, rng=seed + d * 1000 + n)
-            K = SymmetricHull(F)
-            t = time.perf_counter()
-            rnd = rounding_of(K)
-            t_round = time.perf_counter() - t
-            for walk in walks:
-                frame = rnd.frame
-                params = default_params(walk, frame)
-                cs = [Chain(frame, x, np.random.default_rng(seed + i))
-                      for i, x in enumerate(rnd.points[:chains])]
-                recs, steps, t = [], 0, time.perf_counter()
-                block = 32
-                while time.perf_counter() - t < seconds:
-                    recs.append(run_chains(cs, walk, block, 1, params, workers=chains))
-                    steps += block
-                    block = min(block * 2, 4096)
-                elapsed = time.perf_counter() - t
-                rec = np.concatenate(recs, axis=1)
-                e = float(np.min(_ess(rec)))
-                tau = chains * steps / e
-                piv = sum(c.pivots for c in cs) / (chains * steps)
-                row = {"d": d, "n": n, "walk": walk, "rank": K.dim, "steps_per_s": chains * steps / elapsed,
-                       "ess_per_s": e / elapsed, "tau_steps": tau, "pivots_per_step": piv,
-                       "rounding_s": t_round, "reliable": bool(steps >= 20 * tau)}
-                rows.append(row)
-                out(f"d={d:3d} n={n:5d} {walk:12s} {row['steps_per_s']:10.0f} steps/s  {row['ess_per_s']:9.1f} ESS/s"
-                    f"  τ={tau:8.1f}  pivots/step={piv:7.1f}" + ("" if row["reliable"] else "  (short run)"))
-    folder = _write_csv(out_dir, "scaling.csv", rows)
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    fields = ["d", "n", "walk", "rank", "steps_per_s", "ess_per_s", "tau_steps", "pivots_per_step", "rounding_s",
+              "reliable"]
+    with open(folder / "scaling.csv", "w", newline="") as csv_file:
+        writer = csv.DictWriter(csv_file, fieldnames=fields)
+        writer.writeheader()
+        for d in ds:
+            for fac in factors:
+                n = fac * d
+                K = SymmetricHull(W.random_pm1(d, n, rng=seed + d * 1000 + n))
+                t = time.perf_counter()
+                rnd = rounding_of(K)
+                t_round = time.perf_counter() - t
+                for walk in walks:
+                    row = {"d": d, "n": n, "walk": walk, "rank": K.dim, "rounding_s": t_round,
+                           **_measure_walk(rnd, walk, seconds, chains, seed)}
+                    rows.append(row)
+                    writer.writerow(row)
+                    csv_file.flush()
+                    out(f"d={d:3d} n={n:5d} {walk:12s} {row['steps_per_s']:10.0f} steps/s  "
+                        f"{row['ess_per_s']:9.1f} ESS/s  τ={row['tau_steps']:8.1f}  "
+                        f"pivots/step={row['pivots_per_step']:7.1f}" + ("" if row["reliable"] else "  (short run)"))
     if plot_path:
         _plot_scaling(rows, walks, factors, folder / "scaling.png", out)
     return rows
+
+
+def _measure_walk(rnd, walk, seconds, chains, seed):
+    """Run ``chains`` chains from the rounding's states for ``seconds``; speed and mixing."""
+    from .walks.chains import default_params
+
+    params = default_params(walk, rnd.frame)
+    cs = [Chain(rnd.frame, x, np.random.default_rng(seed + i)) for i, x in enumerate(rnd.points[:chains])]
+    recs, steps, block, t = [], 0, 32, time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        recs.append(run_chains(cs, walk, block, 1, params, workers=chains))
+        steps += block
+        block = min(block * 2, 4096)
+    elapsed = time.perf_counter() - t
+    e = float(np.min(_ess(np.concatenate(recs, axis=1))))
+    tau = chains * steps / e
+    return {"steps_per_s": chains * steps / elapsed, "ess_per_s": e / elapsed, "tau_steps": tau,
+            "pivots_per_step": sum(c.pivots for c in cs) / (chains * steps), "reliable": bool(steps >= 20 * tau)}
 
 
 def _plot_scaling(rows, walks, factors, path, out=print):
