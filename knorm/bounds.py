@@ -15,7 +15,7 @@ Multiphase Monte Carlo (sequence of balls): in the rounded (isotropic) frame K' 
 take radii ``ρ_0 = R_out > ρ_1 > … > ρ_m = ρ_in`` with ``K' ⊆ B(R_out)`` and
 ``B(ρ_in) ⊆ K'``. Then ``Vol(K') = Vol(B(ρ_in)) / ∏ p_i`` with
 ``p_i = P(‖z‖ <= ρ_{i+1})`` for ``z ~ Uniform(K' ∩ B(ρ_i))``, each estimated by
-hit-and-run on the ball-clipped body. Radii are chosen as quantiles of pilot draws so
+billiard walks on the ball-clipped body (reflecting off K's facets and the sphere). Radii are chosen as quantiles of pilot draws so
 that each ``p_i ≈ q``; the p_i are then estimated on fresh draws, with standard errors
 from the ESS of the indicator, until ``Σ var(p̂_i)/p_i² <= rel_error²``.
 """
@@ -30,7 +30,7 @@ from scipy.linalg import qr
 from ._rng import as_generator
 from .diagnostics import ess as _ess
 from .mechanisms._base import check_epsilon
-from .walks.chains import Chain, run_chains
+from .walks.chains import BILLIARD_LENGTH, Chain, body_radius, run_chains
 from .walks.sampler import as_body, rounding_of
 
 
@@ -122,8 +122,9 @@ def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, c
                               seconds=time.perf_counter() - t0)
     r_out = float(np.max(np.linalg.norm(frame.Ft, axis=1)))
     r_in = inner_radius(frame)
-    thin = max(2, r)
-    warm = 10 * r
+    thin = 3  # billiard walks mix in a few steps (τ ≈ 2–3 at d <= 80); the SE uses the measured ESS
+    warm = max(10, r)
+    length = BILLIARD_LENGTH * body_radius(frame)
     starts = rnd.points[:chains] if len(rnd.points) >= chains else np.zeros((chains, r))
     cs = [Chain(frame, x0, g) for x0, g in zip(starts, gen.spawn(chains))]
     if max_samples is None:
@@ -135,9 +136,9 @@ def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, c
             if nrm > radius:
                 c.x *= 0.9 * radius / nrm
                 frame.solve(c.x, c.state)
-        params = np.array([radius])
-        run_chains(cs, "hit_and_run", warm, warm, params, workers)
-        return run_chains(cs, "hit_and_run", per_chain * thin, thin, params, workers)
+        params = np.array([min(length, BILLIARD_LENGTH * radius), 10.0 * r, radius])
+        run_chains(cs, "billiard", warm, warm, params, workers)
+        return run_chains(cs, "billiard", per_chain * thin, thin, params, workers)
 
     # 1. schedule of radii, inward, from pilot draws
     radii = [r_out]

@@ -88,8 +88,23 @@ def _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, radiu
 
 
 @njit(cache=True, nogil=True)
-def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, max_refl, max_piv, out, stats):
-    """Billiard walk: travel ``length`` along unit u, reflecting off facets (normal λ).
+def _reflect(u, nrm):
+    """u ← u − 2 (u·n / n·n) n."""
+    un = 0.0
+    nn = 0.0
+    for i in range(u.shape[0]):
+        un += u[i] * nrm[i]
+        nn += nrm[i] * nrm[i]
+    f = 2.0 * un / nn
+    for i in range(u.shape[0]):
+        u[i] -= f * nrm[i]
+
+
+@njit(cache=True, nogil=True)
+def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, max_refl, radius, max_piv, out,
+                   stats):
+    """Billiard walk in ``K ∩ radius·B₂``: travel ``length`` along unit u, reflecting off
+    K's facets (normal λ) and off the sphere (normal x); ``radius = inf``: all of K.
 
     A trajectory needing more than ``max_refl`` reflections is discarded: the chain
     stays where it was (keeps the walk reversible).
@@ -100,14 +115,16 @@ def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, lengt
     rem = length
     nref = 0
     while True:
-        st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, x, u, rem, max_piv, out)
+        s_ball = _ball_chord(x, u, radius)[0]
+        at_sphere = s_ball < rem  # the sphere, not the remaining length, limits this leg
+        st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, x, u, s_ball if at_sphere else rem, max_piv, out)
         if st != sx.OK:
             return st
         s = out[0]
         for i in range(r):
             x[i] += s * u[i]
         rem -= s
-        if out[1] == 0.0 or rem <= 0.0:
+        if out[1] == 0.0 and not at_sphere:
             break
         nref += 1
         if nref > max_refl:
@@ -115,14 +132,10 @@ def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, lengt
             _copy_state(b1, B1, l1, g1, c1, b0, B0, l0, g0, c0)
             stats[S_REJECTED] += 1
             return sx.OK
-        ul = 0.0
-        ll = 0.0
-        for i in range(r):
-            ul += u[i] * l0[i]
-            ll += l0[i] * l0[i]
-        f = 2.0 * ul / ll
-        for i in range(r):
-            u[i] -= f * l0[i]
+        if out[1] != 0.0:
+            _reflect(u, l0)  # facet of K
+        else:
+            _reflect(u, x)   # the sphere: outward normal x
     stats[S_REFLECTIONS] += nref
     return sx.OK
 
@@ -158,7 +171,8 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, offset
     ``offset``: steps of the current run already taken (the record counts from the run's
     start, so a run may be split into several calls).
 
-    ``params``: ball ``[δ]``; billiard ``[τ, max_reflections]`` (length ~ Exp(mean τ));
+    ``params``: ball ``[δ]``; billiard ``[τ, max_reflections, radius]`` (length ~ Exp(mean τ),
+    in ``K ∩ radius·B₂``; ``inf``: all of K);
     hit-and-run / coordinate ``[radius]``: sample ``K ∩ radius·B₂`` (``inf``: all of K).
     Returns a status of ``knorm.body._simplex``.
     """
@@ -194,7 +208,8 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, offset
                 u[j] = normals[i, j] / nrm
             length = -params[0] * np.log(1.0 - unif[i, 0])
             st = _billiard_step(
-                Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, params[1], max_piv, mv, stats
+                Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, params[1], params[2], max_piv, mv,
+                stats,
             )
         if st != sx.OK:
             break

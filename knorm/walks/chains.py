@@ -50,7 +50,7 @@ def default_params(walk, frame):
     if walk == "ball":
         return np.array([BALL_RADIUS * body_radius(frame) / np.sqrt(r)])
     if walk == "billiard":
-        return np.array([BILLIARD_LENGTH * body_radius(frame), 10.0 * r])
+        return np.array([BILLIARD_LENGTH * body_radius(frame), 10.0 * r, np.inf])
     return np.array([np.inf])
 
 

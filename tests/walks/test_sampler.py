@@ -212,3 +212,27 @@ def test_facet_walk_and_highs_hit_and_run_trace_the_same_chain():
     res = compare_oracles(6, 20, seed=1, highs_steps=25, ess_steps=200, out=lambda *a: None)
     assert res["trajectory_deviation"] < 1e-9
     assert res["ratio"] > 1
+
+
+def test_ball_clipped_billiard_stays_in_the_intersection_and_is_uniform_there():
+    K = SymmetricHull(np.eye(3))
+    from knorm.walks.chains import default_params
+
+    rho = 0.4 / K._scale
+    p = default_params("billiard", K.frame)
+    p[0], p[2] = 2 * rho, rho
+    c = Chain(K.frame, np.zeros(3), np.random.default_rng(5))
+    out = run_chains([c], "billiard", 6000, 2, p)[0]
+    assert np.all(np.linalg.norm(out, axis=1) <= rho * (1 + 1e-12))
+    z2 = np.sum(out**2, axis=1) * K._scale**2
+    from knorm.diagnostics import ess
+
+    se = z2.std(ddof=1) / np.sqrt(ess(z2[None, :, None])[0])
+    assert abs(z2.mean() - 3 * 0.4**2 / 5) < 4.5 * se  # uniform in the ball of radius 0.4 ⊂ B₁³
+    # a ball that cuts the body: points must lie in both
+    rho2 = 0.8 / K._scale
+    p[0], p[2] = 2 * rho2, rho2
+    out2 = run_chains([c], "billiard", 3000, 1, p)[0]
+    assert np.all(np.linalg.norm(out2, axis=1) <= rho2 * (1 + 1e-12))
+    assert np.all(K.frame.gauges(out2)[0] <= 1 + 1e-12)
+    assert np.max(K.frame.gauges(out2)[0]) > 0.95  # it does reach K's facets
