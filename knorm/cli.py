@@ -178,6 +178,19 @@ def _diagnostics(mech):
     }
 
 
+def _expected_error(mech, norms):
+    """E‖noise‖₂: the mechanism's formula / Monte Carlo where cheap (Laplace, Gaussian);
+    for K-norm and NIM the mean ℓ₂ norm of the released noise (unbiased) ± its SE."""
+    from .mechanisms import GaussianMechanism, LaplaceMechanism
+
+    if isinstance(mech, (LaplaceMechanism, GaussianMechanism)):
+        e = mech.expected_error() if isinstance(mech, GaussianMechanism) else mech.expected_error(n_samples=50_000)
+        return {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
+    se = float(norms.std(ddof=1) / np.sqrt(len(norms))) if len(norms) > 1 else None
+    return {"value": float(norms.mean()), "stderr": se, "exact": False,
+            "method": f"mean ℓ₂ norm of the {len(norms)} released noise vectors"}
+
+
 def _claim(mech):
     p = mech.privacy
     return {"mechanism": p.mechanism, "epsilon": p.epsilon, "delta": p.delta, "notion": p.notion,
@@ -233,6 +246,7 @@ def cmd_sample(args):
         "samples_per_second": args.count / seconds if seconds > 0 else None,
         "mean_l2_noise": float(norms.mean()),
         "mean_l2_noise_stderr": float(norms.std(ddof=1) / np.sqrt(len(norms))) if len(norms) > 1 else None,
+        "expected_error": _expected_error(mech, norms),
         "diagnostics": _diagnostics(mech),
         "resumed_from_checkpoint": bool(args.checkpoint and sampler_options["checkpoint"].loaded),
         "out": str(out) if out else None,
@@ -253,8 +267,12 @@ def _print_sample_summary(s):
           + (f", δ = {p['delta']:g}" if p["delta"] else "") + f"; sampling {p['sampling']}"
           + (f"; {p['composition']}" if p["composition"] else ""))
     print(f"speed: {s['count']} samples in {s['seconds']:.2f} s ({s['samples_per_second']:.1f} samples/s)")
+    ee = s["expected_error"]
+    independent = not ee["method"].startswith("mean ℓ₂ norm of the")  # else it repeats the line's first number
     print(f"noise: mean ℓ₂ norm {s['mean_l2_noise']:.4g}"
-          + (f" ± {s['mean_l2_noise_stderr']:.2g}" if s["mean_l2_noise_stderr"] else ""))
+          + (f" ± {s['mean_l2_noise_stderr']:.2g}" if s["mean_l2_noise_stderr"] else "")
+          + (f"; expected error {ee['value']:.4g}" + ("" if ee["exact"] else f" ± {ee['stderr']:.2g}")
+             + f" ({ee['method']})" if independent else ""))
     dg = s["diagnostics"]
     if dg:
         print(f"mixing: max R-hat {dg['max_rhat']:.4f}, min bulk ESS {dg['min_ess']:.0f} over {dg['draws']} draws "

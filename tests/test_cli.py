@@ -50,6 +50,8 @@ def test_json_summary_for_every_mechanism(mech, extra, capsys):
     s = json.loads(stdout)
     assert s["count"] == 50 and s["privacy"]["epsilon"] == 1.0
     assert s["samples_per_second"] > 0
+    ee = s["expected_error"]
+    assert ee["value"] > 0 and ee["exact"] == (mech == "gaussian")
     if mech in ("knorm", "nim"):
         assert s["diagnostics"]["converged"] and s["diagnostics"]["max_rhat"] < 1.01
 
