@@ -5,6 +5,7 @@ from ._jit import invalidate_stale_caches
 invalidate_stale_caches()
 
 # isort: split
+# (the imports below load the numba kernels, so they come after the cache check)
 
 from . import audit, bounds, diagnostics, discrete, functional, privacy, workloads
 from .body import OracleError, ReferenceOracle, SymmetricHull
@@ -14,7 +15,15 @@ from .mechanisms import (ErrorEstimate, GaussianMechanism, KNormMechanism, Lapla
 from .mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
 from .walks import WALKS, ConvergenceWarning, SamplingInfo, sample_uniform
 
-__all__ = ["SymmetricHull", "ReferenceOracle", "OracleError", "sample_uniform", "SamplingInfo",
-           "ConvergenceWarning", "WALKS", "ess", "rhat", "diagnostics", "workloads", "bounds", "discrete", "functional", "privacy", "audit", "LaplaceMechanism",
-           "GaussianMechanism", "KNormMechanism", "NIMechanism", "PrivacyClaim", "ErrorEstimate", "BoundedLaplaceMechanism", "CovarianceGaussianMechanism"]
+__all__ = [
+    # the body and its oracles
+    "SymmetricHull", "ReferenceOracle", "OracleError",
+    # sampling and diagnostics
+    "sample_uniform", "SamplingInfo", "ConvergenceWarning", "WALKS", "ess", "rhat",
+    # mechanisms
+    "LaplaceMechanism", "GaussianMechanism", "KNormMechanism", "NIMechanism", "BoundedLaplaceMechanism",
+    "CovarianceGaussianMechanism", "PrivacyClaim", "ErrorEstimate",
+    # modules
+    "diagnostics", "workloads", "bounds", "discrete", "functional", "privacy", "audit",
+]
 __version__ = "0.1.0"
