@@ -16,8 +16,9 @@ take radii ``ρ_0 = R_out > ρ_1 > … > ρ_m = ρ_in`` with ``K' ⊆ B(R_out)``
 ``B(ρ_in) ⊆ K'``. Then ``Vol(K') = Vol(B(ρ_in)) / ∏ p_i`` with
 ``p_i = P(‖z‖ <= ρ_{i+1})`` for ``z ~ Uniform(K' ∩ B(ρ_i))``, each estimated by
 billiard walks on the ball-clipped body (reflecting off K's facets and the sphere).
-Radii are chosen as quantiles of pilot draws so that each ``p_i ≈ q``; the p_i are then estimated on fresh draws, with standard errors
-from the ESS of the indicator, until ``Σ var(p̂_i)/p_i² <= rel_error²``.
+Radii are chosen as quantiles of pilot draws so that each ``p_i ≈ q``; the p_i are
+then estimated on fresh draws, with standard errors from the ESS of the indicator,
+until ``Σ var(p̂_i)/p_i² <= rel_error²``.
 """
 
 import time
