@@ -8,30 +8,25 @@ import itertools
 import numpy as np
 
 from ._rng import as_generator
+from ._validate import positive_int
 
 __all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "random_pm1", "random_bernoulli", "by_name"]
 
 
-def _positive(name, v):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
-
-
 def identity(n):
     """The n point queries: ``F = I_n``; K is the cross-polytope ``B₁ⁿ``."""
-    return np.eye(_positive("n", n))
+    return np.eye(positive_int("n", n))
 
 
 def prefix(n):
     """Cumulative sums ``x_1 + … + x_i``, i = 1..n: lower-triangular ones (n × n)."""
-    return np.tril(np.ones((_positive("n", n),) * 2))
+    return np.tril(np.ones((positive_int("n", n),) * 2))
 
 
 def width_range(n, k):
     """All ranges of width k, ``x_i + … + x_{i+k-1}``: (n-k+1) × n."""
-    n = _positive("n", n)
-    k = _positive("k", k)
+    n = positive_int("n", n)
+    k = positive_int("k", k)
     if k > n:
         raise ValueError(f"range width k={k} exceeds the domain size n={n}")
     F = np.zeros((n - k + 1, n))
@@ -42,7 +37,7 @@ def width_range(n, k):
 
 def all_range(n):
     """All ranges ``[i, j]``, 1 <= i <= j <= n: n(n+1)/2 × n."""
-    n = _positive("n", n)
+    n = positive_int("n", n)
     return np.vstack([width_range(n, k) for k in range(1, n + 1)])
 
 
@@ -52,8 +47,8 @@ def marginals(shape, k):
     Cells are the points of ``∏ range(shape[a])`` in C order (n = ∏ shape); one query
     per set of k attributes and value combination: the count of cells matching it.
     """
-    shape = tuple(_positive("domain size", s) for s in np.atleast_1d(shape))
-    k = _positive("k", k)
+    shape = tuple(positive_int("domain size", s) for s in np.atleast_1d(shape))
+    k = positive_int("k", k)
     if k > len(shape):
         raise ValueError(f"k={k} exceeds the number of attributes {len(shape)}")
     cells = np.array(list(itertools.product(*[range(s) for s in shape])))
@@ -66,14 +61,14 @@ def marginals(shape, k):
 
 def random_pm1(d, n, *, rng=None):
     """Random ``{-1, +1}`` matrix (d × n), the workload of MATH.md §5 and §8."""
-    return as_generator(rng).choice([-1.0, 1.0], size=(_positive("d", d), _positive("n", n)))
+    return as_generator(rng).choice([-1.0, 1.0], size=(positive_int("d", d), positive_int("n", n)))
 
 
 def random_bernoulli(d, n, *, p=0.5, rng=None):
     """Random ``{0, 1}`` matrix (d × n) with P(1) = p."""
     if not 0.0 < p <= 1.0:
         raise ValueError(f"p must be in (0, 1], got {p}")
-    return (as_generator(rng).random((_positive("d", d), _positive("n", n))) < p).astype(float)
+    return (as_generator(rng).random((positive_int("d", d), positive_int("n", n))) < p).astype(float)
 
 
 def by_name(name, *, d=None, n=None, k=None, shape=None, rng=None):

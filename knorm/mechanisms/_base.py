@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._rng import as_generator
+from .._validate import positive_int
 from ..body.hull import validate_matrix
 
 NEIGHBOURS = "‖x − x'‖₁ ≤ 1"
@@ -28,11 +29,7 @@ def check_delta(delta):
 
 
 def check_size(size):
-    if size is None:
-        return None
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise ValueError(f"size must be None or a positive integer, got {size!r}")
-    return int(size)
+    return positive_int("size", size, allow_none=True)
 
 
 @dataclass(frozen=True)

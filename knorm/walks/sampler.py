@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._rng import as_generator
+from .._validate import positive_int
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
@@ -68,12 +69,6 @@ class SamplingInfo:
             f"max R-hat {self.max_rhat:.4f}, min bulk ESS {self.min_ess:.0f} "
             f"({self.ess_per_second:.0f} ESS/s)"
         )
-
-
-def _check_size(size):
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise ValueError(f"size must be a positive integer, got {size!r}")
-    return int(size)
 
 
 MAX_DEFAULT_CHAINS = 16  # more chains of ~60 draws would make split R-hat and ESS unreliable
@@ -167,12 +162,10 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
     runs out. MCMC draws are approximately, not exactly, uniform.
     """
     t0 = time.perf_counter()
-    size = _check_size(size)
+    size = positive_int("size", size)
     if walk not in WALKS:
         raise ValueError(f"walk must be one of {sorted(WALKS)}, got {walk!r}")
-    nchains = default_chains() if chains is None else chains
-    if isinstance(nchains, bool) or not isinstance(nchains, (int, np.integer)) or nchains < 1:
-        raise ValueError(f"chains must be a positive integer, got {chains!r}")
+    nchains = default_chains() if chains is None else positive_int("chains", chains)
     gen = as_generator(rng)
     gen_start = gen.bit_generator.state
     body = as_body(body_or_F)
