@@ -1,5 +1,6 @@
 """The body ``K = F·B₁ⁿ`` and its exact oracle (MATH.md §2)."""
 
+import contextlib
 import threading
 
 import numpy as np
@@ -151,12 +152,9 @@ class Frame:
         Y = np.ascontiguousarray(Y, dtype=np.float64)
         out = np.empty(Y.shape[0])
         normals = np.empty_like(Y)
-        if state is not None:
-            status = sx.gauge_many(self.Ft, self.fmax, *state.args(), Y, self.max_pivots, out, normals)
-            self.check(status, "gauges")
-            return out, normals
-        with self._lock:
-            status = sx.gauge_many(self.Ft, self.fmax, *self.state.args(), Y, self.max_pivots, out, normals)
+        with self._lock if state is None else contextlib.nullcontext():
+            st = self.state if state is None else state
+            status = sx.gauge_many(self.Ft, self.fmax, *st.args(), Y, self.max_pivots, out, normals)
         self.check(status, "gauges")
         return out, normals
 

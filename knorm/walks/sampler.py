@@ -178,7 +178,7 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
     if max_steps is None:
         max_steps = max(100_000, 200 * r * per_chain)
     child = gen.spawn(nchains)
-    warm = rnd.points is not None and len(rnd.points) >= nchains
+    warm = len(rnd.points) >= nchains
     starts = rnd.points[:nchains] if warm else _start_points(frame, nchains, gen)
     cs = [Chain(frame, x0, g) for x0, g in zip(starts, child)]
     fp = None
