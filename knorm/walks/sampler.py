@@ -245,8 +245,9 @@ def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, r
             # R-hat only: extend in quarter steps (R-hat is re-checked after each one,
             # a mild form of optional stopping; poorly mixed chains keep failing it)
             need = max(1, per_chain // 4)
-    done = True
-    save(force=True)
+    if not done:  # a finished run loaded from its snapshot is already saved
+        done = True
+        save(force=True)
     flat = amb.transpose(1, 0, 2).reshape(-1, amb.shape[-1])
     idx = gen.permutation(flat.shape[0])[:size]
     out = flat[idx]
