@@ -13,13 +13,13 @@ from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism,
                          PrivacyClaim)
 from .mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
-from .walks import WALKS, ConvergenceWarning, SamplingInfo, sample_uniform
+from .walks import WALKS, ConvergenceError, ConvergenceWarning, Sampler, SamplingInfo, sample_uniform
 
 __all__ = [
     # the body and its oracles
     "SymmetricHull", "ReferenceOracle", "OracleError",
     # sampling and diagnostics
-    "sample_uniform", "SamplingInfo", "ConvergenceWarning", "WALKS", "ess", "rhat",
+    "sample_uniform", "Sampler", "SamplingInfo", "ConvergenceWarning", "ConvergenceError", "WALKS", "ess", "rhat",
     # mechanisms
     "LaplaceMechanism", "GaussianMechanism", "KNormMechanism", "NIMechanism", "BoundedLaplaceMechanism",
     "CovarianceGaussianMechanism", "PrivacyClaim", "ErrorEstimate",

@@ -2,9 +2,23 @@
 
 import numpy as np
 
+from .._validate import positive_int
 from ..body.hull import SymmetricHull
-from ..walks.sampler import sample_uniform
+from ..walks.chains import walk_id
+from ..walks.sampler import ConvergenceError, Sampler, check_memory
 from ._base import Mechanism, PrivacyClaim, check_epsilon, check_size, mc_norm_estimate
+
+
+SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "checkpoint", "params")
+
+
+def check_sampler_options(sampler_options):
+    """``sampler_options`` as a dict of :class:`~knorm.walks.sampler.Sampler` keywords."""
+    opts = dict(sampler_options or {})
+    unknown = sorted(set(opts) - set(SAMPLER_OPTIONS))
+    if unknown:
+        raise ValueError(f"sampler_options: unknown keys {unknown}; allowed: {list(SAMPLER_OPTIONS)}")
+    return opts
 
 
 class KNormMechanism(Mechanism):
@@ -16,18 +30,29 @@ class KNormMechanism(Mechanism):
     When K is a linear image of the cross-polytope or the cube (identity, prefix,
     diagonal, any invertible F, boxes) z is drawn exactly and ``privacy.sampling`` is
     "exact"; otherwise z comes from the MCMC engine (``walk``) and the claim is
-    "mcmc-approximate". Many releases pool their uniform draws in one sampler run:
-    each MCMC run is certified (R-hat < 1.01, bulk ESS ≥ half the draws) over at least
-    ``bank_size`` draws, and the draws a release does not use are banked for the next
-    ones; every draw is used exactly once. ``sampler_options`` are passed on to
-    :func:`knorm.sample_uniform` (e.g. ``workers``, ``progress``, ``checkpoint``).
+    "mcmc-approximate". The mechanism keeps one :class:`~knorm.walks.sampler.Sampler`
+    for its lifetime (``sampler_options`` are its keywords: ``chains``, ``min_draws``,
+    ``max_steps``, ``workers``, ``progress``, ``checkpoint``, ``params``): each refill
+    of the bank is one run of at least ``bank_size`` draws that continues the chains
+    (warmed up once, never restarted from a public point), and releases use the draws
+    in the sampler's release order (round-robin over chains, never two neighbours of a
+    chain, never a repeat); every draw is used once. A run that is not certified
+    raises :class:`~knorm.ConvergenceError` and its draws are discarded, unless
+    ``accept_uncertified=True``: then they are used and the claim says UNCERTIFIED.
     """
 
-    def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None, bank_size=1000, sampler_options=None):
+    def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None, bank_size=1000, sampler_options=None,
+                 accept_uncertified=False):
         super().__init__(F, rng)
         self.epsilon = check_epsilon(epsilon)
-        self.body = body if body is not None else SymmetricHull(self.F)
+        walk_id(walk)
         self.walk = walk
+        self.bank_size = positive_int("bank_size", bank_size)
+        if not isinstance(accept_uncertified, (bool, np.bool_)):
+            raise ValueError(f"accept_uncertified must be True or False, got {accept_uncertified!r}")
+        self.accept_uncertified = bool(accept_uncertified)
+        self.sampler_options = check_sampler_options(sampler_options)
+        self.body = body if body is not None else SymmetricHull(self.F)
         self.dim = self.body.dim
         self.structure = self.body.exact_structure
         sampling = "exact" if self.structure is not None else "mcmc-approximate"
@@ -36,25 +61,39 @@ class KNormMechanism(Mechanism):
             details["exact_structure"] = self.structure.kind
         self.privacy = PrivacyClaim("K-norm", self.epsilon, 0.0, "pure ε-DP", sampling, details=details)
         self.last_info = None
-        self.bank_size = int(bank_size)
-        self.sampler_options = dict(sampler_options or {})
+        self._sampler = None
+        if self.structure is None:
+            self._sampler = Sampler(self.body, walk=walk, rng=self._rng, **self.sampler_options)
+            check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
         self._bank = np.empty((0, self.d))
 
     def sample_uniform(self, size):
         """``size`` draws of z ~ Uniform(K) (exact or MCMC), ambient coordinates.
 
-        MCMC draws come from the bank of certified draws, refilled by one sampler run
-        of ``max(size, bank_size)`` draws when it runs short; ``last_info`` holds the
-        diagnostics of the run that produced them.
+        MCMC draws come from the bank, refilled by one run of the mechanism's sampler
+        (:meth:`~knorm.walks.sampler.Sampler.run`; the first ``max(size − banked, bank_size)``
+        of its draws are banked) when it runs short; ``last_info`` holds the diagnostics of
+        that run. Raises :class:`~knorm.ConvergenceError` if the run is not certified
+        (unless ``accept_uncertified``).
         """
+        size = positive_int("size", size)
+        check_memory("size", size, 8 * size * (self.d + self.dim) * 4)
         if self.structure is not None:
             self.last_info = None
             return self.body.to_ambient(self.structure.sample_frame(size, self._rng))
         if len(self._bank) < size:
-            fresh, self.last_info = sample_uniform(self.body, max(size - len(self._bank), self.bank_size),
-                                                   walk=self.walk, rng=self._rng, return_info=True,
-                                                   **self.sampler_options)
-            self._bank = np.vstack([self._bank, fresh])
+            want = max(size - len(self._bank), self.bank_size)
+            fresh, info = self._sampler.run(want)
+            self.last_info = info
+            if not info.converged:
+                if not self.accept_uncertified:
+                    raise ConvergenceError(
+                        f"K-norm sampler run ({self.walk}) not certified: min bulk ESS {info.min_ess:.0f} of "
+                        f"{info.draws} draws, max R-hat {info.max_rhat:.4f}, {info.extra['repeats_dropped']} repeats "
+                        "dropped; raise sampler_options['max_steps'], use another walk, or pass "
+                        "accept_uncertified=True (the claim then says UNCERTIFIED)")
+                self._certified = False
+            self._bank = np.vstack([self._bank, fresh[:want]])  # the few extra draws are never used
         z, self._bank = self._bank[:size], self._bank[size:]
         return z
 

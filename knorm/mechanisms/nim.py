@@ -4,10 +4,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import positive_int
 from ..body.hull import SymmetricHull
+from ..walks.chains import walk_id
 from ..walks.sampler import uniform_covariance
 from ._base import Mechanism, PrivacyClaim, check_epsilon, check_size, mc_norm_estimate
-from .knorm_mechanism import KNormMechanism
+from .knorm_mechanism import KNormMechanism, check_sampler_options
 
 
 @dataclass
@@ -38,13 +40,19 @@ class NIMechanism(Mechanism):
     U; at k = 1 release ``a``. The total ε is split equally over the levels (basic
     composition; ``privacy.composition`` says so). The number of levels is
     ``⌊log₂ r⌋ + 1`` for r = rank F (MATH.md's ⌈log₂ d⌉ + 1 is an upper bound).
-    The covariances depend on F only, never on x. ``sampler_options`` go to every
-    level's K-norm mechanism.
+    The covariances depend on F only, never on x. ``walk``, ``bank_size``,
+    ``sampler_options`` and ``accept_uncertified`` go to every level's K-norm mechanism
+    (an uncertified MCMC run raises :class:`~knorm.ConvergenceError` unless
+    ``accept_uncertified=True``).
     """
 
-    def __init__(self, F, *, epsilon, walk="billiard", rng=None, sampler_options=None):
+    def __init__(self, F, *, epsilon, walk="billiard", rng=None, bank_size=1000, sampler_options=None,
+                 accept_uncertified=False):
         super().__init__(F, rng)
         self.epsilon = check_epsilon(epsilon)
+        walk_id(walk)
+        positive_int("bank_size", bank_size)
+        check_sampler_options(sampler_options)
         body = SymmetricHull(self.F)
         dims = []
         k = body.dim
@@ -58,7 +66,8 @@ class NIMechanism(Mechanism):
         basis = body.span_basis
         for k in dims:
             Fl = basis.T @ self.F
-            mech = KNormMechanism(Fl, epsilon=eps_level, walk=walk, rng=self._rng, sampler_options=sampler_options)
+            mech = KNormMechanism(Fl, epsilon=eps_level, walk=walk, rng=self._rng, bank_size=bank_size,
+                                  sampler_options=sampler_options, accept_uncertified=accept_uncertified)
             if k == 1:
                 self.levels.append(NIMLevel(1, basis, np.array([np.nan]), basis, eps_level, mech))
                 break

@@ -2,7 +2,7 @@
 
 from .chains import WALKS, Chain, run_chains
 from .rounding import Rounding, round_body
-from .sampler import ConvergenceWarning, SamplingInfo, sample_uniform
+from .sampler import ConvergenceError, ConvergenceWarning, Sampler, SamplingInfo, sample_uniform
 
-__all__ = ["WALKS", "Chain", "run_chains", "Rounding", "round_body", "sample_uniform", "SamplingInfo",
-           "ConvergenceWarning"]
+__all__ = ["WALKS", "Chain", "run_chains", "Rounding", "round_body", "sample_uniform", "Sampler", "SamplingInfo",
+           "ConvergenceWarning", "ConvergenceError"]

@@ -76,8 +76,8 @@ class Chain:
         frame.solve(self.x, self.state)
         self.rng = rng
         self.stats = np.zeros(3, np.int64)
-        self._normals = np.empty((BLOCK, frame.r))
-        self._unif = np.empty((BLOCK, 2))
+        self._normals = np.zeros((BLOCK, frame.r))  # zeros, not garbage: checkpoint fingerprints hash them
+        self._unif = np.zeros((BLOCK, 2))
         self._pos = BLOCK
 
     @property

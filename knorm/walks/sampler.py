@@ -1,4 +1,4 @@
-"""``sample_uniform``: approximately uniform draws from K with self-chosen warm-up and thinning."""
+"""``Sampler`` and ``sample_uniform``: approximately uniform draws from K, fit for release."""
 
 import os
 import time
@@ -12,8 +12,8 @@ from .._validate import positive_int
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
-from .chains import WALKS, Chain, default_params, run_chains
-from .checkpoint import fingerprint
+from .chains import BLOCK, Chain, default_params, run_chains, walk_id
+from .checkpoint import CHAIN_KEYS, fingerprint
 from .rounding import round_body
 
 
@@ -23,13 +23,15 @@ class ConvergenceWarning(UserWarning):
 
 @dataclass
 class SamplingInfo:
-    """Diagnostics of one :func:`sample_uniform` run.
+    """Diagnostics of one sampler run (:meth:`Sampler.run`, :func:`sample_uniform`).
 
     ``rhat`` / ``ess``: split R-hat and bulk ESS per ambient coordinate, computed on
-    the pool of ``draws`` thinned draws (``chains`` chains) from which the returned
-    ``size`` samples were taken at random. ``steps``: walk steps over all chains
-    (pilot and warm-up included); ``thin``, ``warmup`` (steps per chain discarded);
-    ``seconds``: wall time; ``converged``: min ESS ≥ draws/2 and max R-hat < 1.01.
+    the pool of ``draws`` thinned records (``chains`` chains) from which the released
+    draws were selected (``extra["released"]``, see :class:`Sampler`). ``steps``: walk
+    steps over all chains in this run (pilot and warm-up included); ``thin``,
+    ``warmup`` (steps per chain before the first record: the first run only);
+    ``seconds``: wall time; ``converged``: min ESS ≥ draws/2, max R-hat < 1.01 and at
+    most 1% of the candidates dropped as repeats.
     """
 
     walk: str
@@ -71,12 +73,14 @@ class SamplingInfo:
         )
 
 
-MAX_DEFAULT_CHAINS = 16  # more chains of ~60 draws would make split R-hat and ESS unreliable
+DEFAULT_CHAINS = 8  # fixed (never the core count): seeded draws are identical on every machine
+ROUNDING_CHAINS = 8
 
 
 def default_chains():
-    """max(4, min(cores, 16)): enough chains for R-hat, one per core up to 16; fixed per machine."""
-    return max(4, min(os.cpu_count() or 1, MAX_DEFAULT_CHAINS))
+    """The default chain count, ``DEFAULT_CHAINS`` = 8 on every machine (enough for R-hat;
+    threads run them in parallel, and ``workers`` never changes seeded results)."""
+    return DEFAULT_CHAINS
 
 
 def as_body(body_or_F):
@@ -84,9 +88,9 @@ def as_body(body_or_F):
 
 
 def rounding_of(body, workers=None):
-    """The body's rounding (computed once, cached on the body; deterministic)."""
+    """The body's rounding (computed once, cached on the body; deterministic, ``ROUNDING_CHAINS`` chains)."""
     if body._rounding is None:
-        body._rounding = round_body(body.frame, chains=default_chains(), workers=workers)
+        body._rounding = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers)
     return body._rounding
 
 
@@ -125,147 +129,332 @@ def _start_points(frame, k, rng):
     return W @ frame.Ft
 
 
-CHUNK_DRAWS = 256  # draws per chain between progress reports / checkpoint opportunities
+CHUNK_DRAWS = 256  # records per chain between progress reports / checkpoint opportunities (even)
+WARMUP_TAUS = 20  # warm-up before the first record: at least 20·τ steps per chain (see Sampler)
+MAX_REPEAT_FRACTION = 0.01  # a certified run drops at most 1% of its release candidates as repeats
+MEMORY_FRACTION = 0.5  # a request may use at most half the physical memory
+FALLBACK_MEMORY = 8 * 2**30  # bytes, when the physical memory is unknown
+
+
+class ConvergenceError(RuntimeError):
+    """A sampler run behind a release was not certified (see :class:`Sampler`).
+
+    Raised by :class:`~knorm.KNormMechanism` and :class:`~knorm.NIMechanism` unless they
+    were built with ``accept_uncertified=True``; the engine-only :func:`sample_uniform`
+    warns (:class:`ConvergenceWarning`) instead.
+    """
+
+
+def memory_limit():
+    """Bytes one request may use: ``MEMORY_FRACTION`` (1/2) of the physical memory (8 GiB if unknown)."""
+    try:
+        return MEMORY_FRACTION * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return FALLBACK_MEMORY
+
+
+def check_memory(name, value, nbytes):
+    """ValueError naming ``name`` if ``nbytes`` (an estimate, made before allocating) exceeds :func:`memory_limit`."""
+    limit = memory_limit()
+    if nbytes > limit:
+        raise ValueError(f"{name}={value!r} needs about {nbytes / 2**30:.3g} GiB, more than the "
+                         f"{limit / 2**30:.3g} GiB allowed (half the physical memory)")
+
+
+def _even(k):
+    return int(k) + (int(k) & 1)
+
+
+def _check_workers(workers):
+    if workers is None or hasattr(workers, "run_chains"):
+        return workers
+    return positive_int("workers", workers)
+
+
+class Sampler:
+    """Rounded random-walk chains over ``K = F·B₁ⁿ`` that continue from call to call.
+
+    ``Sampler(body_or_F, *, walk="billiard", chains=None, rng=None, min_draws=1000,
+    max_steps=None, workers=None, progress=None, checkpoint=None, params=None)``; the
+    arguments are those of :func:`sample_uniform` (``params``: walk parameters in frame
+    units, default :func:`~knorm.walks.chains.default_params`). :meth:`sample` returns
+    ``size`` draws, :meth:`run` all the draws of one run; every call continues the
+    chains from their last states.
+
+    **Start and warm-up.** ``chains`` (default ``DEFAULT_CHAINS`` = 8 on every machine)
+    chains start from the rounding's final states (a deterministic, public function of
+    F) or, if there are fewer of those than chains, from dispersed random points. Before
+    its first record each chain runs ``max(pilot, ⌈20τ⌉)`` steps, τ the integrated
+    autocorrelation time per step (the rounding's for the billiard walk, else measured by
+    a pilot run). Under an AR(1) model with that τ, ``corr(X_t, X_0) = ρ^t`` with
+    ``ρ = (τ−1)/(τ+1) ≤ e^{−2/(τ+1)}``, so after ``t = 20τ`` steps it is at most
+    ``e^{−40τ/(τ+1)} ≤ e^{−20} ≈ 2·10⁻⁹`` (τ ≥ 1): the start is forgotten. Later runs
+    continue the chains where they stopped: no restart, no second warm-up.
+
+    **Records.** A run keeps every ``thin``-th state (:func:`thinning_for`, 0.6 ESS per
+    record under AR(1)), ``max(2·size, min_draws)`` records in all (an even number per
+    chain). Steps are counted, never accepted moves: the ball walk's jump chain (accepted
+    moves only) has stationary density ∝ the acceptance probability, not uniform.
+
+    **Certification.** Min bulk ESS ≥ records/2 and max split R-hat < 1.01 over the
+    ambient coordinates of the pool, and at most 1% of the candidates dropped as repeats
+    (below); ``thin`` doubles (and the pool restarts) while ESS or repeats fail, the pool
+    grows while R-hat fails, within ``max_steps`` steps per chain (default
+    ``max(10⁵, 200·r·records/chains)``) beyond the first pass. ``info.converged`` says
+    whether the run passed.
+
+    **Draws fit for release.** Only records with an odd index in their chain's record
+    sequence (counted across runs) are candidates, so no two released draws are
+    neighbours in a chain (AR(1) correlation ≤ ρ^{2·thin} ≤ 1/16). A candidate equal to
+    the chain's previous candidate is dropped (the ball walk, and a billiard trajectory
+    with too many reflections, stay put on rejection; a continuous move never returns
+    exactly), so no draw repeats. The rest come round-robin: by record position, then
+    chain, so consecutive draws come from different chains. Dropping is a selection:
+    a candidate is dropped iff its chain stood still for all ``2·thin`` steps, with
+    probability s(x); the kept law has density ∝ 1 − s(x), within total variation
+    ``q/(1−q)`` of the chain's law, q = E s estimated by the dropped fraction
+    (``info.extra["repeats_dropped"]``), and certification bounds it by 1%.
+
+    Memory is estimated before anything is allocated: a request that would need more
+    than half the physical memory (``size``, ``min_draws``, ``chains``) is refused with
+    a ValueError.
+    """
+
+    def __init__(self, body_or_F, *, walk="billiard", chains=None, rng=None, min_draws=1000, max_steps=None,
+                 workers=None, progress=None, checkpoint=None, params=None):
+        walk_id(walk)
+        self.walk = walk
+        self.nchains = DEFAULT_CHAINS if chains is None else positive_int("chains", chains)
+        self.min_draws = positive_int("min_draws", min_draws)
+        self.max_steps = positive_int("max_steps", max_steps, allow_none=True)
+        self.workers = _check_workers(workers)
+        if progress is not None and not callable(progress):
+            raise ValueError(f"progress must be None or callable, got {progress!r}")
+        if checkpoint is not None and rng is None:
+            raise ValueError("checkpoints need a seeded rng (an int or a Generator): fresh entropy cannot be resumed")
+        self._gen = as_generator(rng)
+        self.progress, self.checkpoint = progress, checkpoint
+        self.body = as_body(body_or_F)
+        self._params = None if params is None else np.array(params, dtype=np.float64).ravel()
+        check_memory("chains", chains, self._chain_bytes())
+        check_memory("min_draws", min_draws, self._pool_bytes(self.min_draws))
+        self.chains = None  # set up on the first run
+        self.tau = self.thin = None
+        self.warm = False
+        self._records = 0  # records per chain made so far (all runs, discarded pools included)
+        self.last_info = None
+
+    # -- memory estimates (bytes) ---------------------------------------------------
+    def _chain_bytes(self):
+        r, n = self.body.dim, self.body.frame.n
+        return 8 * self.nchains * (4 * BLOCK * (r + 2) + 3 * r * r + 4 * n)
+
+    def _pool_bytes(self, records):
+        """Frame, span and ambient copies of the pool plus the diagnostics' work space."""
+        records = max(int(records), 2 * self.nchains)
+        return 8 * records * (2 * self.body.dim + 6 * self.body.ambient_dim)
+
+    # -- set-up ---------------------------------------------------------------------
+    def _setup(self):
+        if self.chains is not None:
+            return
+        self.rounding = rnd = rounding_of(self.body, self.workers)
+        self.frame = rnd.frame
+        self.params = default_params(self.walk, self.frame) if self._params is None else self._params
+        child = self._gen.spawn(self.nchains)
+        self._warm_start = len(rnd.points) >= self.nchains
+        starts = rnd.points[: self.nchains] if self._warm_start else _start_points(self.frame, self.nchains,
+                                                                                   self._gen)
+        self.chains = [Chain(self.frame, x0, g) for x0, g in zip(starts, child)]
+        self._last = np.full((self.nchains, self.frame.r), np.nan)  # each chain's last candidate
+
+    def _warm_up(self, budget):
+        """Measure τ (unless the rounding did) and run ⌈20τ⌉ steps in all; returns steps per chain."""
+        cs, walk, r = self.chains, self.walk, self.frame.r
+        used = 0
+        if self._warm_start and walk == "billiard":
+            tau = self.rounding.tau  # chains start from the rounding's states, whose τ was measured there
+        else:
+            # pilot: the first half is discarded (unless warm-started), the rest estimates τ
+            pilot = max(200, 20 * r) if walk != "billiard" else max(100, 4 * r)
+            while True:
+                rec = run_chains(cs, walk, pilot, 1, self.params, self.workers)
+                used += pilot
+                half = rec if self._warm_start else rec[:, pilot // 2 :]
+                tau = half.shape[0] * half.shape[1] / float(np.min(_ess(half)))
+                if tau * 20 <= half.shape[1] or used * 3 > budget:
+                    break
+                pilot *= 2
+        rest = int(np.ceil(WARMUP_TAUS * tau)) - used
+        if rest > 0:
+            run_chains(cs, walk, rest, rest, self.params, self.workers)
+            used += rest
+        self.tau, self.thin, self.warm = float(tau), thinning_for(tau), True
+        return used
+
+    def _fingerprint(self, size, pool, budget):
+        parts = [self.frame.Ft, self.walk, size, pool, self.nchains, budget, self.warm, self.thin, self.tau,
+                 self.params, self._records, self._last]
+        for c in self.chains:
+            st = c.state_dict()
+            parts += [st[k] for k in CHAIN_KEYS] + [st["rng"]]
+        return fingerprint(*parts)
+
+    # -- selection ------------------------------------------------------------------
+    def _select(self, draws, commit=False):
+        """Release candidates of a pool ``(chains, k, r)`` (k even): ``(chain, position)`` pairs
+        ordered round-robin, and the number of candidates dropped as repeats."""
+        cand = draws[:, 1::2]
+        prev = np.concatenate([self._last[:, None], cand[:, :-1]], axis=1)
+        repeat = np.all(cand == prev, axis=2)
+        c, j = np.nonzero(~repeat)
+        order = np.lexsort((c, j))
+        if commit and cand.shape[1]:
+            self._last = cand[:, -1].copy()
+        return np.column_stack([c[order], 2 * j[order] + 1]), int(repeat.sum())
+
+    # -- runs -----------------------------------------------------------------------
+    def run(self, size):
+        """One run of at least ``size`` draws fit for release, continuing the chains.
+
+        Returns ``(draws, info)``: ``draws`` (m ≥ size, d), ambient coordinates, in release
+        order; ``info`` a :class:`SamplingInfo` (``converged``: certified or not; never
+        warns). ``info.extra``: ``sources`` (m, 2) chain and record index of each draw,
+        ``released`` m, ``repeats_dropped``, ``pool_repeats`` (records equal to the one
+        before, which a selection from the whole pool could release twice), ``tau``.
+        """
+        t0 = time.perf_counter()
+        size = positive_int("size", size)
+        pool = max(2 * size, self.min_draws)
+        check_memory("size", size, self._pool_bytes(pool))
+        self._setup()
+        cs, nchains, r, walk = self.chains, self.nchains, self.frame.r, self.walk
+        per_chain = _even(-(-pool // nchains))
+        budget = self.max_steps if self.max_steps is not None else max(100_000, 200 * r * per_chain)
+        stats0 = sum(c.stats for c in cs)
+        pivots0 = sum(c.pivots for c in cs)
+        fp = snap = None
+        if self.checkpoint is not None:
+            fp = self._fingerprint(size, pool, budget)
+            snap = self.checkpoint.load(fp)
+        if snap is not None:
+            for c, st in zip(cs, snap["chains"]):
+                c.load_state_dict(st)
+            used, warmup, need, offset = (int(snap[k]) for k in ("used", "warmup", "need", "offset"))
+            self.tau, self.thin, self.warm = float(snap["tau"]), int(snap["thin"]), True
+            draws, done = np.array(snap["draws"]), bool(snap["done"])
+        else:
+            used = warmup = self._warm_up(budget) if not self.warm else 0
+            draws, done, need, offset = np.empty((nchains, 0, r)), False, per_chain, self._records
+
+        def save(force=False):
+            if self.checkpoint is not None:
+                self.checkpoint.save(fp, cs, {"used": used, "warmup": warmup, "tau": self.tau, "thin": self.thin,
+                                              "need": need, "offset": offset, "done": done}, draws, force=force)
+
+        short_runs = 0
+        while True:
+            while need > 0 and not done:
+                k = min(need, CHUNK_DRAWS)
+                rec = run_chains(cs, walk, k * self.thin, self.thin, self.params, self.workers)
+                used += k * self.thin
+                need -= k
+                draws = np.concatenate([draws, rec], axis=1)
+                if self.progress is not None:
+                    self.progress(min(nchains * draws.shape[1], pool), pool)
+                save()
+            amb = self.body.to_ambient(self.rounding.to_span(draws))
+            e = np.atleast_1d(_ess(amb))
+            rh = np.atleast_1d(_rhat(amb))
+            total = nchains * draws.shape[1]
+            keep, dropped = self._select(draws)
+            mixed = float(np.min(e)) >= total / 2 and dropped <= MAX_REPEAT_FRACTION * total / 2
+            ok = mixed and float(np.max(rh)) < 1.01 and total >= pool
+            if done or (ok or used + per_chain * self.thin > budget) and len(keep) >= size:
+                break
+            if ok or used + per_chain * self.thin > budget:
+                # repeats left fewer than size draws: a few more records (first pass rule)
+                short_runs += 1
+                if short_runs > 20:
+                    raise ConvergenceError(f"the {walk} chains keep repeating their states: only {len(keep)} of "
+                                           f"{size} draws are fit for release; use another walk")
+                need = _even(2 * -(-(size - len(keep)) // nchains) + 2)
+            elif not mixed:
+                self.thin *= 2
+                offset += draws.shape[1]
+                draws = draws[:, :0]  # restart the pool at the coarser thinning
+                need = per_chain
+            else:
+                # R-hat only: extend in quarter steps (R-hat is re-checked after each one,
+                # a mild form of optional stopping; poorly mixed chains keep failing it)
+                need = _even(max(2, per_chain // 4))
+        if not done:  # a finished run loaded from its snapshot is already saved
+            done = True
+            save(force=True)
+        keep, dropped = self._select(draws, commit=True)
+        self._records = offset + draws.shape[1]
+        out = amb[keep[:, 0], keep[:, 1]]
+        sources = keep + np.array([0, offset])
+        stats = sum(c.stats for c in cs) - stats0
+        self.last_info = SamplingInfo(
+            walk=walk, chains=nchains, steps=used * nchains, thin=self.thin, warmup=warmup, draws=total, rhat=rh,
+            ess=e, seconds=time.perf_counter() - t0, converged=ok, pivots=sum(c.pivots for c in cs) - pivots0,
+            rounding_iterations=self.rounding.iterations,
+            extra={"rejected": int(stats[0]), "reflections": int(stats[1]), "tau": self.tau, "released": len(out),
+                   "repeats_dropped": dropped, "pool_repeats": int(np.all(draws[:, 1:] == draws[:, :-1], axis=2).sum()),
+                   "sources": sources},
+        )
+        return out, self.last_info
+
+    def sample(self, size, return_info=False):
+        """The next ``size`` draws fit for release (continuing the chains); warns
+        (:class:`ConvergenceWarning`) if the run was not certified."""
+        return self._sample(size, return_info, stacklevel=3)
+
+    def _sample(self, size, return_info, stacklevel):
+        draws, info = self.run(size)
+        if not info.converged:
+            warnings.warn(
+                f"sampling ({self.walk}) did not certify near-independent draws within {info.steps // info.chains} "
+                f"steps per chain (max_steps): min bulk ESS {info.min_ess:.0f} of {info.draws} draws, max R-hat "
+                f"{info.max_rhat:.4f}, {info.extra['repeats_dropped']} repeats dropped. Raise max_steps or use "
+                "another walk.",
+                ConvergenceWarning,
+                stacklevel=stacklevel,
+            )
+        return (draws[:size], info) if return_info else draws[:size]
 
 
 def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, return_info=False,
                    min_draws=1000, max_steps=None, workers=None, progress=None, checkpoint=None):
-    """Approximately uniform draws from ``K = F·B₁ⁿ`` by a rounded random walk.
+    """Approximately uniform draws from ``K = F·B₁ⁿ``: one call of a fresh :class:`Sampler`.
 
     Parameters
     ----------
     body_or_F : SymmetricHull or array (d, n)
     size : int -- number of returned draws.
     walk : "billiard" (default), "hit_and_run", "coordinate" or "ball".
-    chains : int -- independent chains (default: max(4, min(cores, 16))), run in parallel threads
-        (``workers`` threads, default one per core; never changes seeded results).
+    chains : int -- independent chains (default ``DEFAULT_CHAINS`` = 8 on every machine), run
+        in parallel threads (``workers`` threads, default one per core, or an executor with a
+        ``run_chains`` method; never changes seeded results).
     rng : Generator, int seed or None (fresh OS entropy). Same seed, same draws.
     return_info : also return a :class:`SamplingInfo`.
-    min_draws : pool size: the sampler draws ``max(size, min_draws)`` thinned points and
-        returns a random ``size`` of them. Even iid draws pass max R-hat < 1.01 (over
-        10 coordinates) only 36% of the time at 400 draws and 97% at 1000, hence 1000.
+    min_draws : the pool holds ``max(2·size, min_draws)`` thinned records, half of which are
+        release candidates. Even iid draws pass max R-hat < 1.01 (over 10 coordinates) only
+        36% of the time at 400 draws and 97% at 1000, hence 1000.
     max_steps : step budget per chain for the pilot and for extending the pool beyond
         its first pass, which always runs (default ``max(10⁵, 200·r·pool/chains)``).
-    progress : callable ``progress(done, target)`` called with pooled draws so far.
+    progress : callable ``progress(done, target)`` called with pooled records so far.
     checkpoint : a :class:`knorm.walks.checkpoint.Checkpoint`: save snapshots and, with
         ``resume=True``, continue an interrupted run to the identical result (needs a
         seeded ``rng``).
 
-    Returns an array (size, d) in ambient coordinates (in the span of F).
-
-    The sampler rounds the body (cached), starts its chains from the rounding's final
-    (stationary) states when there are enough of them, else from dispersed points,
-    estimates the integrated autocorrelation time τ (measured during rounding for the
-    billiard walk, else by a pilot run), thins so that an AR(1) chain with that τ would keep
-    0.6 ESS per draw (:func:`thinning_for`), and extends the run until min bulk ESS ≥
-    pool/2 and max R-hat < 1.01; it warns (:class:`ConvergenceWarning`) if the budget
-    runs out. MCMC draws are approximately, not exactly, uniform.
+    Returns an array (size, d) in ambient coordinates (in the span of F), in release
+    order (round-robin over chains; see :class:`Sampler` for warm-up, thinning, which
+    records are returned and certification). Warns (:class:`ConvergenceWarning`) if the
+    run was not certified. MCMC draws are approximately, not exactly, uniform.
     """
-    t0 = time.perf_counter()
     size = positive_int("size", size)
-    if walk not in WALKS:
-        raise ValueError(f"walk must be one of {sorted(WALKS)}, got {walk!r}")
-    nchains = default_chains() if chains is None else positive_int("chains", chains)
-    gen = as_generator(rng)
-    gen_start = gen.bit_generator.state
-    body = as_body(body_or_F)
-    rnd = rounding_of(body, workers)
-    frame = rnd.frame
-    r = frame.r
-    params = default_params(walk, frame)
-    pool = max(size, int(min_draws))
-    per_chain = -(-pool // nchains)
-    if max_steps is None:
-        max_steps = max(100_000, 200 * r * per_chain)
-    child = gen.spawn(nchains)
-    warm = len(rnd.points) >= nchains
-    starts = rnd.points[:nchains] if warm else _start_points(frame, nchains, gen)
-    cs = [Chain(frame, x0, g) for x0, g in zip(starts, child)]
-    fp = None
-    snap = None
-    if checkpoint is not None:
-        if rng is None:
-            raise ValueError("checkpoints need a seeded rng (an int or a Generator): fresh entropy cannot be resumed")
-        fp = fingerprint(frame.Ft, walk, size, pool, nchains, int(max_steps), gen_start)
-        snap = checkpoint.load(fp)
-    if snap is not None:
-        for c, st in zip(cs, snap["chains"]):
-            c.load_state_dict(st)
-        used, warmup, tau, thin, need = (int(snap["used"]), int(snap["warmup"]), float(snap["tau"]),
-                                         int(snap["thin"]), int(snap["need"]))
-        draws, done = np.array(snap["draws"]), bool(snap["done"])
-    else:
-        used, done = 0, False
-        if warm and walk == "billiard":
-            # chains start from the rounding's stationary states, whose τ was measured there
-            tau = rnd.tau
-        else:
-            # Pilot: the first half is warm-up (unless warm-started), the rest estimates τ.
-            pilot = max(200, 20 * r) if walk != "billiard" else max(100, 4 * r)
-            while True:
-                rec = run_chains(cs, walk, pilot, 1, params, workers)
-                used += pilot
-                half = rec if warm else rec[:, pilot // 2 :]
-                tau = half.shape[0] * half.shape[1] / float(np.min(_ess(half)))
-                if tau * 20 <= half.shape[1] or used * 3 > max_steps:
-                    break
-                pilot *= 2
-        warmup = used
-        thin = thinning_for(tau)
-        draws = np.empty((nchains, 0, r))
-        need = per_chain
-
-    def save(force=False):
-        if checkpoint is not None:
-            checkpoint.save(fp, cs, {"used": used, "warmup": warmup, "tau": tau, "thin": thin, "need": need,
-                                     "done": done}, draws, force=force)
-
-    while True:
-        while need > 0 and not done:
-            k = min(need, CHUNK_DRAWS)
-            rec = run_chains(cs, walk, k * thin, thin, params, workers)
-            used += k * thin
-            need -= k
-            draws = np.concatenate([draws, rec], axis=1)
-            if progress is not None:
-                progress(min(draws.shape[0] * draws.shape[1], pool), pool)
-            save()
-        amb = body.to_ambient(rnd.to_span(draws))
-        e = np.atleast_1d(_ess(amb))
-        rh = np.atleast_1d(_rhat(amb))
-        total = draws.shape[0] * draws.shape[1]
-        ok = float(np.min(e)) >= total / 2 and float(np.max(rh)) < 1.01 and total >= pool
-        if done or ok or used + per_chain * thin > max_steps:
-            break
-        if float(np.min(e)) < total / 2:
-            thin *= 2
-            draws = draws[:, :0]  # restart the pool at the coarser thinning
-            need = per_chain
-        else:
-            # R-hat only: extend in quarter steps (R-hat is re-checked after each one,
-            # a mild form of optional stopping; poorly mixed chains keep failing it)
-            need = max(1, per_chain // 4)
-    if not done:  # a finished run loaded from its snapshot is already saved
-        done = True
-        save(force=True)
-    flat = amb.transpose(1, 0, 2).reshape(-1, amb.shape[-1])
-    idx = gen.permutation(flat.shape[0])[:size]
-    out = flat[idx]
-    if not ok:
-        warnings.warn(
-            f"sample_uniform({walk}) did not certify near-independent draws within {max_steps} steps per chain: "
-            f"min bulk ESS {np.min(e):.0f} of {total} draws, max R-hat {np.max(rh):.4f}. "
-            "Raise max_steps or use another walk.",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
-    if not return_info:
-        return out
-    info = SamplingInfo(
-        walk=walk, chains=nchains, steps=used * nchains, thin=thin, warmup=warmup, draws=total, rhat=rh, ess=e,
-        seconds=time.perf_counter() - t0, converged=ok, pivots=sum(c.pivots for c in cs),
-        rounding_iterations=rnd.iterations,
-        extra={"rejected": int(sum(c.stats[0] for c in cs)), "reflections": int(sum(c.stats[1] for c in cs)),
-               "tau": tau},
-    )
-    return out, info
+    s = Sampler(body_or_F, walk=walk, chains=chains, rng=rng, min_draws=min_draws, max_steps=max_steps,
+                workers=workers, progress=progress, checkpoint=checkpoint)
+    return s._sample(size, return_info, stacklevel=3)
