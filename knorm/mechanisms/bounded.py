@@ -26,7 +26,8 @@ class BoundedLaplaceMechanism(Accounted):
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
         self.clip = bool(clip)
-        self.scale = (upper - lower) / (self.epsilon - np.log1p(-self.delta))
+        with np.errstate(over="ignore"):  # an overflow is refused just below
+            self.scale = (upper - lower) / (self.epsilon - np.log1p(-self.delta))
         if not np.isfinite(self.scale):
             raise ValueError(f"epsilon = {self.epsilon:g} is too small for the domain width {upper - lower:g}: "
                              "the Laplace scale overflows float64")

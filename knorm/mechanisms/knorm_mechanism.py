@@ -64,7 +64,9 @@ class KNormMechanism(Mechanism):
         m = check_size(size)
         z = self.sample_uniform(m or 1)
         r = self._rng.gamma(self.dim + 1, 1.0 / self.epsilon, size=len(z))
-        return self._one_or_many(check_finite_output(r[:, None] * z, "K-norm noise"), m)
+        with np.errstate(over="ignore"):  # an overflow raises in check_finite_output
+            noise = r[:, None] * z
+        return self._one_or_many(check_finite_output(noise, "K-norm noise"), m)
 
     def expected_error(self, n_samples=4000):
         """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``, with E‖z‖₂ estimated from uniform draws.
