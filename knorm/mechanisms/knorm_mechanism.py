@@ -6,7 +6,8 @@ from .._validate import positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.sampler import ConvergenceError, Sampler, check_memory
-from ._base import Mechanism, PrivacyClaim, check_epsilon, check_size, mc_norm_estimate
+from ._base import (Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples, check_size,
+                    mc_norm_estimate)
 
 
 SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "checkpoint", "params")
@@ -42,8 +43,8 @@ class KNormMechanism(Mechanism):
     """
 
     def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None, bank_size=1000, sampler_options=None,
-                 accept_uncertified=False):
-        super().__init__(F, rng)
+                 accept_uncertified=False, accountant=None):
+        super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
         self.walk = walk
@@ -59,13 +60,14 @@ class KNormMechanism(Mechanism):
         details = {"dim": self.dim, "walk": None if self.structure is not None else walk}
         if self.structure is not None:
             details["exact_structure"] = self.structure.kind
-        self.privacy = PrivacyClaim("K-norm", self.epsilon, 0.0, "pure ε-DP", sampling, details=details)
+        self._claim = PrivacyClaim("K-norm", self.epsilon, 0.0, "pure ε-DP", sampling, details=details)
         self.last_info = None
         self._sampler = None
         if self.structure is None:
             self._sampler = Sampler(self.body, walk=walk, rng=self._rng, **self.sampler_options)
             check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
         self._bank = np.empty((0, self.d))
+        self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?
 
     def sample_uniform(self, size):
         """``size`` draws of z ~ Uniform(K) (exact or MCMC), ambient coordinates.
@@ -92,23 +94,28 @@ class KNormMechanism(Mechanism):
                         f"{info.draws} draws, max R-hat {info.max_rhat:.4f}, {info.extra['repeats_dropped']} repeats "
                         "dropped; raise sampler_options['max_steps'], use another walk, or pass "
                         "accept_uncertified=True (the claim then says UNCERTIFIED)")
-                self._certified = False
             self._bank = np.vstack([self._bank, fresh[:want]])  # the few extra draws are never used
+            self._bank_certified = np.concatenate([self._bank_certified, np.full(want, info.converged)])
         z, self._bank = self._bank[:size], self._bank[size:]
+        if not np.all(self._bank_certified[:size]):
+            self._certified = False  # the claim says UNCERTIFIED (until reset(); banked draws keep their flag)
+        self._bank_certified = self._bank_certified[size:]
         return z
 
     def sample_noise(self, size=None):
         m = check_size(size)
         z = self.sample_uniform(m or 1)
         r = self._rng.gamma(self.dim + 1, 1.0 / self.epsilon, size=len(z))
-        return self._one_or_many(r[:, None] * z, m)
+        with np.errstate(over="ignore"):  # an overflow raises in check_finite_output
+            noise = r[:, None] * z
+        return self._one_or_many(check_finite_output(noise, "K-norm noise"), m)
 
     def expected_error(self, n_samples=4000):
         """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``, with E‖z‖₂ estimated from uniform draws.
 
         The standard error uses the sampler's min bulk ESS for MCMC draws.
         """
-        z = self.sample_uniform(n_samples)
+        z = self.sample_uniform(check_n_samples(n_samples))
         ess = None
         if self.last_info is not None:
             ess = min(n_samples, self.last_info.min_ess * n_samples / self.last_info.draws)
@@ -118,5 +125,5 @@ class KNormMechanism(Mechanism):
 
     def expected_squared_error(self, n_samples=4000):
         """``(dim+1)(dim+2)/ε² · E‖z‖₂²`` (Monte Carlo over uniform draws)."""
-        z = self.sample_uniform(n_samples)
+        z = self.sample_uniform(check_n_samples(n_samples))
         return float((self.dim + 1) * (self.dim + 2) / self.epsilon**2 * np.mean(np.sum(z**2, axis=1)))
