@@ -62,10 +62,9 @@ class KNormMechanism(Mechanism):
             details["exact_structure"] = self.structure.kind
         self._claim = PrivacyClaim("K-norm", self.epsilon, 0.0, "pure ε-DP", sampling, details=details)
         self.last_info = None
-        self._sampler = None
-        if self.structure is None:
-            self._sampler = Sampler(self.body, walk=walk, rng=self._rng, **self.sampler_options)
-            check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
+        # built (cheaply: set-up waits for the first run) even for exact bodies, to check the options
+        self._sampler = Sampler(self.body, walk=walk, rng=self._rng, **self.sampler_options)
+        check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
         self._bank = np.empty((0, self.d))
         self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?
 

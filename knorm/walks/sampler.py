@@ -251,7 +251,7 @@ class Sampler:
 
     def _pool_bytes(self, records):
         """Frame, span and ambient copies of the pool plus the diagnostics' work space."""
-        records = max(int(records), 2 * self.nchains)
+        records = max(int(records), 4 * self.nchains)
         return 8 * records * (2 * self.body.dim + 6 * self.body.ambient_dim)
 
     # -- set-up ---------------------------------------------------------------------
@@ -329,7 +329,7 @@ class Sampler:
         check_memory("size", size, self._pool_bytes(pool))
         self._setup()
         cs, nchains, r, walk = self.chains, self.nchains, self.frame.r, self.walk
-        per_chain = _even(-(-pool // nchains))
+        per_chain = max(4, _even(-(-pool // nchains)))  # the diagnostics need 4 records per chain
         budget = self.max_steps if self.max_steps is not None else max(100_000, 200 * r * per_chain)
         stats0 = sum(c.stats for c in cs)
         pivots0 = sum(c.pivots for c in cs)

@@ -236,3 +236,171 @@ def test_ball_clipped_billiard_stays_in_the_intersection_and_is_uniform_there():
     assert np.all(np.linalg.norm(out2, axis=1) <= rho2 * (1 + 1e-12))
     assert np.all(K.frame.gauges(out2)[0] <= 1 + 1e-12)
     assert np.max(K.frame.gauges(out2)[0]) > 0.95  # it does reach K's facets
+
+
+# ---- Sampler: continuing chains, warm-up, draws fit for release -----------------------------
+
+def vertex_ball_sampler(rng, **kw):
+    """Ball walk with 3× the default radius on a 3-d body with sharp vertices (4 Gaussian
+    columns): about 94% of proposals are rejected and records often repeat exactly."""
+    from knorm import Sampler
+    from knorm.walks.chains import default_params
+    from knorm.walks.sampler import rounding_of
+
+    K = SymmetricHull(np.random.default_rng(3).standard_normal((3, 4)))
+    p = 3 * default_params("ball", rounding_of(K).frame)
+    return Sampler(K, walk="ball", rng=rng, params=p, **kw)
+
+
+def test_runs_continue_the_chains_exactly(F):
+    """Two runs of a sampler = one run twice as long: the chains carry over (no restart, no second warm-up)."""
+    from knorm import Sampler
+
+    s = Sampler(F, rng=8, min_draws=400)
+    a, ia = s.run(200)
+    states = [c.state_dict() for c in s.chains]
+    b, ib = s.run(200)
+    assert ia.warmup >= 20 * ia.extra["tau"] and ib.warmup == 0 and ia.thin == ib.thin
+    long = Sampler(F, rng=8, min_draws=800)
+    c, ic = long.run(400)
+    assert ic.thin == ia.thin
+    # same (chain, record index) -> same draw, over the whole span of both runs
+    got = dict(zip(map(tuple, np.vstack([ia.extra["sources"], ib.extra["sources"]])), np.vstack([a, b])))
+    want = dict(zip(map(tuple, ic.extra["sources"]), c))
+    common = set(got) & set(want)
+    assert len(common) >= 350 and max(k[1] for k in common) > ia.extra["sources"][:, 1].max()
+    for k in common:
+        np.testing.assert_array_equal(got[k], want[k])
+    # the second run's first records come from the first run's final states, not the start points
+    fresh = Sampler(F, rng=8, min_draws=400)
+    fresh.run(200)
+    np.testing.assert_array_equal(fresh.chains[0].state_dict()["x"], states[0]["x"])
+    assert not np.allclose(states[0]["x"], s.rounding.points[0])
+
+
+@pytest.mark.parametrize("walk", ["billiard", "hit_and_run", "coordinate", "ball"])
+def test_warm_up_of_at_least_20_tau_before_the_first_record(F, walk):
+    x, info = sample_uniform(F, 100, walk=walk, rng=2, return_info=True)
+    assert info.warmup >= 20 * info.extra["tau"]
+    assert info.steps == info.chains * (info.warmup + info.thin * info.draws // info.chains)
+
+
+def test_released_draws_never_repeat_though_the_pool_does():
+    """Near sharp vertices the ball walk stands still for more than its thinning: the pool
+    (everything the old selection drew from) holds exact repeats; released draws never do."""
+    s = vertex_ball_sampler(4)
+    out, pool_repeats = [], 0
+    for _ in range(3):
+        x, info = s.run(1000)
+        assert info.converged
+        out.append(x)
+        pool_repeats += info.extra["pool_repeats"]
+    out = np.vstack(out)
+    assert pool_repeats > 20
+    assert len(np.unique(out, axis=0)) == len(out)
+
+
+def test_no_chain_neighbours_and_round_robin_order():
+    s = vertex_ball_sampler(5, chains=5)
+    srcs = [s.run(300)[1].extra["sources"] for _ in range(3)]
+    allsrc = np.vstack(srcs)
+    for c in range(5):
+        idx = allsrc[allsrc[:, 0] == c, 1]
+        assert np.all(idx % 2 == 1) and np.all(np.diff(idx) >= 2)  # odd records only, never adjacent
+    for src in srcs:
+        # by record position, then chain: consecutive draws come from different chains
+        np.testing.assert_array_equal(np.lexsort((src[:, 0], src[:, 1])), np.arange(len(src)))
+        assert np.mean(src[1:, 0] != src[:-1, 0]) > 0.99
+
+
+def test_uncertified_run_returns_converged_false_without_warning(F):
+    import warnings
+
+    from knorm import Sampler
+
+    s = Sampler(F, walk="ball", rng=7, max_steps=1, min_draws=50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x, info = s.run(20)
+    assert not info.converged and len(x) >= 20
+    with pytest.warns(ConvergenceWarning):
+        s.sample(20)
+
+
+def test_checkpoint_resumes_a_continued_run(F, tmp_path):
+    from knorm import Sampler
+    from knorm.walks.checkpoint import Checkpoint
+
+    s = Sampler(F, rng=12)
+    s.run(600)
+    want = s.run(2000)[0]  # 4000 records: two chunks of 256 records per chain
+
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def stop(done, target):
+        if target == 4000:
+            calls.append(done)
+            if len(calls) == 2:  # the second run, after its first chunk was saved
+                raise Stop
+
+    s1 = Sampler(F, rng=12, checkpoint=Checkpoint(tmp_path, every=0), progress=stop)
+    s1.run(600)
+    with pytest.raises(Stop):
+        s1.run(2000)
+    ck = Checkpoint(tmp_path, every=0, resume=True)
+    s2 = Sampler(F, rng=12, checkpoint=ck)
+    s2.run(600)  # finished: loaded whole
+    np.testing.assert_array_equal(s2.run(2000)[0], want)  # resumed after its first chunk
+    assert ck.loaded == 2
+
+
+def test_seeded_draws_do_not_depend_on_the_core_count(F, monkeypatch):
+    import os
+
+    runs = []
+    for cores, workers in [(1, None), (2, None), (64, None), (64, 3)]:
+        monkeypatch.setattr(os, "cpu_count", lambda: cores)
+        runs.append(sample_uniform(np.array(F), 300, rng=13, workers=workers))  # fresh body: fresh rounding
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r, runs[0])
+    from knorm.walks.sampler import DEFAULT_CHAINS
+
+    assert sample_uniform(F, 10, rng=1, return_info=True)[1].chains == DEFAULT_CHAINS == 8
+
+
+# ---- bad input: refused before anything is allocated ---------------------------------------
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"size": 10**12}, "size"),
+    ({"size": 10, "chains": 10**9}, "chains"),
+    ({"size": 10, "min_draws": 10**13}, "min_draws"),
+])
+def test_requests_that_cannot_fit_in_memory_fail_fast(F, kwargs, match):
+    import time
+
+    size = kwargs.pop("size")
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match=match):
+        sample_uniform(F, size, **kwargs)
+    assert time.perf_counter() - t < 5
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+NOT_POSITIVE_INT = st.one_of(st.integers(max_value=0), st.floats(allow_nan=True), st.text(max_size=3),
+                             st.booleans())
+
+
+@settings(max_examples=30, deadline=None)
+@given(value=NOT_POSITIVE_INT, name=st.sampled_from(["max_steps", "workers", "min_draws", "chains"]))
+def test_bad_counts_raise_naming_the_argument(F, value, name):
+    from knorm import Sampler
+
+    with pytest.raises(ValueError, match=name):
+        Sampler(F, **{name: value})
+    with pytest.raises(ValueError, match=name):
+        sample_uniform(F, 10, **{name: value})
