@@ -25,3 +25,18 @@ def spawn(rng, k):
     """``k`` independent child generators of ``rng`` (deterministic given its state)."""
     gen = as_generator(rng)
     return gen.spawn(k)
+
+
+def noise_source(rng):
+    """How a mechanism's noise generator was made, for its privacy claim.
+
+    ``"os-entropy"`` (None: private), ``"seed"`` (an int or SeedSequence: the noise is
+    reproducible by anyone who knows the seed, so the run is NOT private) or
+    ``"generator"`` (a caller-supplied Generator: private only if it was seeded from
+    OS entropy, which the library cannot check).
+    """
+    if rng is None:
+        return "os-entropy"
+    if isinstance(rng, np.random.Generator):
+        return "generator"
+    return "seed"

@@ -6,13 +6,15 @@
   each other value w.p. p, with the smallest p for (ε, δ)-DP: ``p = (1 − δ)/(m + e^ε)``.
 
 Both are local mechanisms: neighbours are one respondent's value changing. Both give
-unbiased estimators of the true value frequencies from the reports.
+unbiased estimators of the true value frequencies from the reports. Probabilities are
+computed from ``e^{−ε}`` so that any ε (even ε ≥ 710, where ``e^ε`` overflows) works.
+Each :meth:`release` answers every respondent once; ``privacy`` composes the calls.
 """
 
 import numpy as np
 
 from ._rng import as_generator
-from .mechanisms._base import PrivacyClaim, check_epsilon
+from .mechanisms._base import Accounted, PrivacyClaim, check_epsilon
 
 LOCAL = "one respondent's value changes"
 
@@ -36,7 +38,7 @@ def _report_other(truth, keep, k, rng):
     return np.where(keep, truth, other)
 
 
-class RandomizedResponse:
+class RandomizedResponse(Accounted):
     """Randomized response over k values (k = 2: yes/no).
 
     ``RandomizedResponse(k=2, epsilon=ε)``: truthful w.p. ``e^ε/(e^ε + k − 1)``.
@@ -44,32 +46,39 @@ class RandomizedResponse:
     again and answer "yes" on heads. Truthful w.p. 3/4, so ε = ln 3.
     """
 
-    def __init__(self, *, k=2, epsilon, rng=None):
-        if isinstance(k, bool) or int(k) != k or k < 2:
+    def __init__(self, *, k=2, epsilon, rng=None, accountant=None):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
             raise ValueError(f"k must be an integer >= 2, got {k!r}")
         self.k = int(k)
         self.epsilon = check_epsilon(epsilon)
-        self.p_truth = np.exp(self.epsilon) / (np.exp(self.epsilon) + self.k - 1)
-        self.p_other = 1.0 / (np.exp(self.epsilon) + self.k - 1)
+        # e^ε/(e^ε + k − 1) = 1/(1 + (k − 1)e^{−ε}): no overflow for large ε
+        w = np.exp(-self.epsilon)
+        self.p_truth = 1.0 / (1.0 + (self.k - 1) * w)
+        self.p_other = w / (1.0 + (self.k - 1) * w)
         self._rng = as_generator(rng)
+        self._init_accounting(rng, accountant)
         self._two_coin = False
-        self.privacy = PrivacyClaim("randomized response", self.epsilon, 0.0, "pure ε-DP (local)", "exact",
+        self._claim = PrivacyClaim("randomized response", self.epsilon, 0.0, "pure ε-DP (local)", "exact",
                                     neighbours=LOCAL, details={"k": self.k, "p_truth": self.p_truth})
 
     @classmethod
-    def two_coin(cls, *, rng=None):
-        rr = cls(k=2, epsilon=np.log(3.0), rng=rng)
+    def two_coin(cls, *, rng=None, accountant=None):
+        rr = cls(k=2, epsilon=np.log(3.0), rng=rng, accountant=accountant)
         rr._two_coin = True
         return rr
 
     def release(self, values):
-        """One report per respondent (same shape as ``values``)."""
+        """One report per respondent (same shape as ``values``); counts as one answer each."""
         v = _values(values, self.k)
+        self._check_budget(1)
         if self._two_coin:
             first = self._rng.random(v.shape) < 0.5
             second = (self._rng.random(v.shape) < 0.5).astype(np.int64)
-            return np.where(first, v, second)
-        return _report_other(v, self._rng.random(v.shape) < self.p_truth, self.k, self._rng)
+            out = np.where(first, v, second)
+        else:
+            out = _report_other(v, self._rng.random(v.shape) < self.p_truth, self.k, self._rng)
+        self._spend(1)
+        return out
 
     def estimate_frequencies(self, reports):
         """Unbiased estimate of the fraction of respondents holding each value.
@@ -84,7 +93,7 @@ class RandomizedResponse:
         return (f - self.p_other) / (self.p_truth - self.p_other)
 
 
-class FiniteDomainMechanism:
+class FiniteDomainMechanism(Accounted):
     """Report the true value of {0, …, m} w.p. ``1 − m·p``, each other value w.p. p.
 
     (ε, δ)-DP iff ``p >= (1 − δ)/(m + e^ε)``; this uses the smallest such p. Expected
@@ -92,24 +101,32 @@ class FiniteDomainMechanism:
     ``(1 − δ)·κ·m/(m + e^ε)`` (κ = 1, the distance between distinct values).
     """
 
-    def __init__(self, m, *, epsilon, delta=0.0, rng=None):
-        if isinstance(m, bool) or int(m) != m or m < 1:
+    def __init__(self, m, *, epsilon, delta=0.0, rng=None, accountant=None):
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
             raise ValueError(f"m must be a positive integer (m + 1 values), got {m!r}")
         self.m = int(m)
         self.epsilon = check_epsilon(epsilon)
-        if not 0.0 <= delta < 1.0:
-            raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+        if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)) \
+                or not 0.0 <= delta < 1.0:
+            raise ValueError(f"delta must be a number in [0, 1), got {delta!r}")
         self.delta = float(delta)
-        self.p = (1.0 - self.delta) / (self.m + np.exp(self.epsilon))
+        # (1 − δ)/(m + e^ε) = (1 − δ)e^{−ε}/(1 + m e^{−ε}): no overflow for large ε
+        w = np.exp(-self.epsilon)
+        self.p = (1.0 - self.delta) * w / (1.0 + self.m * w)
         self.p_truth = 1.0 - self.m * self.p
         self._rng = as_generator(rng)
-        self.privacy = PrivacyClaim("finite domain", self.epsilon, self.delta,
+        self._init_accounting(rng, accountant)
+        self._claim = PrivacyClaim("finite domain", self.epsilon, self.delta,
                                     "pure ε-DP (local)" if self.delta == 0 else "(ε, δ)-DP (local)", "exact",
                                     neighbours=LOCAL, details={"m": self.m, "p": self.p})
 
     def release(self, values):
+        """One report per respondent (same shape as ``values``); counts as one answer each."""
         v = _values(values, self.m + 1)
-        return _report_other(v, self._rng.random(v.shape) < self.p_truth, self.m + 1, self._rng)
+        self._check_budget(1)
+        out = _report_other(v, self._rng.random(v.shape) < self.p_truth, self.m + 1, self._rng)
+        self._spend(1)
+        return out
 
     def expected_error(self):
         """``P(report ≠ truth) = m·p`` (exact)."""
@@ -117,11 +134,16 @@ class FiniteDomainMechanism:
 
     def lower_bound(self, kappa=1.0):
         """``(1 − δ)·κ·m/(m + e^ε)``: no (ε, δ)-DP mechanism on m + 1 values errs less."""
-        return (1.0 - self.delta) * kappa * self.m / (self.m + np.exp(self.epsilon))
+        return kappa * self.m * self.p  # = (1 − δ)κm/(m + e^ε), without overflow
 
     def privacy_profile(self, epsilon):
-        """Exact δ(ε') of this mechanism: ``max(0, 1 − m p − e^{ε'} p)``."""
-        return max(0.0, self.p_truth - np.exp(epsilon) * self.p)
+        """Exact δ(ε') of this mechanism: ``max(0, 1 − m p − e^{ε'} p)``.
+
+        ``e^{ε'}p = (1 − δ)e^{ε'−ε}/(1 + m e^{−ε})`` is computed without overflow.
+        """
+        w = np.exp(-self.epsilon)
+        tail = (1.0 - self.delta) * np.exp(min(float(epsilon) - self.epsilon, 709.0)) / (1.0 + self.m * w)
+        return max(0.0, self.p_truth - tail)
 
     def estimate_frequencies(self, reports):
         """Unbiased: E f̂_j = p + (1 − (m+1)p)·π_j, so ``π̂_j = (f̂_j − p)/(1 − (m+1)p)``."""

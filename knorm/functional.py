@@ -12,9 +12,10 @@ already revealed), so every grid sees the same function.
 """
 
 import numpy as np
+from scipy.spatial.distance import cdist
 
 from ._rng import as_generator
-from .mechanisms._base import PrivacyClaim, check_delta, check_epsilon
+from .mechanisms._base import Accounted, PrivacyClaim, check_delta, check_epsilon
 
 JITTER = 1e-10  # relative diagonal regularisation of kernel matrices
 
@@ -28,17 +29,22 @@ def _points(t, m):
     return a
 
 
-class GaussianKDEMechanism:
-    """(ε, δ)-DP Gaussian kernel density estimate (one GP draw per :meth:`release`)."""
+class GaussianKDEMechanism(Accounted):
+    """(ε, δ)-DP Gaussian kernel density estimate (one GP draw per :meth:`release`).
 
-    def __init__(self, data, *, bandwidth, epsilon, delta, rng=None):
+    The normalisation ``(2πh²)^{−m/2}`` is computed in log space; a bandwidth for which
+    it (or the noise scale c) leaves float64 is refused.
+    """
+
+    def __init__(self, data, *, bandwidth, epsilon, delta, rng=None, accountant=None):
         x = np.asarray(data, float)
         if x.ndim == 1:
             x = x[:, None]
         if x.ndim != 2 or x.shape[0] < 1 or not np.all(np.isfinite(x)):
             raise ValueError("data must be a finite array of shape (n,) or (n, m) with n >= 1")
-        if not np.isfinite(bandwidth) or bandwidth <= 0:
-            raise ValueError(f"bandwidth must be positive, got {bandwidth!r}")
+        if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(bandwidth) or bandwidth <= 0:
+            raise ValueError(f"bandwidth must be a positive finite number, got {bandwidth!r}")
         self.data = x
         self.n, self.m = x.shape
         self.h = float(bandwidth)
@@ -46,25 +52,35 @@ class GaussianKDEMechanism:
         if self.epsilon > 1:
             raise ValueError(f"the Gaussian-process calibration needs epsilon <= 1, got {self.epsilon}")
         self.delta = check_delta(delta)
-        self.norm = (2 * np.pi * self.h**2) ** (-self.m / 2)
+        log_norm = -self.m / 2 * np.log(2 * np.pi) - self.m * np.log(self.h)
+        log_c = (0.5 * np.log(2 * np.log(2 / self.delta)) + 0.5 * np.log(2.0) + log_norm - np.log(self.n)
+                 - np.log(self.epsilon))
+        if not (-700.0 < log_norm < 700.0 and log_c < 700.0):
+            raise ValueError(f"bandwidth = {self.h:g} is out of range for {self.m}-D data: the kernel "
+                             f"normalisation (2πh²)^(−m/2) = e^{log_norm:.4g} or the noise scale overflows float64")
+        self.norm = float(np.exp(log_norm))
         self.sensitivity = np.sqrt(2.0) * self.norm / self.n
         self.c = np.sqrt(2 * np.log(2 / self.delta)) * self.sensitivity / self.epsilon
         self._rng = as_generator(rng)
-        self.privacy = PrivacyClaim("Gaussian-process KDE", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
+        self._init_accounting(rng, accountant)
+        self._claim = PrivacyClaim("Gaussian-process KDE", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
                                     neighbours="one record changes",
                                     details={"rkhs_sensitivity": self.sensitivity, "noise_scale": self.c})
 
     def kernel(self, s, t):
-        d2 = np.sum(s**2, 1)[:, None] + np.sum(t**2, 1)[None, :] - 2 * s @ t.T
-        return np.exp(-np.maximum(d2, 0.0) / (2 * self.h**2))
+        """``exp(−‖s − t‖²/(2h²))``, the distance divided by h first (no overflow of h²)."""
+        return np.exp(-0.5 * (cdist(s, t) / self.h) ** 2)
 
     def kde(self, t):
         """The non-private estimate f_d at points t."""
         return self.norm * self.kernel(_points(t, self.m), self.data).mean(axis=1)
 
     def release(self):
-        """A :class:`PrivateDensity`: the private function f_d + c·G (one GP draw)."""
-        return PrivateDensity(self, np.random.default_rng(self._rng.integers(2**63)))
+        """A :class:`PrivateDensity`: the private function f_d + c·G (one GP draw; one answer)."""
+        self._check_budget(1)
+        out = PrivateDensity(self, np.random.default_rng(self._rng.integers(2**63)))
+        self._spend(1)
+        return out
 
 
 class PrivateDensity:

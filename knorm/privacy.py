@@ -7,13 +7,19 @@
 * Composition: :func:`gdp_compose` (``√Σμ_i²``), :func:`group_gdp` (``kμ``),
   :func:`basic_composition` and :func:`advanced_composition` for (ε, δ)-DP, and
   :func:`group_privacy` for (ε, δ)-DP.
+* Budgets: :class:`BudgetAccountant` composes the releases of any number of mechanisms
+  on one data set (basic composition) and refuses a release that would exceed its
+  budget (:class:`BudgetExceededError`).
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, special, stats
 
 __all__ = ["tradeoff_eps_delta", "tradeoff_gdp", "gdp_delta", "gdp_epsilon", "gdp_mu_for", "gdp_compose",
-           "group_gdp", "basic_composition", "advanced_composition", "group_privacy", "gaussian_mu"]
+           "group_gdp", "basic_composition", "advanced_composition", "group_privacy", "gaussian_mu",
+           "BudgetAccountant", "BudgetExceededError", "Spend"]
 
 
 def _nonneg(name, v, allow_inf=False):
@@ -134,3 +140,74 @@ def group_privacy(epsilon, delta, k):
     delta = _prob("delta", delta)
     k = _positive_int("k", k)
     return float(k * eps), float(min(1.0, k * np.exp((k - 1) * eps) * delta))
+
+
+class BudgetExceededError(ValueError):
+    """A release would take a :class:`BudgetAccountant` past its (ε, δ) budget."""
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One entry of a :class:`BudgetAccountant`: ``(ε, δ)`` spent, and by what."""
+
+    epsilon: float
+    delta: float
+    label: str = ""
+
+
+class BudgetAccountant:
+    """A privacy budget for one data set, shared by the mechanisms that release from it.
+
+    ``BudgetAccountant(epsilon=inf, delta=0.0)`` (keyword-only, as in diffprivlib):
+    every release spends its ``(ε_i, δ_i)`` and the total is their basic composition
+    ``(Σε_i, min(1, Σδ_i))`` (valid for any mix of pure and approximate DP
+    mechanisms, adaptive or not). A spend that would exceed the budget raises
+    :class:`BudgetExceededError` and records nothing. Pass it to a mechanism as
+    ``accountant=``; mechanisms check it before drawing noise.
+    """
+
+    # slack for floating-point sums: ten releases at ε = 0.1 fit a budget of 1
+    _SLACK = 1e-12
+
+    def __init__(self, *, epsilon=float("inf"), delta=0.0):
+        self.epsilon = _nonneg("epsilon", epsilon, allow_inf=True)
+        self.delta = _prob("delta", delta)
+        self.spends = []
+
+    @property
+    def total(self):
+        """``(Σε_i, min(1, Σδ_i))`` over everything spent so far."""
+        return (float(sum(s.epsilon for s in self.spends)),
+                float(min(1.0, sum(s.delta for s in self.spends))))
+
+    @property
+    def remaining(self):
+        """What is left of the budget: ``(ε − Σε_i, δ − Σδ_i)``, never negative."""
+        e, d = self.total
+        return max(0.0, self.epsilon - e), max(0.0, self.delta - d)
+
+    def check(self, epsilon, delta=0.0):
+        """Raise :class:`BudgetExceededError` if spending ``(epsilon, delta)`` would exceed the budget."""
+        eps = _nonneg("epsilon", epsilon)
+        dl = _prob("delta", delta)
+        e, d = self.total
+        if e + eps > self.epsilon * (1 + self._SLACK) or d + dl > self.delta * (1 + self._SLACK) + 1e-300:
+            raise BudgetExceededError(
+                f"budget exceeded: spending ε = {eps:g}, δ = {dl:g} on top of ε = {e:g}, δ = {d:g} "
+                f"would pass the budget ε = {self.epsilon:g}, δ = {self.delta:g}")
+        return eps, dl
+
+    def spend(self, epsilon, delta=0.0, *, label=""):
+        """Record a release of ``(epsilon, delta)`` after :meth:`check`."""
+        eps, dl = self.check(epsilon, delta)
+        self.spends.append(Spend(eps, dl, str(label)))
+        return self.total
+
+    def reset(self):
+        """Forget every spend (a new data set)."""
+        self.spends = []
+
+    def __repr__(self):
+        e, d = self.total
+        return (f"BudgetAccountant(spent ε = {e:g}, δ = {d:g} of ε = {self.epsilon:g}, δ = {self.delta:g}; "
+                f"{len(self.spends)} spend(s))")

@@ -1,12 +1,13 @@
 """Shared pieces of the mechanisms: validation, the privacy claim, error estimates."""
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._rng import as_generator
+from .._rng import as_generator, noise_source
 from .._validate import positive_int
+from ..privacy import BudgetAccountant
 from ..body.hull import validate_matrix
 
 NEIGHBOURS = "‖x − x'‖₁ ≤ 1"
@@ -32,6 +33,30 @@ def check_size(size):
     return positive_int("size", size, allow_none=True)
 
 
+def check_n_samples(n_samples, name="n_samples"):
+    """A Monte-Carlo sample count: an int >= 2 (a standard error needs two draws)."""
+    n = positive_int(name, n_samples)
+    if n < 2:
+        raise ValueError(f"{name} must be at least 2 (a standard error needs two draws), got {n}")
+    return n
+
+
+def check_finite_output(values, what):
+    """Raise instead of returning NaN or ±inf (e.g. a noise scale that overflowed)."""
+    arr = np.asarray(values)
+    if not np.all(np.isfinite(arr)):
+        raise FloatingPointError(f"{what} overflowed to a non-finite value; epsilon is too small "
+                                 "(or the query too large) for float64 noise")
+    return values
+
+
+def check_accountant(accountant):
+    if accountant is not None and not isinstance(accountant, BudgetAccountant):
+        raise ValueError(f"accountant must be a knorm.privacy.BudgetAccountant or None, got "
+                         f"{type(accountant).__name__}")
+    return accountant
+
+
 @dataclass(frozen=True)
 class PrivacyClaim:
     """What a mechanism promises, as data.
@@ -39,7 +64,11 @@ class PrivacyClaim:
     ``notion``: "pure ε-DP" or "(ε, δ)-DP"; ``neighbours``: the adjacency;
     ``sampling``: "exact" or "mcmc-approximate" (MCMC draws are only approximately
     from the target law, so the guarantee is approximate too); ``composition``: how
-    a total budget was split, if it was.
+    the claim was composed, if it was; ``answers``: how many answers on the same data
+    it covers (0: nothing released yet); ``noise_source``: "os-entropy", "seed" (a
+    reproducible, NOT private run) or "generator" (caller-supplied: private only if it
+    was seeded from OS entropy); ``certified``: False when an MCMC sampler run behind
+    the answers failed its convergence check and the caller accepted it anyway.
     """
 
     mechanism: str
@@ -50,16 +79,57 @@ class PrivacyClaim:
     neighbours: str = NEIGHBOURS
     composition: str = ""
     details: dict = field(default_factory=dict)
+    answers: int = 1
+    noise_source: str = "os-entropy"
+    certified: bool = True
 
     @property
     def exact(self):
         return self.sampling == "exact"
 
+    @property
+    def approximate(self):
+        """MCMC sampling: the guarantee holds only approximately (the draws are not exactly uniform)."""
+        return not self.exact
+
+    @property
+    def private(self):
+        """False when the noise came from a known seed: anyone with the seed can subtract it."""
+        return self.noise_source != "seed"
+
+    def composed(self, k):
+        """The claim of ``k`` answers on the same data: basic composition, ``(kε, min(1, kδ))``."""
+        k = int(k)
+        if k < 0:
+            raise ValueError(f"k must be a non-negative integer, got {k}")
+        how = f"basic composition of {k} answer{'s' if k != 1 else ''} at ε = {self.epsilon:g}"
+        how += f", δ = {self.delta:g} each" if self.delta else " each"
+        if self.composition:
+            how += f" (each: {self.composition})"
+        return replace(self, epsilon=k * self.epsilon, delta=min(1.0, k * self.delta), answers=k,
+                       composition=how)
+
+    def as_dict(self):
+        """JSON-ready form (for summaries and output files)."""
+        return {"mechanism": self.mechanism, "epsilon": self.epsilon, "delta": self.delta, "notion": self.notion,
+                "sampling": self.sampling, "approximate": self.approximate, "certified": self.certified,
+                "answers": self.answers, "noise_source": self.noise_source, "private": self.private,
+                "neighbours": self.neighbours, "composition": self.composition, "details": self.details}
+
     def __str__(self):
-        s = f"{self.mechanism}: {self.notion} with ε = {self.epsilon:g}"
+        if not self.private:
+            head = "NOT PRIVATE (noise from a known seed: a reproducible run) — otherwise "
+        else:
+            head = ""
+        s = f"{head}{self.mechanism}: {self.notion} with ε = {self.epsilon:g}"
         if self.delta:
             s += f", δ = {self.delta:g}"
-        s += f" ({self.sampling} sampling; neighbours {self.neighbours})"
+        s += f" for {self.answers} answer{'s' if self.answers != 1 else ''}"
+        if self.exact:
+            s += " (exact sampling"
+        else:
+            s += " (approximate: MCMC sampling" + ("" if self.certified else ", UNCERTIFIED run accepted")
+        s += f"; neighbours {self.neighbours})"
         if self.composition:
             s += f"; {self.composition}"
         return s
@@ -84,17 +154,73 @@ class ErrorEstimate:
 def mc_norm_estimate(draws, factor=1.0, ess=None, method=""):
     """Mean ℓ₂ norm of draws × factor, with its standard error (``ess`` effective draws)."""
     norms = np.linalg.norm(draws, axis=1) * factor
+    if len(norms) < 2:
+        raise ValueError(f"a Monte-Carlo error estimate needs at least 2 draws, got {len(norms)}")
     m = len(norms) if ess is None else ess
     return ErrorEstimate(float(norms.mean()), float(norms.std(ddof=1) / np.sqrt(m)), False, method)
 
 
-class Mechanism(ABC):
+class Accounted:
+    """Privacy accounting shared by every mechanism (MATH.md §1, §7; basic composition).
+
+    A subclass sets ``self._claim``, the :class:`PrivacyClaim` of ONE answer, and calls
+    :meth:`_spend` with the number of answers each release gives (after checking with
+    :meth:`_check_budget` before drawing anything). Then
+
+    * ``privacy_per_answer``: the claim of one answer;
+    * ``privacy``: the claim of everything released since the last :meth:`reset`:
+      ``answers`` = k answers on the same data are ``(kε, min(1, kδ))``-DP;
+    * ``accountant``: an optional shared :class:`knorm.privacy.BudgetAccountant` (in the
+      manner of diffprivlib's): a release that would exceed its budget raises
+      :class:`knorm.privacy.BudgetExceededError` before any noise is drawn.
+
+    Noise drawn with ``sample_noise`` touches no data and is never counted: adding it to
+    data yourself is a release the library cannot see.
+    """
+
+    def _init_accounting(self, rng, accountant):
+        self.noise_source = noise_source(rng)
+        self.accountant = check_accountant(accountant)
+        self.answers = 0
+        self._certified = True
+
+    @property
+    def privacy_per_answer(self):
+        """The claim of a single answer (see :class:`PrivacyClaim`)."""
+        return replace(self._claim, answers=1, noise_source=self.noise_source, certified=self._certified)
+
+    @property
+    def privacy(self):
+        """The claim covering every answer released since the last :meth:`reset` (basic composition)."""
+        return self.privacy_per_answer.composed(self.answers)
+
+    def reset(self):
+        """Start accounting for new data: the answer count returns to 0.
+
+        Only for answers on a different data set; answers on the same data compose
+        whatever you call. A shared ``accountant`` is the caller's and is left alone.
+        """
+        self.answers = 0
+        self._certified = True
+
+    def _check_budget(self, k):
+        if self.accountant is not None:
+            self.accountant.check(k * self._claim.epsilon, k * self._claim.delta)
+
+    def _spend(self, k):
+        self.answers += k
+        if self.accountant is not None:
+            self.accountant.spend(k * self._claim.epsilon, k * self._claim.delta, label=self._claim.mechanism)
+
+
+class Mechanism(Accounted, ABC):
     """Base: holds F, validates x, and turns noise into releases ``Fx + noise``."""
 
-    def __init__(self, F, rng):
+    def __init__(self, F, rng, accountant=None):
         self.F = validate_matrix(F)
         self.d, self.n = self.F.shape
         self._rng = as_generator(rng)
+        self._init_accounting(rng, accountant)
 
     def check_x(self, x):
         arr = np.asarray(x)
@@ -112,9 +238,18 @@ class Mechanism(ABC):
         """Noise vector(s) of the mechanism: (d,) or (size, d)."""
 
     def release(self, x, size=None):
-        """``Fx + noise``: one answer (d,) or ``size`` independent answers (size, d)."""
+        """``Fx + noise``: one answer (d,) or ``size`` answers (size, d), each with fresh noise.
+
+        The answers are counted in :attr:`privacy` (``size`` answers on the same data cost
+        ``size·ε``) and spent on the ``accountant``, which is checked before any noise is
+        drawn. Non-finite answers raise instead of being returned.
+        """
         x = self.check_x(x)
-        return self.F @ x + self.sample_noise(size)
+        m = check_size(size)
+        self._check_budget(m or 1)
+        out = check_finite_output(self.F @ x + self.sample_noise(size), "the answer")
+        self._spend(m or 1)
+        return out
 
     def _one_or_many(self, draws, size):
         return draws[0] if size is None else draws

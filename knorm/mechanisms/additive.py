@@ -3,7 +3,8 @@
 import numpy as np
 from scipy import optimize, special
 
-from ._base import ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_size, mc_norm_estimate
+from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_n_samples, check_size,
+                    mc_norm_estimate)
 
 
 def l1_sensitivity(F):
@@ -24,15 +25,17 @@ def expected_norm_gaussian(d, sigma):
 class LaplaceMechanism(Mechanism):
     """``Fx + Lap(Δ₁/ε)^d``; pure ε-DP with Δ₁ = max column ℓ₁ norm of F.
 
-    >>> m = LaplaceMechanism(F, epsilon=1.0, rng=0); m.release(x)
+    >>> m = LaplaceMechanism(F, epsilon=1.0); m.release(x); m.privacy  # ε for one answer
     """
 
-    def __init__(self, F, *, epsilon, rng=None):
-        super().__init__(F, rng)
+    def __init__(self, F, *, epsilon, rng=None, accountant=None):
+        super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = l1_sensitivity(self.F)
         self.scale = self.sensitivity / self.epsilon
-        self.privacy = PrivacyClaim("Laplace", self.epsilon, 0.0, "pure ε-DP", "exact",
+        if not np.isfinite(self.scale):
+            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the Laplace scale Δ₁/ε overflows float64")
+        self._claim = PrivacyClaim("Laplace", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"l1_sensitivity": self.sensitivity, "scale": self.scale})
 
     def sample_noise(self, size=None):
@@ -45,6 +48,7 @@ class LaplaceMechanism(Mechanism):
 
     def expected_error(self, n_samples=200_000):
         """``E‖noise‖₂``: no closed form; Monte Carlo over exact Laplace draws (≈ √(2d)·b)."""
+        n_samples = check_n_samples(n_samples)
         rng = np.random.default_rng(self._rng.integers(2**63))
         draws = rng.laplace(0.0, self.scale, size=(n_samples, self.d))
         return mc_norm_estimate(draws, method=f"Monte Carlo, {n_samples} exact draws")
@@ -63,7 +67,16 @@ def analytic_gaussian_sigma(sensitivity, epsilon, delta):
         b = -sensitivity / (2 * s) - epsilon * s / sensitivity
         return special.ndtr(a) - np.exp(epsilon + special.log_ndtr(b)) - delta
 
+    # bracket the root in log σ, widening until the signs differ (or σ leaves float64)
     lo, hi = np.log(sensitivity) - 20.0, np.log(sensitivity) + 20.0
+    while excess(lo) <= 0.0:
+        lo -= 20.0
+        if lo < -740.0:
+            raise ValueError(f"epsilon = {epsilon:g}, delta = {delta:g}: the Gaussian σ underflows float64")
+    while excess(hi) > 0.0:
+        hi += 20.0
+        if hi > 709.0:
+            raise ValueError(f"epsilon = {epsilon:g}, delta = {delta:g}: the Gaussian σ overflows float64")
     return float(np.exp(optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14)))
 
 
@@ -75,8 +88,8 @@ class GaussianMechanism(Mechanism):
     requires ε < 1.
     """
 
-    def __init__(self, F, *, epsilon, delta, calibration="analytic", rng=None):
-        super().__init__(F, rng)
+    def __init__(self, F, *, epsilon, delta, calibration="analytic", rng=None, accountant=None):
+        super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
         if calibration not in ("analytic", "classic"):
@@ -90,7 +103,9 @@ class GaussianMechanism(Mechanism):
             self.sigma = self.sensitivity * np.sqrt(2 * np.log(1.25 / self.delta)) / self.epsilon
         else:
             self.sigma = analytic_gaussian_sigma(self.sensitivity, self.epsilon, self.delta)
-        self.privacy = PrivacyClaim("Gaussian", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
+        if not np.isfinite(self.sigma):
+            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the Gaussian σ overflows float64")
+        self._claim = PrivacyClaim("Gaussian", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
                                     details={"l2_sensitivity": self.sensitivity, "sigma": self.sigma,
                                              "calibration": calibration})
 

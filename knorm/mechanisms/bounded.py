@@ -4,10 +4,10 @@ import numpy as np
 
 from .._rng import as_generator
 from ..body.hull import validate_matrix
-from ._base import PrivacyClaim, check_delta, check_epsilon, check_size
+from ._base import Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_size
 
 
-class BoundedLaplaceMechanism:
+class BoundedLaplaceMechanism(Accounted):
     """Laplace noise for a 1-D statistic known to lie in ``D = [lower, upper]``.
 
     ``value + Lap(b)`` with ``b = diam(D)/(ε − ln(1 − δ))``. Any two values of D differ by
@@ -18,7 +18,7 @@ class BoundedLaplaceMechanism:
     truncated "bounded Laplace", would need a further correction of b.)
     """
 
-    def __init__(self, lower, upper, *, epsilon, delta, clip=True, rng=None):
+    def __init__(self, lower, upper, *, epsilon, delta, clip=True, rng=None, accountant=None):
         lower, upper = float(lower), float(upper)
         if not (np.isfinite(lower) and np.isfinite(upper) and lower < upper):
             raise ValueError(f"need finite lower < upper, got [{lower}, {upper}]")
@@ -26,9 +26,14 @@ class BoundedLaplaceMechanism:
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
         self.clip = bool(clip)
-        self.scale = (upper - lower) / (self.epsilon - np.log1p(-self.delta))
+        with np.errstate(over="ignore"):  # an overflow is refused just below
+            self.scale = (upper - lower) / (self.epsilon - np.log1p(-self.delta))
+        if not np.isfinite(self.scale):
+            raise ValueError(f"epsilon = {self.epsilon:g} is too small for the domain width {upper - lower:g}: "
+                             "the Laplace scale overflows float64")
         self._rng = as_generator(rng)
-        self.privacy = PrivacyClaim("bounded-data Laplace", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
+        self._init_accounting(rng, accountant)
+        self._claim = PrivacyClaim("bounded-data Laplace", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
                                     neighbours="any two values in D",
                                     details={"scale": self.scale, "domain": [lower, upper], "clip": self.clip})
 
@@ -42,13 +47,15 @@ class BoundedLaplaceMechanism:
         if not (self.lower <= v <= self.upper):
             raise ValueError(f"value {v} lies outside the domain [{self.lower}, {self.upper}]")
         m = check_size(size)
-        out = v + self._rng.laplace(0.0, self.scale, size=m or 1)
+        self._check_budget(m or 1)
+        out = check_finite_output(v + self._rng.laplace(0.0, self.scale, size=m or 1), "the answer")
+        self._spend(m or 1)
         if self.clip:
             out = np.clip(out, self.lower, self.upper)
         return float(out[0]) if m is None else out
 
 
-class CovarianceGaussianMechanism:
+class CovarianceGaussianMechanism(Accounted):
     """``Q(x) + c·N(0, M)`` with ``c = √(2 ln(2/δ))·Δ/ε`` and ``Δ = sup ‖M^{-1/2}(Q(x) − Q(x'))‖₂``.
 
     (ε, δ)-DP for ε <= 1. Give Δ directly, or build from a workload with
@@ -57,7 +64,7 @@ class CovarianceGaussianMechanism:
     covariance of Uniform(K)).
     """
 
-    def __init__(self, M, sensitivity, *, epsilon, delta, rng=None):
+    def __init__(self, M, sensitivity, *, epsilon, delta, rng=None, accountant=None):
         M = validate_matrix(M, "M")
         if M.shape[0] != M.shape[1] or not np.allclose(M, M.T, rtol=1e-10, atol=1e-12 * np.abs(M).max()):
             raise ValueError(f"M must be a symmetric square matrix, got shape {M.shape}")
@@ -74,12 +81,15 @@ class CovarianceGaussianMechanism:
             raise ValueError(f"sensitivity must be positive and finite, got {sensitivity!r}")
         self.sensitivity = float(sensitivity)
         self.c = np.sqrt(2 * np.log(2 / self.delta)) * self.sensitivity / self.epsilon
+        if not np.isfinite(self.c):
+            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the noise scale c overflows float64")
         self._rng = as_generator(rng)
-        self.privacy = PrivacyClaim("Gaussian (covariance M)", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
+        self._init_accounting(rng, accountant)
+        self._claim = PrivacyClaim("Gaussian (covariance M)", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
                                     details={"sensitivity_M": self.sensitivity, "c": self.c})
 
     @classmethod
-    def from_workload(cls, F, M, *, epsilon, delta, rng=None):
+    def from_workload(cls, F, M, *, epsilon, delta, rng=None, accountant=None):
         F = validate_matrix(F)
         M = validate_matrix(M, "M")
         if M.shape != (F.shape[0], F.shape[0]):
@@ -87,18 +97,22 @@ class CovarianceGaussianMechanism:
         L = np.linalg.cholesky(M)
         # ‖M^{-1/2} f‖₂ = ‖L^{-1} f‖₂ for M = L Lᵀ
         delta_m = float(np.max(np.linalg.norm(np.linalg.solve(L, F), axis=0)))
-        mech = cls(M, delta_m, epsilon=epsilon, delta=delta, rng=rng)
+        mech = cls(M, delta_m, epsilon=epsilon, delta=delta, rng=rng, accountant=accountant)
         mech.F = F
         return mech
 
     def sample_noise(self, size=None):
         m = check_size(size)
-        z = self._rng.standard_normal((m or 1, self.M.shape[0])) @ self._L.T * self.c
+        z = check_finite_output(self._rng.standard_normal((m or 1, self.M.shape[0])) @ self._L.T * self.c, "noise")
         return z[0] if m is None else z
 
     def release(self, answer, size=None):
-        """``answer + noise`` for a true answer vector Q(x) (length dim M)."""
+        """``answer + noise`` for a true answer vector Q(x) (length dim M); ``size`` answers cost size·ε."""
         a = np.asarray(answer, float)
         if a.shape != (self.M.shape[0],) or not np.all(np.isfinite(a)):
             raise ValueError(f"answer must be a finite vector of length {self.M.shape[0]}")
-        return a + self.sample_noise(size)
+        m = check_size(size)
+        self._check_budget(m or 1)
+        out = check_finite_output(a + self.sample_noise(size), "the answer")
+        self._spend(m or 1)
+        return out

@@ -4,7 +4,8 @@ import numpy as np
 
 from ..body.hull import SymmetricHull
 from ..walks.sampler import sample_uniform
-from ._base import Mechanism, PrivacyClaim, check_epsilon, check_size, mc_norm_estimate
+from ._base import (Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples, check_size,
+                    mc_norm_estimate)
 
 
 class KNormMechanism(Mechanism):
@@ -23,8 +24,9 @@ class KNormMechanism(Mechanism):
     :func:`knorm.sample_uniform` (e.g. ``workers``, ``progress``, ``checkpoint``).
     """
 
-    def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None, bank_size=1000, sampler_options=None):
-        super().__init__(F, rng)
+    def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None, bank_size=1000, sampler_options=None,
+                 accountant=None):
+        super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.body = body if body is not None else SymmetricHull(self.F)
         self.walk = walk
@@ -34,7 +36,7 @@ class KNormMechanism(Mechanism):
         details = {"dim": self.dim, "walk": None if self.structure is not None else walk}
         if self.structure is not None:
             details["exact_structure"] = self.structure.kind
-        self.privacy = PrivacyClaim("K-norm", self.epsilon, 0.0, "pure ε-DP", sampling, details=details)
+        self._claim = PrivacyClaim("K-norm", self.epsilon, 0.0, "pure ε-DP", sampling, details=details)
         self.last_info = None
         self.bank_size = int(bank_size)
         self.sampler_options = dict(sampler_options or {})
@@ -62,14 +64,16 @@ class KNormMechanism(Mechanism):
         m = check_size(size)
         z = self.sample_uniform(m or 1)
         r = self._rng.gamma(self.dim + 1, 1.0 / self.epsilon, size=len(z))
-        return self._one_or_many(r[:, None] * z, m)
+        with np.errstate(over="ignore"):  # an overflow raises in check_finite_output
+            noise = r[:, None] * z
+        return self._one_or_many(check_finite_output(noise, "K-norm noise"), m)
 
     def expected_error(self, n_samples=4000):
         """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``, with E‖z‖₂ estimated from uniform draws.
 
         The standard error uses the sampler's min bulk ESS for MCMC draws.
         """
-        z = self.sample_uniform(n_samples)
+        z = self.sample_uniform(check_n_samples(n_samples))
         ess = None
         if self.last_info is not None:
             ess = min(n_samples, self.last_info.min_ess * n_samples / self.last_info.draws)
@@ -79,5 +83,5 @@ class KNormMechanism(Mechanism):
 
     def expected_squared_error(self, n_samples=4000):
         """``(dim+1)(dim+2)/ε² · E‖z‖₂²`` (Monte Carlo over uniform draws)."""
-        z = self.sample_uniform(n_samples)
+        z = self.sample_uniform(check_n_samples(n_samples))
         return float((self.dim + 1) * (self.dim + 2) / self.epsilon**2 * np.mean(np.sum(z**2, axis=1)))

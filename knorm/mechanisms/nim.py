@@ -6,7 +6,7 @@ import numpy as np
 
 from ..body.hull import SymmetricHull
 from ..walks.sampler import uniform_covariance
-from ._base import Mechanism, PrivacyClaim, check_epsilon, check_size, mc_norm_estimate
+from ._base import Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size, mc_norm_estimate
 from .knorm_mechanism import KNormMechanism
 
 
@@ -42,8 +42,8 @@ class NIMechanism(Mechanism):
     level's K-norm mechanism.
     """
 
-    def __init__(self, F, *, epsilon, walk="billiard", rng=None, sampler_options=None):
-        super().__init__(F, rng)
+    def __init__(self, F, *, epsilon, walk="billiard", rng=None, sampler_options=None, accountant=None):
+        super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         body = SymmetricHull(self.F)
         dims = []
@@ -69,8 +69,8 @@ class NIMechanism(Mechanism):
             top = k // 2
             self.levels.append(NIMLevel(k, basis, ev, basis @ vec[:, top:], eps_level, mech))
             basis = basis @ vec[:, :top]
-        sampling = "exact" if all(lv.mechanism.privacy.exact for lv in self.levels) else "mcmc-approximate"
-        self.privacy = PrivacyClaim(
+        sampling = "exact" if all(lv.mechanism.privacy_per_answer.exact for lv in self.levels) else "mcmc-approximate"
+        self._claim = PrivacyClaim(
             "NIM", self.epsilon, 0.0, "pure ε-DP", sampling,
             composition=f"basic composition of {len(self.levels)} K-norm levels at ε/{len(self.levels)} "
                         f"= {eps_level:g} each",
@@ -84,11 +84,12 @@ class NIMechanism(Mechanism):
             a = lv.mechanism.sample_noise(m or 1)  # level coordinates (k)
             a_answer = a @ lv.basis.T              # answer space
             total += (a_answer @ lv.kept) @ lv.kept.T
+            self._certified = self._certified and lv.mechanism._certified
         return self._one_or_many(total, m)
 
     def expected_error(self, n_samples=2000):
         """``E‖noise‖₂`` by Monte Carlo over the mechanism's own noise (with SE)."""
-        draws = self.sample_noise(n_samples)
-        exact = self.privacy.exact
+        draws = self.sample_noise(check_n_samples(n_samples))
+        exact = self.privacy_per_answer.exact
         return mc_norm_estimate(draws, method=f"Monte Carlo over {n_samples} noise draws"
                                 + ("" if exact else " (MCMC-based; SE assumes independent draws)"))

@@ -146,8 +146,8 @@ def test_nim_levels_privacy_and_span():
     dims = [lv.dim for lv in m.levels]
     assert dims == [5, 2, 1]
     assert sum(lv.epsilon for lv in m.levels) == pytest.approx(2.0)
-    assert m.privacy.epsilon == 2.0 and "basic composition" in m.privacy.composition
-    assert m.privacy.exact  # every level is an image of a cross-polytope
+    assert m.privacy_per_answer.epsilon == 2.0 and "basic composition" in m.privacy_per_answer.composition
+    assert m.privacy_per_answer.exact  # every level is an image of a cross-polytope
     # the kept subspaces are orthogonal and together span the answer space
     kept = np.hstack([lv.kept for lv in m.levels])
     np.testing.assert_allclose(kept.T @ kept, np.eye(5), atol=1e-9)
