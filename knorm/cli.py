@@ -294,6 +294,7 @@ def _noise_rng(args):
             raise CLIError(f"--resume: cannot read {str(path)!r}; it is not a knorm checkpoint") from None
     if entropy is None:
         entropy = secrets.randbits(128)
+        path.parent.mkdir(parents=True, exist_ok=True)
         old = os.umask(0o077)
         try:
             atomic_write(path, lambda f: f.write(json.dumps({"entropy": str(entropy)}).encode()))
@@ -373,22 +374,16 @@ def _expected_error(mech, norms):
             "method": f"mean ℓ₂ norm of the {len(norms)} noise vectors"}
 
 
-def _claim_dict(p, noise_source=None):
-    """A PrivacyClaim as JSON-ready data (fields of the claim API, with safe defaults)."""
-    if noise_source is not None and dataclasses.is_dataclass(p) and hasattr(p, "noise_source"):
-        p = dataclasses.replace(p, noise_source=noise_source)
-    ns = getattr(p, "noise_source", noise_source or "os-entropy")
-    return {"mechanism": p.mechanism, "epsilon": p.epsilon, "delta": p.delta, "notion": p.notion,
-            "sampling": p.sampling, "approximate": p.sampling != "exact", "answers": getattr(p, "answers", 1),
-            "noise_source": ns, "private": bool(getattr(p, "private", ns != "seed")),
-            "certified": bool(getattr(p, "certified", True)), "neighbours": p.neighbours,
-            "composition": p.composition, "details": p.details, "text": str(p)}
+def _claim_dict(p, noise_source):
+    """A PrivacyClaim as JSON-ready data, with the noise source the command line knows
+    (OS entropy kept in a checkpoint folder is still OS entropy) and its text."""
+    p = dataclasses.replace(p, noise_source=noise_source)
+    return {**p.as_dict(), "text": str(p)}
 
 
 def _claims(mech, noise_source):
     """(total claim of what was released since the mechanism was built, claim of one answer)."""
-    per = getattr(mech, "privacy_per_answer", mech.privacy)
-    return _claim_dict(mech.privacy, noise_source), _claim_dict(per, noise_source)
+    return _claim_dict(mech.privacy, noise_source), _claim_dict(mech.privacy_per_answer, noise_source)
 
 
 def _check_sample_args(args):

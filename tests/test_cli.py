@@ -1,6 +1,7 @@
 """The knorm command line: outputs, summaries, errors, atomicity, resume, Dask."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -265,3 +266,170 @@ def test_output_has_ordinary_permissions(tmp_path, capsys):
     mask = os.umask(0)
     os.umask(mask)
     assert (out.stat().st_mode & 0o777) == (0o666 & ~mask)
+
+
+def _bad_cases(tmp_path):
+    """(argv, exit status, the option the one-line error must name)."""
+    np.save(tmp_path / "nan.npy", np.array([[1.0, np.nan], [0.0, 1.0]]))
+    np.save(tmp_path / "vec.npy", np.ones(4))
+    np.save(tmp_path / "str.npy", np.array([["a", "b"], ["c", "d"]]))
+    (tmp_path / "text.npy").write_text("not an array")
+    (tmp_path / "zero.npy").write_bytes(b"")
+    np.save(tmp_path / "empty.npy", np.array([]))
+    np.save(tmp_path / "obj.npy", np.array([[1, None]], dtype=object), allow_pickle=True)
+    np.savez(tmp_path / "arch.npz", F=np.eye(3))
+    np.save(tmp_path / "x_short.npy", np.ones(3))
+    np.save(tmp_path / "x_nan.npy", np.full(20, np.nan))
+    np.save(tmp_path / "x_2d.npy", np.ones((20, 1)))
+    np.save(tmp_path / "x.npy", np.ones(20))
+    np.save(tmp_path / "exists.npy", np.zeros(2))
+    (tmp_path / "dir.npy").mkdir()
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "table3.csv").write_text("keep me")
+    t, x = str(tmp_path), ["--json", "--data", str(tmp_path / "x.npy")]
+    S = ["sample", "--count", "5"]
+    cases = [
+        # usage errors (argparse and argument combinations): exit 2
+        ([*S, "--epsilon", "0"], 2, "--epsilon"),
+        ([*S, "--epsilon", "nan"], 2, "--epsilon"),
+        (["sample", "--count", "-5"], 2, "--count"),
+        ([*S, "--mechanism", "exp"], 2, "--mechanism"),
+        ([*S, "--d", "x"], 2, "--d"),
+        ([*S, "--seed", "5"], 2, "--seed"),
+        ([*S, "--nonprivate", "5"], 2, "--nonprivate"),  # no abbreviation of --nonprivate-seed
+        ([*S, "--nonprivate-seed", "-1"], 2, "--nonprivate-seed"),
+        ([*S, "--workload-seed", "x"], 2, "--workload-seed"),
+        ([*S, "--mechanism", "gaussian", "--delta", "0"], 2, "--delta"),
+        ([*S, "--mechanism", "gaussian", "--delta", "1"], 2, "--delta"),
+        ([*S, "--mechanism", "gaussian", "--delta", "-1e-6"], 2, "--delta"),
+        ([*S, "--mechanism", "gaussian"], 2, "--delta"),
+        ([*S, "--delta", "1e-6"], 2, "--delta"),  # a pure mechanism: δ would be ignored
+        ([*S, "--mechanism", "laplace", "--delta", "1e-6"], 2, "--delta"),
+        ([*S, "--workers", "0"], 2, "--workers"),
+        ([*S, "--workers", "-2"], 2, "--workers"),
+        ([*S, "--checkpoint", f"{t}/ck", "--checkpoint-every", "0"], 2, "--checkpoint-every"),
+        ([*S, "--checkpoint", f"{t}/ck", "--checkpoint-every", "-1"], 2, "--checkpoint-every"),
+        ([*S, "--resume"], 2, "--resume"),
+        ([*S, "--data", f"{t}/x.npy"], 2, "--data"),  # the answers would be lost
+        ([*S, "--matrix", f"{t}/nan.npy", "--d", "5"], 2, "--matrix"),
+        ([*S, "--mechanism", "laplace", "--checkpoint", f"{t}/ck"], 2, "--checkpoint"),
+        ([*S, "--workers", "2", "--scheduler", "tcp://localhost:1"], 2, "--scheduler"),
+        (["info", "--delta", "2"], 2, "--delta"),
+        (["info", "--vollb-max-dim", "0"], 2, "--vollb-max-dim"),
+        (["bench", "oracles", "--seed", "1"], 2, "--seed"),
+        (["uniform", "--count", "0"], 2, "--count"),
+        # bad files, outputs and sizes: exit 1, before any sampling
+        ([*S, "--matrix", f"{t}/nan.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/vec.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/str.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/text.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/zero.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/empty.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/obj.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/arch.npz"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/missing.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/dir.npy"], 1, "--matrix"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/x_short.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/x_nan.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/x_2d.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/zero.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/empty.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/str.npy"], 1, "--data"),
+        ([*S, *SMALL, "--out", f"{t}/o.txt"], 1, "--out"),
+        ([*S, *SMALL, "--out", f"{t}/nofolder/o.npy"], 1, "--out"),
+        ([*S, *SMALL, "--out", f"{t}/afile/o.npy"], 1, "--out"),
+        ([*S, *SMALL, "--out", f"{t}/dir.npy", "--force"], 1, "--out"),
+        ([*S, *SMALL, "--out", f"{t}/exists.npy"], 1, "--out"),
+        ([*S, *SMALL, *x, "--out", f"{t}/x.npy", "--force"], 1, "--out"),  # would overwrite the data
+        ([*S, *SMALL, "--checkpoint", f"{t}/afile"], 1, "--checkpoint"),
+        (["sample", *SMALL, "--count", str(10**12)], 1, "--count"),
+        (["sample", *SMALL, "--mechanism", "laplace", "--count", str(10**11)], 1, "--count"),
+        (["uniform", *SMALL, "--count", str(10**12)], 1, "--count"),
+        (["uniform", *SMALL, "--out", f"{t}/dir.npy", "--force"], 1, "--out"),
+        (["bench", "table3", "--out-dir", t], 1, "--out-dir"),  # table3.csv exists: no overwrite
+        (["bench", "table3", "--out-dir", f"{t}/afile"], 1, "--out-dir"),
+    ]
+    if not os.access("/sys", os.W_OK) or os.geteuid() == 0:  # /sys refuses new files, even to root
+        cases.append(([*S, *SMALL, "--out", "/sys/knorm-test.npy"], 1, "--out"))
+    return cases
+
+
+def _no_sampling(*args, **kwargs):
+    raise AssertionError("sampling started before the error was found")
+
+
+def test_bad_inputs_give_one_line_naming_the_option_before_any_sampling(tmp_path, capsys, monkeypatch):
+    import knorm
+    import knorm.experiments
+
+    for name in ("table3", "compare_oracles"):
+        monkeypatch.setattr(knorm.experiments, name, _no_sampling)
+    monkeypatch.setattr(knorm, "sample_uniform", _no_sampling)
+    monkeypatch.setattr(cli, "build_mechanism", _no_sampling)
+    failures = []
+    for argv, status, option in _bad_cases(tmp_path):
+        rc, stdout, err = run(argv, capsys)
+        if not (rc == status and err.count("\n") == 1 and option in err and "error" in err
+                and "Traceback" not in err and not stdout):
+            failures.append((argv, rc, err))
+    assert not failures, failures
+    assert (tmp_path / "table3.csv").read_text() == "keep me" and np.load(tmp_path / "exists.npy").shape == (2,)
+
+
+def test_unknown_command_exits_2(capsys):
+    rc, _, err = run(["frobnicate"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "frobnicate" in err
+
+
+def test_scheduler_without_dask_fails_before_sampling(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # `import dask.distributed` now fails
+    monkeypatch.setattr(cli, "build_mechanism", _no_sampling)
+    rc, _, err = run(["sample", *SMALL, "--count", "5", "--scheduler", "tcp://localhost:1"], capsys)
+    assert rc == 1 and err.count("\n") == 1 and "--scheduler" in err and "pip install" in err
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise IndexError("index 0 is out of bounds")
+
+    monkeypatch.setattr(cli, "build_mechanism", broken)
+    argv = ["sample", *SMALL, "--count", "5"]
+    rc, _, err = run(argv, capsys)
+    assert rc == 1 and err == "knorm: error: IndexError: index 0 is out of bounds\n"
+    for debug in (["--debug", *argv], [*argv, "--debug"]):
+        rc, _, err = run(debug, capsys)
+        assert rc == 1 and "Traceback" in err and "IndexError" in err
+
+
+def test_private_run_resumes_from_its_checkpoint(tmp_path, capsys):
+    """Without a seed, the OS entropy behind a checkpointed run is kept (secret) beside its
+    snapshots, so --resume continues the same run; a new run draws new noise."""
+    base = ["sample", *SMALL, "--count", "200", "--quiet", "--checkpoint", str(tmp_path / "ck")]
+    assert run([*base, "--out", str(tmp_path / "a.npy")], capsys)[0] == 0
+    entropy = tmp_path / "ck" / cli.ENTROPY_FILE
+    assert entropy.exists() and (entropy.stat().st_mode & 0o777) == 0o600
+    rc, stdout, _ = run([*base, "--resume", "--json", "--out", str(tmp_path / "b.npy")], capsys)
+    s = json.loads(stdout)
+    assert rc == 0 and s["resumed_from_checkpoint"] and s["private"] and s["noise_source"] == "os-entropy"
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+    assert run([*base, "--out", str(tmp_path / "c.npy")], capsys)[0] == 0
+    assert not np.any(np.load(tmp_path / "a.npy") == np.load(tmp_path / "c.npy"))
+
+
+def test_bench_overwrites_only_with_force(tmp_path, capsys):
+    (tmp_path / "table3.md").write_text("old")
+    argv = ["bench", "table3", "--d", "3", "--n", "6", "--eps", "1", "--releases", "5", "--out-dir", str(tmp_path),
+            "--no-plot"]
+    rc, _, err = run(argv, capsys)
+    assert rc == 1 and "table3.md" in err and (tmp_path / "table3.md").read_text() == "old"
+    assert run([*argv, "--force"], capsys)[0] == 0 and (tmp_path / "table3.md").read_text() != "old"
+
+
+def test_uniform_draws_are_fresh_unless_seeded(tmp_path, capsys):
+    argv = ["uniform", "--workload", "identity", "--n", "4", "--count", "50"]
+    draws = []
+    for name, extra in (("a", []), ("b", []), ("c", ["--nonprivate-seed", "1"]), ("e", ["--nonprivate-seed", "1"])):
+        assert run([*argv, *extra, "--out", str(tmp_path / f"{name}.npy")], capsys)[0] == 0
+        draws.append(np.load(tmp_path / f"{name}.npy"))
+    assert not np.any(draws[0] == draws[1])
+    np.testing.assert_array_equal(draws[2], draws[3])
