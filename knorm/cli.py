@@ -363,7 +363,7 @@ def _expected_error(mech, norms):
     if norms is None:
         try:
             e = mech.expected_error(n_samples=1000)
-        except (RuntimeError, ValueError) as exc:  # e.g. a sampler run that did not certify
+        except Exception as exc:  # e.g. a sampler run that did not certify: never lose the answers for it
             return {"value": None, "stderr": None, "exact": False,
                     "method": f"not estimated: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"}
         d = _estimate_dict(e)
@@ -478,6 +478,8 @@ def cmd_sample(args):
         summary["expected_error"] = _expected_error(mech, None)
     summary["diagnostics"] = diagnostics
     summary["resumed_from_checkpoint"] = bool(args.checkpoint and sampler_options["checkpoint"].loaded)
+    if args.resume and not summary["resumed_from_checkpoint"]:
+        _warn(f"--resume: no snapshot of this run in {args.checkpoint!r}; it ran from the start")
     if entropy_file is not None:
         summary["noise_entropy_file"] = str(entropy_file)
     summary["out"] = str(out) if out else None
