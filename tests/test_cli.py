@@ -433,3 +433,15 @@ def test_uniform_draws_are_fresh_unless_seeded(tmp_path, capsys):
         draws.append(np.load(tmp_path / f"{name}.npy"))
     assert not np.any(draws[0] == draws[1])
     np.testing.assert_array_equal(draws[2], draws[3])
+
+
+def test_an_uncertified_sampler_run_is_one_line_with_the_way_out(monkeypatch, capsys):
+    class ConvergenceError(RuntimeError):  # stands for knorm.ConvergenceError
+        pass
+
+    def uncertified(*args, **kwargs):
+        raise ConvergenceError("the sampler run was not certified")
+
+    monkeypatch.setattr(cli, "build_mechanism", uncertified)
+    rc, _, err = run(["sample", *SMALL, "--count", "5"], capsys)
+    assert rc == 1 and err.count("\n") == 1 and "not certified" in err and "--accept-uncertified" in err
