@@ -18,6 +18,7 @@ rename).
 """
 
 import argparse
+import itertools
 import dataclasses
 import json
 import os
@@ -36,7 +37,9 @@ from ._io import atomic_write
 
 MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
 WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range", "marginals")
-WORKLOAD_DEFAULTS = {"workload": "pm1", "d": 20, "n": 100}
+WORKLOAD_DEFAULTS = {"d": 20, "n": 100}
+WORKLOAD_OPTIONS = {"pm1": ("d", "n"), "bernoulli": ("d", "n"), "identity": ("d", "n"), "prefix": ("d", "n"),
+                    "all_range": ("n",), "width_range": ("n", "k"), "marginals": ("shape", "k")}
 ENTROPY_FILE = "noise-entropy.json"
 
 
@@ -75,6 +78,16 @@ def _seed(text):
         raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
     if v < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {v}")
+    return v
+
+
+def _nonneg_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {v}")
     return v
 
 
@@ -133,13 +146,48 @@ def load_workload(args):
         except ValueError as exc:
             raise CLIError(f"--matrix {args.matrix!r}: {exc}") from None
         return F, f"matrix {args.matrix} {F.shape[0]}×{F.shape[1]}"
-    name, d, n = (getattr(args, k) if getattr(args, k) is not None else v for k, v in WORKLOAD_DEFAULTS.items())
+    name = args.workload or "pm1"
+    allowed = WORKLOAD_OPTIONS[name]
+    given = [k for k in ("d", "n", "k", "shape") if getattr(args, k) is not None]
+    stray = [f"--{k}" for k in given if k not in allowed]
+    if stray:
+        raise UsageError(f"{', '.join(stray)} does not apply to --workload {name} "
+                         f"(it takes {', '.join('--' + k for k in allowed)})")
+    if name in ("identity", "prefix") and args.d is not None and args.n is not None and args.d != args.n:
+        raise UsageError(f"--workload {name} is square: give --n (or --d), not two different sizes")
+    d = args.d if args.d is not None else WORKLOAD_DEFAULTS["d"]
+    n = args.n if args.n is not None else (args.d if name in ("identity", "prefix") and args.d is not None
+                                           else WORKLOAD_DEFAULTS["n"])
+    if name == "marginals" and args.shape is None:
+        raise UsageError("--workload marginals needs --shape (the attribute sizes)")
+    if name == "width_range" and args.k is None:
+        raise UsageError("--workload width_range needs --k (the range width)")
     shape = tuple(args.shape) if args.shape else None
+    rows, cols = _workload_shape(name, d, n, args.k, shape)
+    check_memory(f"--workload {name}", rows, cols, 4, what="F's entries (rows × columns)",
+                 hint="choose smaller sizes")
     try:
         F = W.by_name(name, d=d, n=n, k=args.k, shape=shape, rng=args.workload_seed)
     except (ValueError, TypeError) as exc:
         raise CLIError(f"--workload {name!r}: {exc}") from None
     return F, f"workload {name} {F.shape[0]}×{F.shape[1]}"
+
+
+def _workload_shape(name, d, n, k, shape):
+    """(rows, columns) of a named workload, computed before building it."""
+    if name in ("pm1", "bernoulli"):
+        return d, n
+    if name in ("identity", "prefix"):
+        return n, n
+    if name == "all_range":
+        return n * (n + 1) // 2, n
+    if name == "width_range":
+        return max(n - (k or 1) + 1, 1), n
+    cells = int(np.prod([int(v) for v in shape], dtype=object))
+    k = k or 1
+    rows = sum(int(np.prod([shape[a] for a in c], dtype=object))
+               for c in itertools.combinations(range(len(shape)), min(k, len(shape))))
+    return rows, cells
 
 
 def load_data(path, n):
@@ -211,15 +259,16 @@ def _available_memory():
         return None
 
 
-def check_memory(option, count, d, copies):
-    """Refuse, before allocating, a request whose ``count × d`` float64 outputs, times the
+def check_memory(option, count, d, copies, what=None, hint="ask for fewer, in several runs if need be"):
+    """Refuse, before allocating, a request whose ``count × d`` float64 values, times the
     working copies the computation holds, exceed the memory available."""
     need = count * d * 8 * copies
     avail = _available_memory()
     if avail is not None and need > avail:
-        raise CLIError(f"{option} {count}: {count} × {d} values need about {need / 2**30:.3g} GiB "
+        label = f"{option} {count}" if what is None else option
+        raise CLIError(f"{label}: {what or 'the output'}, {count} × {d} values, need about {need / 2**30:.3g} GiB "
                        f"({copies} working copies of {count * d * 8 / 2**30:.3g} GiB) but "
-                       f"{avail / 2**30:.3g} GiB is available; ask for fewer in several runs")
+                       f"{avail / 2**30:.3g} GiB is available; {hint}")
 
 
 class Progress:
@@ -743,8 +792,8 @@ def build_parser():
     i.add_argument("--mc-seed", type=_seed, default=0, metavar="N",
                    help="seed of the Monte-Carlo error and volume estimates (default 0)")
     i.add_argument("--no-nim", action="store_true", help="skip NIM's (slower) error estimate")
-    i.add_argument("--vollb-max-dim", type=_positive_int, default=20,
-                   help="estimate VolLB only up to this rank (default 20)")
+    i.add_argument("--vollb-max-dim", type=_nonneg_int, default=20,
+                   help="estimate VolLB only up to this rank (default 20; 0 skips it)")
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=cmd_info)
 

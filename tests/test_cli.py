@@ -315,7 +315,15 @@ def _bad_cases(tmp_path):
         ([*S, "--mechanism", "laplace", "--checkpoint", f"{t}/ck"], 2, "--checkpoint"),
         ([*S, "--workers", "2", "--scheduler", "tcp://localhost:1"], 2, "--scheduler"),
         (["info", "--delta", "2"], 2, "--delta"),
-        (["info", "--vollb-max-dim", "0"], 2, "--vollb-max-dim"),
+        (["info", "--vollb-max-dim", "-1"], 2, "--vollb-max-dim"),
+        ([*S, "--workload", "pm1", "--k", "3"], 2, "--k"),
+        ([*S, "--workload", "all_range", "--d", "3"], 2, "--d"),
+        ([*S, "--workload", "identity", "--d", "3", "--n", "4"], 2, "--workload identity"),
+        ([*S, "--workload", "marginals"], 2, "--shape"),
+        ([*S, "--workload", "width_range", "--n", "10"], 2, "--k"),
+        ([*S, "--workload", "width_range", "--n", "5", "--k", "9"], 1, "--workload"),
+        ([*S, "--workload", "all_range", "--n", str(10**6)], 1, "--workload all_range"),
+        (["info", "--workload", "marginals", "--shape", *["10"] * 10, "--k", "3"], 1, "--workload marginals"),
         (["bench", "oracles", "--seed", "1"], 2, "--seed"),
         (["uniform", "--count", "0"], 2, "--count"),
         # bad files, outputs and sizes: exit 1, before any sampling
@@ -445,3 +453,10 @@ def test_an_uncertified_sampler_run_is_one_line_with_the_way_out(monkeypatch, ca
     monkeypatch.setattr(cli, "build_mechanism", uncertified)
     rc, _, err = run(["sample", *SMALL, "--count", "5"], capsys)
     assert rc == 1 and err.count("\n") == 1 and "not certified" in err and "--accept-uncertified" in err
+
+
+def test_square_workloads_take_d_or_n(capsys):
+    for size in (["--d", "5"], ["--n", "5"]):
+        rc, stdout, _ = run(["sample", "--workload", "identity", *size, "--mechanism", "laplace", "--count", "3",
+                             "--json"], capsys)
+        assert rc == 0 and json.loads(stdout)["d"] == 5 and json.loads(stdout)["n"] == 5
