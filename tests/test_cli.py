@@ -106,7 +106,7 @@ def test_nonprivate_seed_is_recorded_in_json_and_npz(tmp_path, capsys):
         assert json.loads(str(z["privacy"]))["noise_source"] == "seed"
 
 
-@pytest.mark.parametrize("mech", ["laplace", "knorm"])
+@pytest.mark.parametrize("mech", ["laplace", "knorm", "nim"])
 def test_summary_with_data_depends_on_the_seed_not_on_the_data(mech, tmp_path, capsys):
     """With a fixed (non-private) seed, everything but the answers is the same for two data
     sets: the summary holds no statistic of Fx or of the answers."""
