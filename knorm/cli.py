@@ -18,9 +18,9 @@ rename).
 """
 
 import argparse
-import itertools
 import dataclasses
 import json
+import math
 import os
 import secrets
 import sys
@@ -183,11 +183,13 @@ def _workload_shape(name, d, n, k, shape):
         return n * (n + 1) // 2, n
     if name == "width_range":
         return max(n - (k or 1) + 1, 1), n
-    cells = int(np.prod([int(v) for v in shape], dtype=object))
-    k = k or 1
-    rows = sum(int(np.prod([shape[a] for a in c], dtype=object))
-               for c in itertools.combinations(range(len(shape)), min(k, len(shape))))
-    return rows, cells
+    cells = math.prod(shape)
+    k = min(k or 1, len(shape))
+    e = [1] + [0] * k  # rows = e_k(shape), the k-th elementary symmetric polynomial of the sizes
+    for size in shape:
+        for j in range(k, 0, -1):
+            e[j] += e[j - 1] * size
+    return e[k], cells
 
 
 def load_data(path, n):
@@ -259,6 +261,14 @@ def _available_memory():
         return None
 
 
+def _num(v):
+    return str(v) if v < 10**15 else (f"{float(v):.3g}" if v < 10**300 else "more than 1e300")
+
+
+def _gib(nbytes):
+    return f"{nbytes / 2**30:.3g}" if nbytes < 10**300 else "more than 1e290"
+
+
 def check_memory(option, count, d, copies, what=None, hint="ask for fewer, in several runs if need be"):
     """Refuse, before allocating, a request whose ``count × d`` float64 values, times the
     working copies the computation holds, exceed the memory available."""
@@ -266,8 +276,8 @@ def check_memory(option, count, d, copies, what=None, hint="ask for fewer, in se
     avail = _available_memory()
     if avail is not None and need > avail:
         label = f"{option} {count}" if what is None else option
-        raise CLIError(f"{label}: {what or 'the output'}, {count} × {d} values, need about {need / 2**30:.3g} GiB "
-                       f"({copies} working copies of {count * d * 8 / 2**30:.3g} GiB) but "
+        raise CLIError(f"{label}: {what or 'the output'}, {_num(count)} × {_num(d)} values, need about {_gib(need)} GiB "
+                       f"({copies} working copies of {_gib(count * d * 8)} GiB) but "
                        f"{avail / 2**30:.3g} GiB is available; {hint}")
 
 
