@@ -673,7 +673,11 @@ def cmd_uniform(args):
 
     out = check_output(args.out, args.force, inputs=(args.matrix,))
     F, label = load_workload(args)
-    check_memory("--count", args.count, F.shape[0], 8)
+    d, n = F.shape
+    check_memory("--count", args.count, d, 8)
+    if args.chains is not None:  # each chain holds B⁻¹ (d × d), a block of random inputs (512 × d) and 2n scores
+        check_memory("--chains", args.chains, d * d + 512 * (d + 1) + 4 * n, 2, what="the chains' states",
+                     hint="use fewer chains")
     if args.nonprivate_seed is not None:
         _warn(f"--nonprivate-seed {args.nonprivate_seed}: the draws are reproducible from this seed; "
               "noise made from them is NOT PRIVATE")

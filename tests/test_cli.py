@@ -353,6 +353,7 @@ def _bad_cases(tmp_path):
         (["sample", *SMALL, "--count", str(10**12)], 1, "--count"),
         (["sample", *SMALL, "--mechanism", "laplace", "--count", str(10**11)], 1, "--count"),
         (["uniform", *SMALL, "--count", str(10**12)], 1, "--count"),
+        (["uniform", *SMALL, "--chains", str(10**9)], 1, "--chains"),
         (["uniform", *SMALL, "--out", f"{t}/dir.npy", "--force"], 1, "--out"),
         (["bench", "table3", "--out-dir", t], 1, "--out-dir"),  # table3.csv exists: no overwrite
         (["bench", "table3", "--out-dir", f"{t}/afile"], 1, "--out-dir"),
