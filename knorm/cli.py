@@ -871,6 +871,12 @@ def main(argv=None):
         sys.stderr.write("knorm: interrupted" + (" (resume with --resume)\n" if getattr(args, "checkpoint", None)
                                                 else "\n"))
         return 130
+    except BrokenPipeError:  # the reader went away (`knorm ... | head`): stop quietly
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 1
     except Exception as exc:  # the one top-level handler: one line, or the traceback with --debug
         if args.debug:
             traceback.print_exc()
