@@ -5,15 +5,29 @@
 * ``knorm uniform`` -- the engine alone: uniform draws from K with mixing diagnostics.
 * ``knorm bench``   -- the oracle comparison and the Table-3 reproduction.
 
-Errors (bad arguments, unreadable or malformed files) end with one line on stderr and a
-non-zero status, never a traceback; an existing output file is never overwritten
-without ``--force``; output is written atomically (temporary file, then rename).
+Privacy: mechanism noise comes from OS entropy; ``--nonprivate-seed`` makes a
+reproducible run that is NOT private (a warning is printed and the outputs record it).
+With ``--data`` nothing computed from the data is printed except the answers
+themselves; the summary states the total claim of all answers (basic composition).
+
+Errors end with one line on stderr, exit status 2 for usage errors and 1 otherwise,
+never a traceback (``knorm --debug ...`` shows it). Arguments, inputs, outputs and
+optional imports are checked before any sampling; an existing output file is never
+overwritten without ``--force``; output is written atomically (temporary file, then
+rename).
 """
 
 import argparse
+import dataclasses
 import json
+import math
+import os
+import secrets
 import sys
+import tempfile
 import time
+import traceback
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +37,25 @@ from ._io import atomic_write
 
 MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
 WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range", "marginals")
+WORKLOAD_DEFAULTS = {"d": 20, "n": 100}
+WORKLOAD_OPTIONS = {"pm1": ("d", "n"), "bernoulli": ("d", "n"), "identity": ("d", "n"), "prefix": ("d", "n"),
+                    "all_range": ("n",), "width_range": ("n", "k"), "marginals": ("shape", "k")}
+ENTROPY_FILE = "noise-entropy.json"
 
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 1."""
 
 
+class UsageError(CLIError):
+    """Arguments that cannot go together: printed as one line, exit status 2."""
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # no prefix of an option is accepted silently
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # one line, exit 2 (argparse's convention for usage errors)
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(2)
@@ -45,6 +71,26 @@ def _positive_int(text):
     return v
 
 
+def _seed(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {v}")
+    return v
+
+
+def _nonneg_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {v}")
+    return v
+
+
 def _positive_float(text):
     try:
         v = float(text)
@@ -55,16 +101,32 @@ def _positive_float(text):
     return v
 
 
+def _probability(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text}")
+    return v
+
+
 # ---- inputs ---------------------------------------------------------------------------------
 
 def _load_npy(path, what):
+    p = Path(path)
+    if not p.exists():
+        raise CLIError(f"{what} file {path!r} does not exist")
+    if p.is_dir():
+        raise CLIError(f"{what} file {path!r} is a directory")
+    if p.stat().st_size == 0:
+        raise CLIError(f"{what} file {path!r} is empty (0 bytes), not a .npy array")
     try:
-        arr = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise CLIError(f"{what} file {path!r} does not exist") from None
-    except (OSError, ValueError) as exc:
+        arr = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
         raise CLIError(f"cannot read {what} file {path!r} as .npy: {exc}".splitlines()[0]) from None
-    if isinstance(arr, np.lib.npyio.NpzFile):  # pragma: no cover - np.load of .npz
+    if isinstance(arr, np.lib.npyio.NpzFile):
+        arr.close()
         raise CLIError(f"{what} file {path!r} is an .npz archive; give a .npy array")
     return arr
 
@@ -75,30 +137,103 @@ def load_workload(args):
     from .body.hull import validate_matrix
 
     if args.matrix:
-        F = _load_npy(args.matrix, "matrix")
+        given = [f"--{k}" for k in ("workload", "d", "n", "k", "shape") if getattr(args, k) is not None]
+        if given:
+            raise UsageError(f"--matrix gives F; it cannot be combined with {', '.join(given)}")
+        F = _load_npy(args.matrix, "--matrix")
         try:
             F = validate_matrix(F)
         except ValueError as exc:
-            raise CLIError(f"matrix {args.matrix!r}: {exc}") from None
+            raise CLIError(f"--matrix {args.matrix!r}: {exc}") from None
         return F, f"matrix {args.matrix} {F.shape[0]}×{F.shape[1]}"
+    name = args.workload or "pm1"
+    allowed = WORKLOAD_OPTIONS[name]
+    given = [k for k in ("d", "n", "k", "shape") if getattr(args, k) is not None]
+    stray = [f"--{k}" for k in given if k not in allowed]
+    if stray:
+        raise UsageError(f"{', '.join(stray)} does not apply to --workload {name} "
+                         f"(it takes {', '.join('--' + k for k in allowed)})")
+    if name in ("identity", "prefix") and args.d is not None and args.n is not None and args.d != args.n:
+        raise UsageError(f"--workload {name} is square: give --n (or --d), not two different sizes")
+    d = args.d if args.d is not None else WORKLOAD_DEFAULTS["d"]
+    n = args.n if args.n is not None else (args.d if name in ("identity", "prefix") and args.d is not None
+                                           else WORKLOAD_DEFAULTS["n"])
+    if name == "marginals" and args.shape is None:
+        raise UsageError("--workload marginals needs --shape (the attribute sizes)")
+    if name == "width_range" and args.k is None:
+        raise UsageError("--workload width_range needs --k (the range width)")
     shape = tuple(args.shape) if args.shape else None
+    rows, cols = _workload_shape(name, d, n, args.k, shape)
+    check_memory(f"--workload {name}", rows, cols, 4, what="F's entries (rows × columns)",
+                 hint="choose smaller sizes")
     try:
-        F = W.by_name(args.workload, d=args.d, n=args.n, k=args.k, shape=shape, rng=args.seed)
+        F = W.by_name(name, d=d, n=n, k=args.k, shape=shape, rng=args.workload_seed)
     except (ValueError, TypeError) as exc:
-        raise CLIError(f"workload {args.workload!r}: {exc}") from None
-    return F, f"workload {args.workload} {F.shape[0]}×{F.shape[1]}"
+        raise CLIError(f"--workload {name!r}: {exc}") from None
+    return F, f"workload {name} {F.shape[0]}×{F.shape[1]}"
 
 
-def check_output(path, force):
+def _workload_shape(name, d, n, k, shape):
+    """(rows, columns) of a named workload, computed before building it."""
+    if name in ("pm1", "bernoulli"):
+        return d, n
+    if name in ("identity", "prefix"):
+        return n, n
+    if name == "all_range":
+        return n * (n + 1) // 2, n
+    if name == "width_range":
+        return max(n - (k or 1) + 1, 1), n
+    cells = math.prod(shape)
+    k = min(k or 1, len(shape))
+    e = [1] + [0] * k  # rows = e_k(shape), the k-th elementary symmetric polynomial of the sizes
+    for size in shape:
+        for j in range(k, 0, -1):
+            e[j] += e[j - 1] * size
+    return e[k], cells
+
+
+def load_data(path, n):
+    """x from ``--data``: a finite real vector of length n (checked before any sampling)."""
+    x = _load_npy(path, "--data")
+    if x.dtype == object or np.iscomplexobj(x) or x.dtype.kind not in "biuf":
+        raise CLIError(f"--data {path!r}: x must be a real numeric vector, got dtype {x.dtype}")
+    if x.ndim != 1 or x.shape[0] != n:
+        raise CLIError(f"--data {path!r}: x must have shape ({n},) to match F's {n} columns; got {x.shape}")
+    x = x.astype(np.float64)
+    if not np.all(np.isfinite(x)):
+        raise CLIError(f"--data {path!r}: x contains NaN or infinite entries")
+    return x
+
+
+def _check_writable(folder, what):
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise CLIError(f"{what}: cannot write in folder {str(folder)!r} ({exc.strerror or exc})") from None
+
+
+def check_output(path, force, option="--out", inputs=()):
+    """The output path, checked before any work: suffix, not a folder, not an input, no
+    silent overwrite, an existing writable parent folder."""
     if path is None:
         return None
     p = Path(path)
     if p.suffix not in (".npy", ".npz"):
-        raise CLIError(f"output {path!r} must end in .npy or .npz")
+        raise CLIError(f"{option} {path!r} must end in .npy or .npz")
+    if p.is_dir():
+        raise CLIError(f"{option} {path!r} is a directory")
     if p.exists() and not force:
-        raise CLIError(f"output {path!r} exists; use --force to overwrite it")
-    if not p.parent.exists():
-        raise CLIError(f"output folder {str(p.parent)!r} does not exist")
+        raise CLIError(f"{option} {path!r} exists; use --force to overwrite it")
+    for q in inputs:
+        if q and p.exists() and Path(q).exists() and p.resolve() == Path(q).resolve():
+            raise CLIError(f"{option} {path!r} is also an input file")
+    parent = p.parent
+    if not parent.exists():
+        raise CLIError(f"{option}: output folder {str(parent)!r} does not exist")
+    if not parent.is_dir():
+        raise CLIError(f"{option}: {str(parent)!r} is not a folder")
+    _check_writable(parent, option)
     return p
 
 
@@ -107,8 +242,43 @@ def write_samples(path, array, meta=None):
     if path.suffix == ".npy":
         atomic_write(path, lambda f: np.save(f, array))
     else:
-        meta = {k: np.array(json.dumps(v, default=float)) for k, v in (meta or {}).items()}
+        meta = {k: np.array(json.dumps(v, default=float, ensure_ascii=False)) for k, v in (meta or {}).items()}
         atomic_write(path, lambda f: np.savez(f, samples=array, **meta))
+
+
+def _available_memory():
+    """Bytes of memory available now (MemAvailable), else physical memory, else None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _num(v):
+    return str(v) if v < 10**15 else (f"{float(v):.3g}" if v < 10**300 else "more than 1e300")
+
+
+def _gib(nbytes):
+    return f"{nbytes / 2**30:.3g}" if nbytes < 10**300 else "more than 1e290"
+
+
+def check_memory(option, count, d, copies, what=None, hint="ask for fewer, in several runs if need be"):
+    """Refuse, before allocating, a request whose ``count × d`` float64 values, times the
+    working copies the computation holds, exceed the memory available."""
+    need = count * d * 8 * copies
+    avail = _available_memory()
+    if avail is not None and need > avail:
+        label = f"{option} {count}" if what is None else option
+        raise CLIError(f"{label}: {what or 'the output'}, {_num(count)} × {_num(d)} values, need about {_gib(need)} GiB "
+                       f"({copies} working copies of {_gib(count * d * 8)} GiB) but "
+                       f"{avail / 2**30:.3g} GiB is available; {hint}")
 
 
 class Progress:
@@ -138,22 +308,75 @@ class Progress:
             self.bar.close()
 
 
-# ---- knorm sample -----------------------------------------------------------------------------
+def _warn(message):
+    sys.stderr.write(f"knorm: warning: {message}\n")
 
-def build_mechanism(name, F, args, sampler_options):
-    from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
+
+def _require_dask():
+    """Fail before any work when the Dask extra is missing."""
+    try:
+        import dask.distributed  # noqa: F401
+    except ImportError:
+        raise CLIError("--scheduler needs dask.distributed, which is not installed: "
+                       "pip install 'knorm[dask]'") from None
+
+
+def _dask_executor(address):
+    from .distributed import DaskExecutor
 
     try:
+        return DaskExecutor(address)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise CLIError(f"--scheduler: cannot reach the Dask scheduler at {address!r}: {exc}".splitlines()[0]) from None
+
+
+# ---- knorm sample -----------------------------------------------------------------------------
+
+def _noise_rng(args):
+    """The mechanism's rng: the explicit non-private seed, else OS entropy.
+
+    With ``--checkpoint`` (and no seed), 128 bits of OS entropy are drawn once and kept in
+    the checkpoint folder so that ``--resume`` continues the same (still private) run; the
+    folder then holds secrets (the entropy and the chains' states) and must be deleted
+    once the run has finished.
+    """
+    if args.nonprivate_seed is not None:
+        return args.nonprivate_seed, None
+    if not args.checkpoint:
+        return None, None
+    path = Path(args.checkpoint) / ENTROPY_FILE
+    entropy = None
+    if args.resume and path.exists():
+        try:
+            entropy = int(json.loads(path.read_text())["entropy"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise CLIError(f"--resume: cannot read {str(path)!r}; it is not a knorm checkpoint") from None
+    if entropy is None:
+        entropy = secrets.randbits(128)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        old = os.umask(0o077)
+        try:
+            atomic_write(path, lambda f: f.write(json.dumps({"entropy": str(entropy)}).encode()))
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+    return np.random.default_rng(np.random.SeedSequence(entropy)), path
+
+
+def build_mechanism(name, F, args, rng, sampler_options):
+    from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
+
+    extra = {"accept_uncertified": True} if args.accept_uncertified else {}
+    try:
         if name == "laplace":
-            return LaplaceMechanism(F, epsilon=args.epsilon, rng=args.seed)
+            return LaplaceMechanism(F, epsilon=args.epsilon, rng=rng)
         if name == "gaussian":
-            if args.delta is None:
-                raise CLIError("--mechanism gaussian needs --delta")
-            return GaussianMechanism(F, epsilon=args.epsilon, delta=args.delta, rng=args.seed)
+            return GaussianMechanism(F, epsilon=args.epsilon, delta=args.delta, rng=rng)
         if name == "knorm":
-            return KNormMechanism(F, epsilon=args.epsilon, walk=args.walk, rng=args.seed,
-                                  bank_size=1000, sampler_options=sampler_options)
-        return NIMechanism(F, epsilon=args.epsilon, walk=args.walk, rng=args.seed, sampler_options=sampler_options)
+            return KNormMechanism(F, epsilon=args.epsilon, walk=args.walk, rng=rng,
+                                  bank_size=1000, sampler_options=sampler_options, **extra)
+        return NIMechanism(F, epsilon=args.epsilon, walk=args.walk, rng=rng, sampler_options=sampler_options,
+                           **extra)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
 
@@ -178,109 +401,210 @@ def _diagnostics(mech):
     }
 
 
+def _estimate_dict(e):
+    return {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
+
+
 def _expected_error(mech, norms):
-    """E‖noise‖₂: the mechanism's formula / Monte Carlo where cheap (Laplace, Gaussian);
-    for K-norm and NIM the mean ℓ₂ norm of the released noise (unbiased) ± its SE."""
+    """E‖noise‖₂, data-independent.
+
+    Laplace / Gaussian: the mechanism's own estimate (exact formula or Monte Carlo over
+    fresh draws). K-norm / NIM: with ``norms`` (noise-only runs) the mean ℓ₂ norm of the
+    released noise vectors ± its SE; without (runs on data) ``mech.expected_error`` over
+    1000 fresh draws made after the release and never released.
+    """
     from .mechanisms import GaussianMechanism, LaplaceMechanism
 
-    if isinstance(mech, (LaplaceMechanism, GaussianMechanism)):
-        e = mech.expected_error() if isinstance(mech, GaussianMechanism) else mech.expected_error(n_samples=50_000)
-        return {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
+    if isinstance(mech, GaussianMechanism):
+        return _estimate_dict(mech.expected_error())
+    if isinstance(mech, LaplaceMechanism):
+        return _estimate_dict(mech.expected_error(n_samples=50_000))
+    if norms is None:
+        try:
+            e = mech.expected_error(n_samples=1000)
+        except Exception as exc:  # e.g. a sampler run that did not certify: never lose the answers for it
+            return {"value": None, "stderr": None, "exact": False,
+                    "method": f"not estimated: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"}
+        d = _estimate_dict(e)
+        d["method"] += " (a separate run, never released)"
+        return d
     se = float(norms.std(ddof=1) / np.sqrt(len(norms))) if len(norms) > 1 else None
     return {"value": float(norms.mean()), "stderr": se, "exact": False,
-            "method": f"mean ℓ₂ norm of the {len(norms)} released noise vectors"}
+            "method": f"mean ℓ₂ norm of the {len(norms)} noise vectors"}
 
 
-def _claim(mech):
-    p = mech.privacy
-    return {"mechanism": p.mechanism, "epsilon": p.epsilon, "delta": p.delta, "notion": p.notion,
-            "sampling": p.sampling, "neighbours": p.neighbours, "composition": p.composition,
-            "details": p.details}
+def _claim_dict(p, noise_source):
+    """A PrivacyClaim as JSON-ready data, with the noise source the command line knows
+    (OS entropy kept in a checkpoint folder is still OS entropy) and its text."""
+    p = dataclasses.replace(p, noise_source=noise_source)
+    return {**p.as_dict(), "text": str(p)}
+
+
+def _claims(mech, noise_source):
+    """(total claim of what was released since the mechanism was built, claim of one answer)."""
+    return _claim_dict(mech.privacy, noise_source), _claim_dict(mech.privacy_per_answer, noise_source)
+
+
+def _check_sample_args(args):
+    """Argument combinations argparse cannot express (usage errors, exit 2)."""
+    if args.mechanism == "gaussian" and args.delta is None:
+        raise UsageError("--mechanism gaussian needs --delta")
+    if args.delta is not None and args.mechanism != "gaussian":
+        raise UsageError(f"--delta applies only to --mechanism gaussian; {args.mechanism} is pure ε-DP (δ = 0)")
+    if args.resume and not args.checkpoint:
+        raise UsageError("--resume needs --checkpoint DIR")
+    if args.data and not args.out and not args.json:
+        raise UsageError("--data needs --out FILE or --json: otherwise the answers (and the budget spent on "
+                         "them) would be lost")
+    if args.scheduler and args.workers:
+        raise UsageError("--workers and --scheduler cannot be combined")
+    mcmc_only = [o for o, v in (("--checkpoint", args.checkpoint), ("--scheduler", args.scheduler),
+                                ("--workers", args.workers), ("--accept-uncertified", args.accept_uncertified))
+                 if v]
+    if mcmc_only and args.mechanism not in ("knorm", "nim"):
+        raise UsageError(f"{mcmc_only[0]} applies only to the MCMC mechanisms (knorm, nim), "
+                         f"not to --mechanism {args.mechanism}")
 
 
 def cmd_sample(args):
-    out = check_output(args.out, args.force)
+    _check_sample_args(args)
+    out = check_output(args.out, args.force, inputs=(args.data, args.matrix))
+    if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
+        raise CLIError(f"--checkpoint {args.checkpoint!r} is a file, not a folder")
+    if args.scheduler:
+        _require_dask()
     F, label = load_workload(args)
-    x = None
-    if args.data:
-        x = _load_npy(args.data, "data")
+    d = F.shape[0]
+    x = load_data(args.data, F.shape[1]) if args.data else None
+    answers_in_json = x is not None and args.json and out is None
+    copies = (4 if args.mechanism in ("laplace", "gaussian") else 8) + (8 if answers_in_json else 0)
+    check_memory("--count", args.count, d, copies)
+
+    if args.nonprivate_seed is not None:
+        _warn(f"--nonprivate-seed {args.nonprivate_seed}: the noise is reproducible from this seed, "
+              "so the output is NOT PRIVATE")
+    rng, entropy_file = _noise_rng(args)
+    noise_source = "seed" if args.nonprivate_seed is not None else "os-entropy"  # entropy file: still OS entropy
     sampler_options = {}
     if args.workers:
         sampler_options["workers"] = args.workers
-    if args.scheduler:
-        sampler_options["workers"] = _dask_executor(args.scheduler)
     if args.checkpoint:
         from .walks.checkpoint import Checkpoint
 
         sampler_options["checkpoint"] = Checkpoint(args.checkpoint, every=args.checkpoint_every, resume=args.resume)
-    elif args.resume:
-        raise CLIError("--resume needs --checkpoint DIR")
     show = not args.quiet and sys.stderr.isatty()
     progress = Progress(show, f"{args.mechanism} ε={args.epsilon:g}")
-    sampler_options["progress"] = progress
-    mech = build_mechanism(args.mechanism, F, args, sampler_options)
+    executor = None
     t0 = time.perf_counter()
     try:
+        if args.scheduler:
+            executor = _dask_executor(args.scheduler)
+        opts = {**sampler_options, "progress": progress, **({"workers": executor} if executor else {})}
+        mech = build_mechanism(args.mechanism, F, args, rng, opts)
+        t0 = time.perf_counter()
         if x is not None:
             samples = np.atleast_2d(mech.release(x, size=args.count))
         else:
             samples = mech.sample_noise(size=args.count)
-    except ValueError as exc:
-        raise CLIError(f"data {args.data!r}: {exc}" if x is not None else str(exc)) from None
     finally:
         progress.close()
-        if args.scheduler:
-            sampler_options["workers"].close()
+        if executor is not None:
+            executor.close()
     seconds = time.perf_counter() - t0
-    noise = samples - (F @ mech.check_x(x) if x is not None else 0.0)
-    norms = np.linalg.norm(noise, axis=1)
+    total, per_answer = _claims(mech, noise_source)
+    diagnostics = _diagnostics(mech)
     summary = {
         "knorm": __version__,
         "workload": label,
-        "d": int(F.shape[0]),
+        "d": int(d),
         "n": int(F.shape[1]),
         "count": int(args.count),
         "output": "answers Fx + noise" if x is not None else "noise",
-        "privacy": _claim(mech),
+        "data_touched": x is not None,
+        "private": total["private"],
+        "noise_source": total["noise_source"],
+        "privacy": total,
+        "privacy_per_answer": per_answer,
         "seconds": seconds,
         "samples_per_second": args.count / seconds if seconds > 0 else None,
-        "mean_l2_noise": float(norms.mean()),
-        "mean_l2_noise_stderr": float(norms.std(ddof=1) / np.sqrt(len(norms))) if len(norms) > 1 else None,
-        "expected_error": _expected_error(mech, norms),
-        "diagnostics": _diagnostics(mech),
-        "resumed_from_checkpoint": bool(args.checkpoint and sampler_options["checkpoint"].loaded),
-        "out": str(out) if out else None,
     }
+    if x is None:  # noise alone touches no data: its statistics are safe to print
+        norms = np.linalg.norm(samples, axis=1)
+        summary["mean_l2_noise"] = float(norms.mean())
+        summary["mean_l2_noise_stderr"] = float(norms.std(ddof=1) / np.sqrt(len(norms))) if len(norms) > 1 else None
+        summary["expected_error"] = _expected_error(mech, norms)
+    else:  # nothing computed from Fx or the answers: the expected error comes from separate draws
+        summary["expected_error"] = _expected_error(mech, None)
+    summary["diagnostics"] = diagnostics
+    summary["resumed_from_checkpoint"] = bool(args.checkpoint and sampler_options["checkpoint"].loaded)
+    if args.resume and not summary["resumed_from_checkpoint"]:
+        _warn(f"--resume: no snapshot of this run in {args.checkpoint!r}; it ran from the start")
+    if entropy_file is not None:
+        summary["noise_entropy_file"] = str(entropy_file)
+    summary["out"] = str(out) if out else None
     if out is not None:
-        write_samples(out, samples, {"privacy": summary["privacy"], "summary": summary})
+        write_samples(out, samples, {"privacy": total, "privacy_per_answer": per_answer, "summary": summary})
     if args.json:
+        if answers_in_json:
+            summary["answers"] = samples.tolist()
         print(json.dumps(summary, indent=2, default=float, ensure_ascii=False))
     elif not args.quiet:
         _print_sample_summary(summary)
     return 0
 
 
+def _claim_terms(p):
+    s = f"{p['mechanism']}, {p['notion']}, ε = {p['epsilon']:g}" + (f", δ = {p['delta']:g}" if p["delta"] else "")
+    s += "; approximate (MCMC sampling)" if p["approximate"] else "; exact sampling"
+    if not p["certified"]:
+        s += "; UNCERTIFIED (a sampler run that did not certify was accepted)"
+    return s
+
+
+def _privacy_lines(s):
+    tot, one = s["privacy"], s["privacy_per_answer"]
+    lines = []
+    if not s["private"]:
+        lines.append("NOT PRIVATE: the noise came from --nonprivate-seed and is reproducible from it")
+    if s["data_touched"]:
+        k = tot["answers"]
+        lines.append(f"privacy (total, {k} answer{'s' if k != 1 else ''} on the same data, basic composition): "
+                     + _claim_terms(tot))
+        lines.append(f"privacy per answer: ε = {one['epsilon']:g}" + (f", δ = {one['delta']:g}" if one["delta"]
+                                                                       else "")
+                     + (f"; {one['composition']}" if one["composition"] else ""))
+    else:
+        lines.append("privacy: noise only, no data touched (nothing spent)")
+        lines.append("per answer Fx + noise made from one of these vectors: " + _claim_terms(one)
+                     + "; k such answers on the same data cost k·ε"
+                     + (f"; {one['composition']}" if one["composition"] else ""))
+    return lines
+
+
 def _print_sample_summary(s):
-    p = s["privacy"]
     print(f"knorm {s['knorm']}: {s['workload']}; {s['count']} × {s['output']}")
-    print(f"privacy: {p['mechanism']}, {p['notion']}, ε = {p['epsilon']:g}"
-          + (f", δ = {p['delta']:g}" if p["delta"] else "") + f"; sampling {p['sampling']}"
-          + (f"; {p['composition']}" if p["composition"] else ""))
+    for line in _privacy_lines(s):
+        print(line)
     print(f"speed: {s['count']} samples in {s['seconds']:.2f} s ({s['samples_per_second']:.1f} samples/s)")
     ee = s["expected_error"]
-    independent = not ee["method"].startswith("mean ℓ₂ norm of the")  # else it repeats the line's first number
-    print(f"noise: mean ℓ₂ norm {s['mean_l2_noise']:.4g}"
-          + (f" ± {s['mean_l2_noise_stderr']:.2g}" if s["mean_l2_noise_stderr"] else "")
-          + (f"; expected error {ee['value']:.4g}" + ("" if ee["exact"] else f" ± {ee['stderr']:.2g}")
-             + f" ({ee['method']})" if independent else ""))
+    ee_text = ("not estimated" if ee["value"] is None else f"{ee['value']:.4g}"
+               + ("" if ee["exact"] or ee["stderr"] is None else f" ± {ee['stderr']:.2g}"))
+    if s["data_touched"]:
+        print(f"expected error E‖noise‖₂: {ee_text} ({ee['method']}); nothing computed from the data is shown")
+    else:
+        independent = not ee["method"].startswith("mean ℓ₂ norm of the")  # else it repeats the first number
+        print(f"noise: mean ℓ₂ norm {s['mean_l2_noise']:.4g}"
+              + (f" ± {s['mean_l2_noise_stderr']:.2g}" if s["mean_l2_noise_stderr"] else "")
+              + (f"; expected error {ee_text} ({ee['method']})" if independent else ""))
     dg = s["diagnostics"]
     if dg:
         print(f"mixing: max R-hat {dg['max_rhat']:.4f}, min bulk ESS {dg['min_ess']:.0f} over {dg['draws']} draws "
               f"({dg['runs']} sampler run(s)), {'certified' if dg['converged'] else 'NOT certified'}")
+    if s.get("noise_entropy_file"):
+        print(f"secret: {s['noise_entropy_file']} and the checkpoint's snapshots determine the noise; "
+              "delete the checkpoint folder once the run is done")
     if s["out"]:
         print(f"wrote {s['out']}")
-
-
 # ---- knorm info -------------------------------------------------------------------------------
 
 def cmd_info(args):
@@ -289,29 +613,29 @@ def cmd_info(args):
     from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
     from .mechanisms.additive import l1_sensitivity, l2_sensitivity
 
-    F, label = load_workload(args)
+    F, label = load_workload(args)  # info never reads data: every number below depends on F only
     K = SymmetricHull(F)
     eps = args.epsilon
     facts = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "rank": K.dim,
              "l1_sensitivity": l1_sensitivity(F), "l2_sensitivity": l2_sensitivity(F),
              "exact_structure": K.exact_structure.kind if K.exact_structure is not None else None,
-             "epsilon": eps, "delta": args.delta}
-    km = KNormMechanism(F, epsilon=eps, rng=args.seed, body=K)
+             "epsilon": eps, "delta": args.delta, "mc_seed": args.mc_seed}
+    km = KNormMechanism(F, epsilon=eps, rng=args.mc_seed, body=K)
     z = km.sample_uniform(2000)
     nz = np.linalg.norm(z, axis=1)
     facts["mean_l2_uniform_K"] = float(nz.mean())
     errs = {
-        "laplace": LaplaceMechanism(F, epsilon=eps, rng=args.seed).expected_error(n_samples=50_000),
+        "laplace": LaplaceMechanism(F, epsilon=eps, rng=args.mc_seed).expected_error(n_samples=50_000),
         "knorm": km.expected_error(n_samples=2000),
     }
     if args.delta is not None:
         errs["gaussian"] = GaussianMechanism(F, epsilon=eps, delta=args.delta).expected_error()
     if not args.no_nim:
-        errs["nim"] = NIMechanism(F, epsilon=eps, rng=args.seed).expected_error(n_samples=1000)
+        errs["nim"] = NIMechanism(F, epsilon=eps, rng=args.mc_seed).expected_error(n_samples=1000)
     facts["expected_l2_error"] = {k: {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
                                   for k, e in errs.items()}
     if K.dim <= args.vollb_max_dim:
-        lb = bounds.vol_lower_bound(F, eps, rel_error=0.5, rng=args.seed)
+        lb = bounds.vol_lower_bound(F, eps, rel_error=0.5, rng=args.mc_seed)
         facts["vol_lower_bound"] = {"value": lb.value, "stderr": lb.stderr, "note": lb.note}
     else:
         facts["vol_lower_bound"] = None
@@ -339,135 +663,239 @@ def cmd_info(args):
     return 0
 
 
+
+
 # ---- knorm uniform / bench ---------------------------------------------------------------------
 
 def cmd_uniform(args):
     from . import SymmetricHull, sample_uniform
     from .walks.sampler import rounding_of
 
+    out = check_output(args.out, args.force, inputs=(args.matrix,))
     F, label = load_workload(args)
-    out = check_output(args.out, args.force)
+    d, n = F.shape
+    check_memory("--count", args.count, d, 8)
+    if args.chains is not None:  # each chain holds B⁻¹ (d × d), a block of random inputs (512 × d) and 2n scores
+        check_memory("--chains", args.chains, d * d + 512 * (d + 1) + 4 * n, 2, what="the chains' states",
+                     hint="use fewer chains")
+    if args.nonprivate_seed is not None:
+        _warn(f"--nonprivate-seed {args.nonprivate_seed}: the draws are reproducible from this seed; "
+              "noise made from them is NOT PRIVATE")
     K = SymmetricHull(F)
     print(f"knorm {__version__}: {label}; K has dimension {K.dim} in R^{K.ambient_dim}")
     t0 = time.perf_counter()
     rnd = rounding_of(K)
     print(f"rounding: {rnd.iterations} iteration(s), eigenvalue spread {rnd.eigen_spread:.2f}, "
           f"{time.perf_counter() - t0:.2f} s (includes JIT compilation on a first run)")
-    x, info = sample_uniform(K, args.count, walk=args.walk, chains=args.chains, rng=args.seed, return_info=True,
-                             workers=args.workers)
+    x, info = sample_uniform(K, args.count, walk=args.walk, chains=args.chains, rng=args.nonprivate_seed,
+                             return_info=True, workers=args.workers)
     print(info.summary())
     print(f"samples/s: {info.samples_per_second:.1f}   R-hat (max): {info.max_rhat:.4f}   "
           f"ESS (min bulk): {info.min_ess:.0f}   ESS/s: {info.ess_per_second:.1f}")
     if out is not None:
-        write_samples(out, x, {"diagnostics": {"rhat": info.rhat.tolist(), "ess": info.ess.tolist()}})
+        source = "os-entropy" if args.nonprivate_seed is None else "seed"
+        write_samples(out, x, {"diagnostics": {"rhat": info.rhat.tolist(), "ess": info.ess.tolist(),
+                                               "converged": bool(info.converged)},
+                               "noise_source": source})
         print(f"wrote {x.shape[0]} draws to {out}")
     return 0 if info.converged else 1
+
+
+def bench_outputs(args):
+    """The files ``knorm bench`` writes into --out-dir (table3 only; oracles writes none)."""
+    if args.what not in ("table3", "all"):
+        return []
+    return ["table3.csv", "table3.md"] + ([] if args.no_plot else ["table3.png"])
+
+
+def check_bench_outputs(args):
+    names = bench_outputs(args)
+    if not names:
+        return
+    folder = Path(args.out_dir)
+    if folder.exists() and not folder.is_dir():
+        raise CLIError(f"--out-dir {args.out_dir!r} is a file, not a folder")
+    existing = [nm for nm in names if (folder / nm).exists()]
+    if existing and not args.force:
+        raise CLIError(f"--out-dir {args.out_dir!r} already holds {', '.join(existing)}; use --force to overwrite")
+    base = folder
+    while not base.exists():
+        base = base.parent
+    _check_writable(base, "--out-dir")
 
 
 def cmd_bench(args):
     from .experiments import compare_oracles, table3
 
+    check_bench_outputs(args)
     if args.what in ("oracles", "all"):
-        compare_oracles(args.d, args.n, seed=args.seed, highs_steps=args.highs_steps)
+        compare_oracles(args.d, args.n, seed=args.bench_seed, highs_steps=args.highs_steps)
     if args.what in ("table3", "all"):
-        table3((args.d,), args.n, tuple(args.eps), releases=args.releases, seed=args.seed, out_dir=args.out_dir,
-               plot_path=not args.no_plot)
+        table3((args.d,), args.n, tuple(args.eps), releases=args.releases, seed=args.bench_seed,
+               out_dir=args.out_dir, plot_path=not args.no_plot)
     return 0
-
-
-def _dask_executor(address):
-    from .distributed import DaskExecutor
-
-    try:
-        return DaskExecutor(address)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise CLIError(f"cannot reach the Dask scheduler at {address!r}: {exc}".splitlines()[0]) from None
 
 
 # ---- parser -----------------------------------------------------------------------------------
 
-def _add_workload(p, d=20, n=100):
+def _add_workload(p):
     g = p.add_argument_group("workload")
-    g.add_argument("--workload", choices=WORKLOADS, default="pm1", help="named workload (default: random ±1)")
-    g.add_argument("--d", type=_positive_int, default=d, help=f"number of queries (default {d})")
-    g.add_argument("--n", type=_positive_int, default=n, help=f"number of cells (default {n})")
+    g.add_argument("--workload", choices=WORKLOADS, default=None, help="named workload (default: pm1, random ±1)")
+    g.add_argument("--d", type=_positive_int, default=None, help="number of queries (default 20)")
+    g.add_argument("--n", type=_positive_int, default=None, help="number of cells (default 100)")
     g.add_argument("--k", type=_positive_int, default=None, help="range width / marginal order")
     g.add_argument("--shape", type=_positive_int, nargs="+", help="attribute sizes for --workload marginals")
-    g.add_argument("--matrix", help="load F (d × n) from a .npy file instead")
-    g.add_argument("--seed", type=int, default=0, help="seed for the workload and the mechanism (default 0)")
+    g.add_argument("--matrix", help="load F (d × n) from a .npy file instead (not with the options above)")
+    g.add_argument("--workload-seed", type=_seed, default=0, metavar="N",
+                   help="seed of the random workloads pm1 and bernoulli only, never of noise (default 0)")
+
+
+def _add_debug(p, default):
+    p.add_argument("--debug", action="store_true", default=default,
+                   help="on an error, show the Python traceback instead of one line")
 
 
 def build_parser():
     p = _Parser(prog="knorm", description="K-norm and NIM differential privacy on an exact sampling engine.")
     p.add_argument("--version", action="version", version=f"knorm {__version__}")
+    _add_debug(p, False)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    s = sub.add_parser("sample", help="private noise or releases Fx + noise, in bulk")
+    s = sub.add_parser("sample", help="private noise or releases Fx + noise, in bulk",
+                       description="Private noise, or private answers Fx + noise with --data. The noise comes "
+                                   "from OS entropy; --nonprivate-seed makes a reproducible run that is NOT "
+                                   "private. With --data, nothing computed from the data is printed except the "
+                                   "answers, and the summary states the total claim of the run.")
     _add_workload(s)
+    _add_debug(s, argparse.SUPPRESS)
     s.add_argument("--mechanism", choices=MECHANISMS, default="knorm")
-    s.add_argument("--epsilon", type=_positive_float, default=1.0)
-    s.add_argument("--delta", type=float, default=None, help="δ for --mechanism gaussian")
-    s.add_argument("--count", type=_positive_int, default=1000, help="number of draws (default 1000)")
-    s.add_argument("--data", help="x as a .npy vector of length n: release Fx + noise (default: noise only)")
+    s.add_argument("--epsilon", type=_positive_float, default=1.0, help="ε of one answer (default 1)")
+    s.add_argument("--delta", type=_probability, default=None, help="δ in (0, 1), for --mechanism gaussian only")
+    s.add_argument("--count", type=_positive_int, default=1000,
+                   help="number of draws (default 1000); with --data, count answers on the same data cost "
+                        "count·ε in total")
+    s.add_argument("--data", help="x as a .npy vector of length n: release Fx + noise (default: noise only); "
+                                  "needs --out or --json")
     s.add_argument("--walk", choices=["billiard", "hit_and_run", "coordinate", "ball"], default="billiard")
-    s.add_argument("--out", help="write the samples to FILE (.npy, or .npz with the privacy claim and diagnostics)")
+    s.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
+                   help="seed the noise: a reproducible run that is NOT PRIVATE (for tests and debugging); "
+                        "default: OS entropy")
+    s.add_argument("--accept-uncertified", action="store_true",
+                   help="release even if a sampler run does not certify (the claim then says UNCERTIFIED)")
+    s.add_argument("--out", help="write the samples to FILE (.npy, or .npz with the privacy claim and summary)")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    s.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    s.add_argument("--json", action="store_true",
+                   help="print a machine-readable summary (with --data and no --out: including the answers)")
     s.add_argument("--quiet", action="store_true", help="no progress bar and no summary (unless --json)")
-    s.add_argument("--checkpoint", metavar="DIR", help="save sampler snapshots in DIR")
+    s.add_argument("--checkpoint", metavar="DIR",
+                   help="save sampler snapshots in DIR (secret, like the noise: delete it after the run)")
     s.add_argument("--checkpoint-every", type=_positive_float, default=30.0, metavar="SECONDS")
     s.add_argument("--resume", action="store_true", help="continue the interrupted run saved in --checkpoint")
     s.add_argument("--workers", type=_positive_int, default=None, help="local threads running chains")
     s.add_argument("--scheduler", metavar="ADDRESS", help="run chain batches on this Dask distributed scheduler")
     s.set_defaults(func=cmd_sample)
 
-    i = sub.add_parser("info", help="facts about a workload's body and a recommended mechanism")
+    i = sub.add_parser("info", help="facts about a workload's body and a recommended mechanism",
+                       description="Facts about F alone (no data is read): rank, sensitivities, expected "
+                                   "errors, VolLB and a recommendation. The Monte-Carlo estimates are seeded "
+                                   "by --mc-seed (reproducible; they depend on F only, so this costs no privacy).")
     _add_workload(i)
+    _add_debug(i, argparse.SUPPRESS)
     i.add_argument("--epsilon", type=_positive_float, default=1.0)
-    i.add_argument("--delta", type=float, default=None, help="also report the Gaussian mechanism at this δ")
+    i.add_argument("--delta", type=_probability, default=None, help="also report the Gaussian mechanism at this δ")
+    i.add_argument("--mc-seed", type=_seed, default=0, metavar="N",
+                   help="seed of the Monte-Carlo error and volume estimates (default 0)")
     i.add_argument("--no-nim", action="store_true", help="skip NIM's (slower) error estimate")
-    i.add_argument("--vollb-max-dim", type=int, default=20, help="estimate VolLB only up to this rank (default 20)")
+    i.add_argument("--vollb-max-dim", type=_nonneg_int, default=20,
+                   help="estimate VolLB only up to this rank (default 20; 0 skips it)")
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=cmd_info)
 
-    u = sub.add_parser("uniform", help="uniform draws from K = F·B₁ⁿ with mixing diagnostics")
+    u = sub.add_parser("uniform", help="uniform draws from K = F·B₁ⁿ with mixing diagnostics",
+                       description="Uniform draws from K (the engine alone, no data). The draws come from OS "
+                                   "entropy; --nonprivate-seed makes them reproducible (noise made from seeded "
+                                   "draws is not private).")
     _add_workload(u)
+    _add_debug(u, argparse.SUPPRESS)
     u.add_argument("--count", "--size", dest="count", type=_positive_int, default=2000,
                    help="number of draws (default 2000)")
     u.add_argument("--walk", choices=["billiard", "hit_and_run", "coordinate", "ball"], default="billiard")
     u.add_argument("--chains", type=_positive_int, default=None)
     u.add_argument("--workers", type=_positive_int, default=None)
+    u.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
+                   help="seed the draws (reproducible; default: OS entropy)")
     u.add_argument("--out", help="save the draws (.npy or .npz)")
     u.add_argument("--force", action="store_true")
     u.set_defaults(func=cmd_uniform)
 
-    b = sub.add_parser("bench", help="oracle comparison and Table-3 reproduction at a chosen size")
+    b = sub.add_parser("bench", help="oracle comparison and Table-3 reproduction at a chosen size",
+                       description="Benchmarks on synthetic workloads and synthetic data (no real data). "
+                                   "--bench-seed seeds the workload, the data and the noise so that the "
+                                   "numbers are reproducible; nothing bench prints is private.")
+    _add_debug(b, argparse.SUPPRESS)
     b.add_argument("what", nargs="?", choices=["oracles", "table3", "all"], default="all")
     b.add_argument("--d", type=_positive_int, default=20)
     b.add_argument("--n", type=_positive_int, default=200)
     b.add_argument("--eps", type=_positive_float, nargs="+", default=[0.1, 1.0, 2.0])
     b.add_argument("--releases", type=_positive_int, default=100)
     b.add_argument("--highs-steps", type=_positive_int, default=40)
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--out-dir", default=".")
+    b.add_argument("--bench-seed", type=_seed, default=0, metavar="N",
+                   help="seed of the synthetic workload, data and noise (default 0)")
+    b.add_argument("--out-dir", default=".", help="folder for table3.csv, table3.md, table3.png (default .)")
+    b.add_argument("--force", action="store_true", help="overwrite table3.* files already in --out-dir")
     b.add_argument("--no-plot", action="store_true")
     b.set_defaults(func=cmd_bench)
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    _warn(_one_line(message))
+
+
+def _one_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def main(argv=None):
+    """Run the command line; returns the exit status (2: usage error, 1: any other error)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
-    except CLIError as exc:
-        sys.stderr.write(f"knorm: error: {exc}\n")
-        return 1
+        with warnings.catch_warnings():
+            if not args.debug:  # warnings as one line each, without source lines
+                warnings.showwarning = _show_warning
+            return args.func(args)
     except KeyboardInterrupt:
+        if args.debug:
+            raise
         sys.stderr.write("knorm: interrupted" + (" (resume with --resume)\n" if getattr(args, "checkpoint", None)
                                                 else "\n"))
         return 130
-    except (ValueError, OSError, RuntimeError) as exc:
-        sys.stderr.write(f"knorm: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}\n")
+    except BrokenPipeError:  # the reader went away (`knorm ... | head`): stop quietly
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 1
+    except Exception as exc:  # the one top-level handler: one line, or the traceback with --debug
+        if args.debug:
+            traceback.print_exc()
+            return 2 if isinstance(exc, UsageError) else 1
+        prog = f"knorm {args.command}"
+        if isinstance(exc, UsageError):
+            sys.stderr.write(f"{prog}: error: {exc}\n")
+            return 2
+        if isinstance(exc, CLIError):
+            sys.stderr.write(f"knorm: error: {exc}\n")
+            return 1
+        msg = _one_line(exc)
+        if type(exc).__name__ == "ConvergenceError":
+            msg += " (--accept-uncertified releases anyway, under an UNCERTIFIED claim)"
+        elif isinstance(exc, MemoryError):
+            msg = "out of memory" + (f": {msg}" if msg != "MemoryError" else "") + "; ask for fewer draws"
+        elif not isinstance(exc, (ValueError, OSError)):
+            msg = f"{type(exc).__name__}: {msg}"
+        sys.stderr.write(f"knorm: error: {msg}\n")
         return 1
 
 

@@ -1,6 +1,7 @@
 """The knorm command line: outputs, summaries, errors, atomicity, resume, Dask."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,7 +12,11 @@ from knorm import cli
 
 
 def run(argv, capsys):
-    rc = cli.main(argv)
+    """(exit status, stdout, stderr) of ``knorm argv`` in-process (argparse's usage errors exit 2)."""
+    try:
+        rc = cli.main(argv)
+    except SystemExit as e:
+        rc = e.code
     out = capsys.readouterr()
     return rc, out.out, out.err
 
@@ -25,7 +30,8 @@ def test_sample_writes_npy_and_prints_summary(tmp_path, capsys):
     assert rc == 0
     arr = np.load(out)
     assert arr.shape == (300, 6)
-    assert "R-hat" in stdout and "samples/s" in stdout and "mcmc-approximate" in stdout
+    assert "R-hat" in stdout and "samples/s" in stdout and "approximate (MCMC sampling)" in stdout
+    assert "no data touched" in stdout and "NOT PRIVATE" not in stdout
 
 
 def test_sample_npz_carries_the_privacy_claim(tmp_path, capsys):
@@ -38,8 +44,13 @@ def test_sample_npz_carries_the_privacy_claim(tmp_path, capsys):
         assert z["samples"].shape == (5, 6)
         claim = json.loads(str(z["privacy"]))
         summary = json.loads(str(z["summary"]))
-    assert claim["mechanism"] == "Laplace" and claim["epsilon"] == 0.5 and claim["sampling"] == "exact"
-    assert summary["output"] == "answers Fx + noise"
+        per_answer = json.loads(str(z["privacy_per_answer"]))
+    # the total claim of 5 answers on the same x: basic composition, 5 × 0.5
+    assert claim["mechanism"] == "Laplace" and claim["epsilon"] == pytest.approx(2.5) and claim["answers"] == 5
+    assert per_answer["epsilon"] == 0.5 and per_answer["answers"] == 1
+    assert claim["sampling"] == "exact" and not claim["approximate"] and claim["private"]
+    assert claim["noise_source"] == "os-entropy"
+    assert summary["output"] == "answers Fx + noise" and summary["data_touched"] and summary["private"]
 
 
 @pytest.mark.parametrize("mech,extra", [("knorm", []), ("nim", []), ("gaussian", ["--delta", "1e-6"]),
@@ -48,7 +59,10 @@ def test_json_summary_for_every_mechanism(mech, extra, capsys):
     rc, stdout, _ = run(["sample", *SMALL, "--mechanism", mech, *extra, "--count", "50", "--json"], capsys)
     assert rc == 0
     s = json.loads(stdout)
-    assert s["count"] == 50 and s["privacy"]["epsilon"] == 1.0
+    assert s["count"] == 50 and s["privacy_per_answer"]["epsilon"] == 1.0
+    # noise alone touches no data: nothing is spent
+    assert s["privacy"]["answers"] == 0 and s["privacy"]["epsilon"] == 0.0 and not s["data_touched"]
+    assert s["privacy_per_answer"]["approximate"] == (mech in ("knorm", "nim"))
     assert s["samples_per_second"] > 0
     ee = s["expected_error"]
     assert ee["value"] > 0 and ee["exact"] == (mech == "gaussian")
@@ -56,11 +70,110 @@ def test_json_summary_for_every_mechanism(mech, extra, capsys):
         assert s["diagnostics"]["converged"] and s["diagnostics"]["max_rhat"] < 1.01
 
 
-def test_same_seed_same_output(tmp_path, capsys):
-    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
-    for p in (a, b):
-        assert run(["sample", *SMALL, "--count", "100", "--seed", "5", "--out", str(p), "--quiet"], capsys)[0] == 0
-    np.testing.assert_array_equal(np.load(a), np.load(b))
+def _sample_noise(tmp_path, name, extra, capsys, mech="laplace"):
+    out = tmp_path / name
+    rc, stdout, err = run(["sample", *SMALL, "--mechanism", mech, "--count", "20", "--out", str(out), *extra],
+                          capsys)
+    assert rc == 0
+    return np.load(out), stdout, err
+
+
+def test_noise_is_fresh_by_default_and_reproducible_only_when_not_private(tmp_path, capsys):
+    a, out_a, err_a = _sample_noise(tmp_path, "a.npy", [], capsys)
+    b, _, _ = _sample_noise(tmp_path, "b.npy", [], capsys)
+    assert not np.any(a == b)  # two identical commands: independent noise (OS entropy)
+    assert "NOT PRIVATE" not in out_a + err_a
+    c, out_c, err_c = _sample_noise(tmp_path, "c.npy", ["--nonprivate-seed", "5"], capsys)
+    e, _, _ = _sample_noise(tmp_path, "e.npy", ["--nonprivate-seed", "5"], capsys)
+    np.testing.assert_array_equal(c, e)
+    assert err_c.count("\n") == 1 and "warning" in err_c and "NOT PRIVATE" in err_c
+    assert "NOT PRIVATE" in out_c
+    # the workload seed changes F, never the noise's privacy
+    f, _, _ = _sample_noise(tmp_path, "f.npy", ["--nonprivate-seed", "5", "--workload-seed", "3"], capsys)
+    assert f.shape == c.shape
+
+
+def test_nonprivate_seed_is_recorded_in_json_and_npz(tmp_path, capsys):
+    out = tmp_path / "s.npz"
+    rc, stdout, _ = run(["sample", *SMALL, "--mechanism", "laplace", "--count", "3", "--nonprivate-seed", "1",
+                         "--json", "--out", str(out)], capsys)
+    assert rc == 0
+    s = json.loads(stdout)
+    assert s["noise_source"] == "seed" and s["private"] is False
+    assert s["privacy"]["noise_source"] == "seed" and s["privacy"]["private"] is False
+    with np.load(out) as z:
+        assert json.loads(str(z["summary"]))["private"] is False
+        assert json.loads(str(z["privacy"]))["noise_source"] == "seed"
+
+
+@pytest.mark.parametrize("mech", ["laplace", "knorm", "nim"])
+def test_summary_with_data_depends_on_the_seed_not_on_the_data(mech, tmp_path, capsys):
+    """With a fixed (non-private) seed, everything but the answers is the same for two data
+    sets: the summary holds no statistic of Fx or of the answers."""
+    summaries = []
+    for i, x in enumerate([np.zeros(20), np.arange(20.0) * 7]):
+        np.save(tmp_path / f"x{i}.npy", x)
+        rc, stdout, _ = run(["sample", *SMALL, "--mechanism", mech, "--count", "4", "--nonprivate-seed", "2",
+                             "--data", str(tmp_path / f"x{i}.npy"), "--json"], capsys)
+        assert rc == 0
+        summaries.append(json.loads(stdout))
+    a, b = summaries
+    assert not np.allclose(a.pop("answers"), b.pop("answers"))
+    assert "mean_l2_noise" not in a and a["expected_error"]["value"] > 0
+    for s in (a, b):
+        for key in ("seconds", "samples_per_second"):
+            s.pop(key)
+        if s["diagnostics"]:
+            s["diagnostics"].pop("sampler_seconds")
+    assert a == b
+
+
+def test_answers_are_never_lost(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.ones(20))
+    base = ["sample", *SMALL, "--mechanism", "laplace", "--count", "3", "--data", str(tmp_path / "x.npy")]
+    rc, _, err = run(base, capsys)
+    assert rc == 2 and err.count("\n") == 1 and "--data" in err and "--out" in err
+    rc, stdout, _ = run([*base, "--json"], capsys)
+    s = json.loads(stdout)
+    assert rc == 0 and np.asarray(s["answers"]).shape == (3, 6)
+    rc, stdout, _ = run([*base, "--json", "--out", str(tmp_path / "a.npy")], capsys)
+    assert rc == 0 and "answers" not in json.loads(stdout) and np.load(tmp_path / "a.npy").shape == (3, 6)
+
+
+def test_total_claim_is_printed(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.ones(20))
+    rc, stdout, _ = run(["sample", *SMALL, "--count", "4", "--epsilon", "0.25", "--data", str(tmp_path / "x.npy"),
+                         "--out", str(tmp_path / "a.npy")], capsys)
+    assert rc == 0
+    total = next(line for line in stdout.splitlines() if line.startswith("privacy (total"))
+    assert "4 answers on the same data" in total and "ε = 1;" in total and "approximate (MCMC sampling)" in total
+    assert "privacy per answer: ε = 0.25" in stdout
+    assert "mean ℓ₂" not in stdout and "nothing computed from the data" in stdout
+
+
+def test_uncertified_and_not_private_claims_say_so():
+    claim = {"mechanism": "K-norm", "epsilon": 2.0, "delta": 0.0, "notion": "pure ε-DP", "approximate": True,
+             "certified": False, "answers": 2, "composition": ""}
+    lines = cli._privacy_lines({"privacy": claim, "privacy_per_answer": {**claim, "epsilon": 1.0, "answers": 1},
+                                "private": False, "data_touched": True})
+    assert lines[0].startswith("NOT PRIVATE") and "UNCERTIFIED" in lines[1] and "approximate" in lines[1]
+
+
+def test_accept_uncertified_is_passed_only_when_given(monkeypatch):
+    import knorm.mechanisms as M
+
+    seen = []
+
+    class Fake:
+        def __init__(self, F, **kw):
+            seen.append(kw)
+
+    monkeypatch.setattr(M, "KNormMechanism", Fake)
+    parser = cli.build_parser()
+    F = np.eye(3)
+    cli.build_mechanism("knorm", F, parser.parse_args(["sample"]), None, {})
+    cli.build_mechanism("knorm", F, parser.parse_args(["sample", "--accept-uncertified"]), None, {})
+    assert "accept_uncertified" not in seen[0] and seen[1]["accept_uncertified"] is True
 
 
 def test_existing_output_is_kept_without_force(tmp_path, capsys):
@@ -73,50 +186,8 @@ def test_existing_output_is_kept_without_force(tmp_path, capsys):
     assert np.load(out).shape == (10, 6)
 
 
-def _bad_files(tmp_path):
-    np.save(tmp_path / "nan.npy", np.array([[1.0, np.nan], [0.0, 1.0]]))
-    np.save(tmp_path / "vec.npy", np.ones(4))
-    np.save(tmp_path / "str.npy", np.array([["a", "b"], ["c", "d"]]))
-    (tmp_path / "text.npy").write_text("not an array")
-    np.save(tmp_path / "obj.npy", np.array([[1, None]], dtype=object), allow_pickle=True)
-    np.save(tmp_path / "x_short.npy", np.ones(3))
-    np.save(tmp_path / "x_nan.npy", np.full(20, np.nan))
-    return [
-        ["--matrix", str(tmp_path / "nan.npy")],
-        ["--matrix", str(tmp_path / "vec.npy")],
-        ["--matrix", str(tmp_path / "str.npy")],
-        ["--matrix", str(tmp_path / "text.npy")],
-        ["--matrix", str(tmp_path / "obj.npy")],
-        ["--matrix", str(tmp_path / "missing.npy")],
-        [*SMALL, "--data", str(tmp_path / "x_short.npy")],
-        [*SMALL, "--data", str(tmp_path / "x_nan.npy")],
-        [*SMALL, "--mechanism", "gaussian"],
-        [*SMALL, "--out", str(tmp_path / "o.txt")],
-        [*SMALL, "--out", str(tmp_path / "nofolder" / "o.npy")],
-        [*SMALL, "--resume"],
-    ]
-
-
-def test_bad_files_and_arguments_give_one_line_errors(tmp_path, capsys):
-    for argv in _bad_files(tmp_path):
-        rc, _, err = run(["sample", "--count", "5", *argv], capsys)
-        assert rc == 1, argv
-        assert err.startswith("knorm: error:") and err.count("\n") == 1, (argv, err)
-        assert "Traceback" not in err
-
-
-@pytest.mark.parametrize("argv", [["sample", "--epsilon", "0"], ["sample", "--count", "-5"],
-                                  ["sample", "--mechanism", "exp"], ["frobnicate"], ["sample", "--d", "x"]])
-def test_usage_errors_exit_2_with_one_line(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        cli.main(argv)
-    assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "error" in err
-
-
 def test_interrupted_run_leaves_no_output_and_resumes_identically(tmp_path, capsys, monkeypatch):
-    base = ["sample", *SMALL, "--count", "3000", "--seed", "9", "--quiet"]
+    base = ["sample", *SMALL, "--count", "3000", "--nonprivate-seed", "9", "--quiet"]
     want = tmp_path / "want.npy"
     assert run([*base, "--out", str(want)], capsys)[0] == 0
 
@@ -195,3 +266,198 @@ def test_output_has_ordinary_permissions(tmp_path, capsys):
     mask = os.umask(0)
     os.umask(mask)
     assert (out.stat().st_mode & 0o777) == (0o666 & ~mask)
+
+
+def _bad_cases(tmp_path):
+    """(argv, exit status, the option the one-line error must name)."""
+    np.save(tmp_path / "nan.npy", np.array([[1.0, np.nan], [0.0, 1.0]]))
+    np.save(tmp_path / "vec.npy", np.ones(4))
+    np.save(tmp_path / "str.npy", np.array([["a", "b"], ["c", "d"]]))
+    (tmp_path / "text.npy").write_text("not an array")
+    (tmp_path / "zero.npy").write_bytes(b"")
+    np.save(tmp_path / "empty.npy", np.array([]))
+    np.save(tmp_path / "obj.npy", np.array([[1, None]], dtype=object), allow_pickle=True)
+    np.savez(tmp_path / "arch.npz", F=np.eye(3))
+    np.save(tmp_path / "x_short.npy", np.ones(3))
+    np.save(tmp_path / "x_nan.npy", np.full(20, np.nan))
+    np.save(tmp_path / "x_2d.npy", np.ones((20, 1)))
+    np.save(tmp_path / "x.npy", np.ones(20))
+    np.save(tmp_path / "exists.npy", np.zeros(2))
+    (tmp_path / "dir.npy").mkdir()
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "table3.csv").write_text("keep me")
+    t, x = str(tmp_path), ["--json", "--data", str(tmp_path / "x.npy")]
+    S = ["sample", "--count", "5"]
+    cases = [
+        # usage errors (argparse and argument combinations): exit 2
+        ([*S, "--epsilon", "0"], 2, "--epsilon"),
+        ([*S, "--epsilon", "nan"], 2, "--epsilon"),
+        (["sample", "--count", "-5"], 2, "--count"),
+        ([*S, "--mechanism", "exp"], 2, "--mechanism"),
+        ([*S, "--d", "x"], 2, "--d"),
+        ([*S, "--seed", "5"], 2, "--seed"),
+        ([*S, "--nonprivate", "5"], 2, "--nonprivate"),  # no abbreviation of --nonprivate-seed
+        ([*S, "--nonprivate-seed", "-1"], 2, "--nonprivate-seed"),
+        ([*S, "--workload-seed", "x"], 2, "--workload-seed"),
+        ([*S, "--mechanism", "gaussian", "--delta", "0"], 2, "--delta"),
+        ([*S, "--mechanism", "gaussian", "--delta", "1"], 2, "--delta"),
+        ([*S, "--mechanism", "gaussian", "--delta", "-1e-6"], 2, "--delta"),
+        ([*S, "--mechanism", "gaussian"], 2, "--delta"),
+        ([*S, "--delta", "1e-6"], 2, "--delta"),  # a pure mechanism: δ would be ignored
+        ([*S, "--mechanism", "laplace", "--delta", "1e-6"], 2, "--delta"),
+        ([*S, "--workers", "0"], 2, "--workers"),
+        ([*S, "--workers", "-2"], 2, "--workers"),
+        ([*S, "--checkpoint", f"{t}/ck", "--checkpoint-every", "0"], 2, "--checkpoint-every"),
+        ([*S, "--checkpoint", f"{t}/ck", "--checkpoint-every", "-1"], 2, "--checkpoint-every"),
+        ([*S, "--resume"], 2, "--resume"),
+        ([*S, "--data", f"{t}/x.npy"], 2, "--data"),  # the answers would be lost
+        ([*S, "--matrix", f"{t}/nan.npy", "--d", "5"], 2, "--matrix"),
+        ([*S, "--mechanism", "laplace", "--checkpoint", f"{t}/ck"], 2, "--checkpoint"),
+        ([*S, "--workers", "2", "--scheduler", "tcp://localhost:1"], 2, "--scheduler"),
+        (["info", "--delta", "2"], 2, "--delta"),
+        (["info", "--vollb-max-dim", "-1"], 2, "--vollb-max-dim"),
+        ([*S, "--workload", "pm1", "--k", "3"], 2, "--k"),
+        ([*S, "--workload", "all_range", "--d", "3"], 2, "--d"),
+        ([*S, "--workload", "identity", "--d", "3", "--n", "4"], 2, "--workload identity"),
+        ([*S, "--workload", "marginals"], 2, "--shape"),
+        ([*S, "--workload", "width_range", "--n", "10"], 2, "--k"),
+        ([*S, "--workload", "width_range", "--n", "5", "--k", "9"], 1, "--workload"),
+        ([*S, "--workload", "all_range", "--n", str(10**6)], 1, "--workload all_range"),
+        (["info", "--workload", "marginals", "--shape", *["10"] * 10, "--k", "3"], 1, "--workload marginals"),
+        (["bench", "oracles", "--seed", "1"], 2, "--seed"),
+        (["uniform", "--count", "0"], 2, "--count"),
+        # bad files, outputs and sizes: exit 1, before any sampling
+        ([*S, "--matrix", f"{t}/nan.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/vec.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/str.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/text.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/zero.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/empty.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/obj.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/arch.npz"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/missing.npy"], 1, "--matrix"),
+        ([*S, "--matrix", f"{t}/dir.npy"], 1, "--matrix"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/x_short.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/x_nan.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/x_2d.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/zero.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/empty.npy"], 1, "--data"),
+        ([*S, *SMALL, "--json", "--data", f"{t}/str.npy"], 1, "--data"),
+        ([*S, *SMALL, "--out", f"{t}/o.txt"], 1, "--out"),
+        ([*S, *SMALL, "--out", f"{t}/nofolder/o.npy"], 1, "--out"),
+        ([*S, *SMALL, "--out", f"{t}/afile/o.npy"], 1, "--out"),
+        ([*S, *SMALL, "--out", f"{t}/dir.npy", "--force"], 1, "--out"),
+        ([*S, *SMALL, "--out", f"{t}/exists.npy"], 1, "--out"),
+        ([*S, *SMALL, *x, "--out", f"{t}/x.npy", "--force"], 1, "--out"),  # would overwrite the data
+        ([*S, *SMALL, "--checkpoint", f"{t}/afile"], 1, "--checkpoint"),
+        (["sample", *SMALL, "--count", str(10**12)], 1, "--count"),
+        (["sample", *SMALL, "--mechanism", "laplace", "--count", str(10**11)], 1, "--count"),
+        (["uniform", *SMALL, "--count", str(10**12)], 1, "--count"),
+        (["uniform", *SMALL, "--chains", str(10**9)], 1, "--chains"),
+        (["uniform", *SMALL, "--out", f"{t}/dir.npy", "--force"], 1, "--out"),
+        (["bench", "table3", "--out-dir", t], 1, "--out-dir"),  # table3.csv exists: no overwrite
+        (["bench", "table3", "--out-dir", f"{t}/afile"], 1, "--out-dir"),
+    ]
+    if not os.access("/sys", os.W_OK) or os.geteuid() == 0:  # /sys refuses new files, even to root
+        cases.append(([*S, *SMALL, "--out", "/sys/knorm-test.npy"], 1, "--out"))
+    return cases
+
+
+def _no_sampling(*args, **kwargs):
+    raise AssertionError("sampling started before the error was found")
+
+
+def test_bad_inputs_give_one_line_naming_the_option_before_any_sampling(tmp_path, capsys, monkeypatch):
+    import knorm
+    import knorm.experiments
+
+    for name in ("table3", "compare_oracles"):
+        monkeypatch.setattr(knorm.experiments, name, _no_sampling)
+    monkeypatch.setattr(knorm, "sample_uniform", _no_sampling)
+    monkeypatch.setattr(cli, "build_mechanism", _no_sampling)
+    failures = []
+    for argv, status, option in _bad_cases(tmp_path):
+        rc, stdout, err = run(argv, capsys)
+        if not (rc == status and err.count("\n") == 1 and option in err and "error" in err
+                and "Traceback" not in err and not stdout):
+            failures.append((argv, rc, err))
+    assert not failures, failures
+    assert (tmp_path / "table3.csv").read_text() == "keep me" and np.load(tmp_path / "exists.npy").shape == (2,)
+
+
+def test_unknown_command_exits_2(capsys):
+    rc, _, err = run(["frobnicate"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "frobnicate" in err
+
+
+def test_scheduler_without_dask_fails_before_sampling(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # `import dask.distributed` now fails
+    monkeypatch.setattr(cli, "build_mechanism", _no_sampling)
+    rc, _, err = run(["sample", *SMALL, "--count", "5", "--scheduler", "tcp://localhost:1"], capsys)
+    assert rc == 1 and err.count("\n") == 1 and "--scheduler" in err and "pip install" in err
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise IndexError("index 0 is out of bounds")
+
+    monkeypatch.setattr(cli, "build_mechanism", broken)
+    argv = ["sample", *SMALL, "--count", "5"]
+    rc, _, err = run(argv, capsys)
+    assert rc == 1 and err == "knorm: error: IndexError: index 0 is out of bounds\n"
+    for debug in (["--debug", *argv], [*argv, "--debug"]):
+        rc, _, err = run(debug, capsys)
+        assert rc == 1 and "Traceback" in err and "IndexError" in err
+
+
+def test_private_run_resumes_from_its_checkpoint(tmp_path, capsys):
+    """Without a seed, the OS entropy behind a checkpointed run is kept (secret) beside its
+    snapshots, so --resume continues the same run; a new run draws new noise."""
+    base = ["sample", *SMALL, "--count", "200", "--quiet", "--checkpoint", str(tmp_path / "ck")]
+    assert run([*base, "--out", str(tmp_path / "a.npy")], capsys)[0] == 0
+    entropy = tmp_path / "ck" / cli.ENTROPY_FILE
+    assert entropy.exists() and (entropy.stat().st_mode & 0o777) == 0o600
+    rc, stdout, _ = run([*base, "--resume", "--json", "--out", str(tmp_path / "b.npy")], capsys)
+    s = json.loads(stdout)
+    assert rc == 0 and s["resumed_from_checkpoint"] and s["private"] and s["noise_source"] == "os-entropy"
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+    assert run([*base, "--out", str(tmp_path / "c.npy")], capsys)[0] == 0
+    assert not np.any(np.load(tmp_path / "a.npy") == np.load(tmp_path / "c.npy"))
+
+
+def test_bench_overwrites_only_with_force(tmp_path, capsys):
+    (tmp_path / "table3.md").write_text("old")
+    argv = ["bench", "table3", "--d", "3", "--n", "6", "--eps", "1", "--releases", "5", "--out-dir", str(tmp_path),
+            "--no-plot"]
+    rc, _, err = run(argv, capsys)
+    assert rc == 1 and "table3.md" in err and (tmp_path / "table3.md").read_text() == "old"
+    assert run([*argv, "--force"], capsys)[0] == 0 and (tmp_path / "table3.md").read_text() != "old"
+
+
+def test_uniform_draws_are_fresh_unless_seeded(tmp_path, capsys):
+    argv = ["uniform", "--workload", "identity", "--n", "4", "--count", "50"]
+    draws = []
+    for name, extra in (("a", []), ("b", []), ("c", ["--nonprivate-seed", "1"]), ("e", ["--nonprivate-seed", "1"])):
+        assert run([*argv, *extra, "--out", str(tmp_path / f"{name}.npy")], capsys)[0] == 0
+        draws.append(np.load(tmp_path / f"{name}.npy"))
+    assert not np.any(draws[0] == draws[1])
+    np.testing.assert_array_equal(draws[2], draws[3])
+
+
+def test_an_uncertified_sampler_run_is_one_line_with_the_way_out(monkeypatch, capsys):
+    class ConvergenceError(RuntimeError):  # stands for knorm.ConvergenceError
+        pass
+
+    def uncertified(*args, **kwargs):
+        raise ConvergenceError("the sampler run was not certified")
+
+    monkeypatch.setattr(cli, "build_mechanism", uncertified)
+    rc, _, err = run(["sample", *SMALL, "--count", "5"], capsys)
+    assert rc == 1 and err.count("\n") == 1 and "not certified" in err and "--accept-uncertified" in err
+
+
+def test_square_workloads_take_d_or_n(capsys):
+    for size in (["--d", "5"], ["--n", "5"]):
+        rc, stdout, _ = run(["sample", "--workload", "identity", *size, "--mechanism", "laplace", "--count", "3",
+                             "--json"], capsys)
+        assert rc == 0 and json.loads(stdout)["d"] == 5 and json.loads(stdout)["n"] == 5
