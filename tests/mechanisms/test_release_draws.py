@@ -156,9 +156,10 @@ def test_bad_sampler_options(F, cls, opts, match):
         cls(F, epsilon=1.0, sampler_options=opts)
 
 
+@pytest.mark.parametrize("cls", [KNormMechanism, NIMechanism])
 @pytest.mark.parametrize("G", [np.eye(3), W.random_pm1(4, 10, rng=1)])
-def test_sizes_that_cannot_fit_fail_fast_and_spend_nothing(G):
-    m = KNormMechanism(G, epsilon=1.0)
+def test_sizes_that_cannot_fit_fail_fast_and_spend_nothing(cls, G):
+    m = cls(G, epsilon=1.0)
     t = time.perf_counter()
     with pytest.raises(ValueError, match="size"):
         m.release(np.zeros(G.shape[1]), size=10**12)
@@ -166,7 +167,7 @@ def test_sizes_that_cannot_fit_fail_fast_and_spend_nothing(G):
         m.sample_noise(10**12)
     assert time.perf_counter() - t < 5 and m.answers == 0
     with pytest.raises(ValueError, match="bank_size"):
-        KNormMechanism(G, epsilon=1.0, bank_size=10**12)
+        cls(G, epsilon=1.0, bank_size=10**12)
 
 
 def test_bad_accept_uncertified():
