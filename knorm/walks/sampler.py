@@ -154,7 +154,7 @@ def memory_limit():
 
 
 def check_memory(name, value, nbytes):
-    """ValueError naming ``name`` if ``nbytes`` (an estimate, made before allocating) exceeds :func:`memory_limit`."""
+    """ValueError naming ``name`` if ``nbytes`` (estimated before allocating) exceeds :func:`memory_limit`."""
     limit = memory_limit()
     if nbytes > limit:
         raise ValueError(f"{name}={value!r} needs about {nbytes / 2**30:.3g} GiB, more than the "
@@ -396,13 +396,13 @@ class Sampler:
         out = amb[keep[:, 0], keep[:, 1]]
         sources = keep + np.array([0, offset])
         stats = sum(c.stats for c in cs) - stats0
+        pool_repeats = int(np.all(draws[:, 1:] == draws[:, :-1], axis=2).sum())
         self.last_info = SamplingInfo(
             walk=walk, chains=nchains, steps=used * nchains, thin=self.thin, warmup=warmup, draws=total, rhat=rh,
             ess=e, seconds=time.perf_counter() - t0, converged=ok, pivots=sum(c.pivots for c in cs) - pivots0,
             rounding_iterations=self.rounding.iterations,
             extra={"rejected": int(stats[0]), "reflections": int(stats[1]), "tau": self.tau, "released": len(out),
-                   "repeats_dropped": dropped, "pool_repeats": int(np.all(draws[:, 1:] == draws[:, :-1], axis=2).sum()),
-                   "sources": sources},
+                   "repeats_dropped": dropped, "pool_repeats": pool_repeats, "sources": sources},
         )
         return out, self.last_info
 
