@@ -58,7 +58,9 @@ class SamplingInfo:
 
     @property
     def samples_per_second(self):
-        return self.draws / self.seconds if self.seconds > 0 else np.inf
+        """Draws fit for release per second (``extra["released"]``; all records if unknown)."""
+        n = self.extra.get("released", self.draws)
+        return n / self.seconds if self.seconds > 0 else np.inf
 
     @property
     def ess_per_second(self):
@@ -66,7 +68,8 @@ class SamplingInfo:
 
     def summary(self):
         return (
-            f"{self.walk}: {self.draws} draws from {self.chains} chains, thin {self.thin}, "
+            f"{self.walk}: {self.extra.get('released', self.draws)} draws fit for release from {self.draws} records "
+            f"of {self.chains} chains, thin {self.thin}, "
             f"{self.steps} steps in {self.seconds:.2f} s ({self.samples_per_second:.0f} samples/s); "
             f"max R-hat {self.max_rhat:.4f}, min bulk ESS {self.min_ess:.0f} "
             f"({self.ess_per_second:.0f} ESS/s)"
