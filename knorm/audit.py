@@ -15,9 +15,8 @@ fixed before the held-out data are seen. Two ways to fix S:
   of ``m`` answers (``m·ε`` under basic composition), not the claim of one answer.
 * :func:`audit` — a threshold event ``{T > t}`` or ``{T < t}`` on a scalar statistic T
   (the output, a coordinate or a projection) chosen on a *training* half and bounded
-  on the held-out half. Its thresholds cover a quantile grid and every gap between
-  consecutive order statistics beyond it, so events as rare as one training sample are
-  visible.
+  on the held-out half. Its thresholds cover a quantile grid and every order statistic
+  beyond it, so events as rare as one training sample are visible.
 
 Non-finite outputs are failures, not data: a mechanism must never emit NaN or ±inf.
 Both audits then return ``epsilon_lower_bound = inf`` with ``failure`` naming the
@@ -230,12 +229,14 @@ def _statistics(A, B, rng, n_proj):
 
 
 def _thresholds(pooled, quantiles):
-    """Quantile grid plus the midpoints between consecutive distinct order statistics
-    below the first and above the last grid quantile (every tail event is represented)."""
+    """Thresholds per side: a quantile grid, plus one event per distinct order statistic
+    beyond it, ``{T >= v}`` above the grid and ``{T <= v}`` below it (every tail event of
+    the training sample is represented, down to a single sample). Cutting at v rather
+    than mid-gap keeps the event as far as possible from the other sample's extremes."""
     v = np.unique(pooled)
     grid = np.quantile(pooled, quantiles)
-    lo, hi = v[v <= grid[0]], v[v >= grid[-1]]
-    return np.unique(np.concatenate([grid, (lo[:-1] + lo[1:]) / 2, (hi[:-1] + hi[1:]) / 2]))
+    return {"greater": np.unique(np.concatenate([grid, np.nextafter(v[v > grid[-1]], -np.inf)])),
+            "less": np.unique(np.concatenate([grid, np.nextafter(v[v < grid[0]], np.inf)]))}
 
 
 def _wilson(k, n, z):
@@ -256,20 +257,20 @@ def _best_event(a, b, delta, thresholds, alpha):
     z = stats.norm.ppf(1 - alpha / 2)
     sa, sb = np.sort(a), np.sort(b)
     best = (-np.inf, None)
-    for side in ("greater", "less"):
+    for side, ts in thresholds.items():
         if side == "greater":
-            ka = len(a) - np.searchsorted(sa, thresholds, side="right")
-            kb = len(b) - np.searchsorted(sb, thresholds, side="right")
+            ka = len(a) - np.searchsorted(sa, ts, side="right")
+            kb = len(b) - np.searchsorted(sb, ts, side="right")
         else:
-            ka = np.searchsorted(sa, thresholds, side="left")
-            kb = np.searchsorted(sb, thresholds, side="left")
+            ka = np.searchsorted(sa, ts, side="left")
+            kb = np.searchsorted(sb, ts, side="left")
         p_low, _ = _wilson(ka, len(a), z)
         _, q_high = _wilson(kb, len(b), z)
         with np.errstate(divide="ignore", invalid="ignore"):
             val = np.where(p_low - delta > 0, np.log((p_low - delta) / q_high), -np.inf)
         i = int(np.argmax(val))
         if val[i] > best[0]:
-            best = (float(val[i]), (side, float(thresholds[i])))
+            best = (float(val[i]), (side, float(ts[i])))
     return best
 
 
