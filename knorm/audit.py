@@ -55,7 +55,7 @@ class AuditResult:
     n: int
     p_low: float = 0.0
     q_high: float = 1.0
-    failure: str = None
+    failure: str | None = None
 
     def refutes(self, claimed_epsilon):
         return self.epsilon_lower_bound > claimed_epsilon

@@ -148,10 +148,16 @@ def test_exact_laplace_is_not_caught_by_pre_registered_events():
     def both_above(W):
         return bool(np.all(W > 1.5))
 
+    N = 3000
     r = audit_event(both_above, lambda k: one.release(y, size=k), lambda k: one.release(y2, size=k),
-                    windows=3000, window=2)
-    # true ε of the event: 2 ln((1 − e^{−1/2}/2) / (e^{−1/2}/2)) ≈ 1.66 <= claim 2ε = 2
-    assert 0.5 < r.epsilon_lower_bound <= 2.0
+                    windows=N, window=2)
+    # exact: P = (1 − e^{−1/2}/2)², Q = (e^{−1/2}/2)²; the event's ε = ln(P/Q) ≈ 1.66 <= claim 2ε = 2.
+    # The bound stays below ln(P/Q) (probability >= 1 − α) and, at counts 4 sd from their means,
+    # above cp_bound(...) ≈ 1.2: the audit sees most of the true ε without overshooting it.
+    P, Q = (1 - math.exp(-0.5) / 2) ** 2, (math.exp(-0.5) / 2) ** 2
+    k_p = int(N * P - 4 * math.sqrt(N * P * (1 - P)))
+    k_q = int(N * Q + 4 * math.sqrt(N * Q * (1 - Q))) + 1
+    assert cp_bound(k_p, k_q, N) <= r.epsilon_lower_bound <= math.log(P / Q) <= 2.0
 
 
 @pytest.mark.xfail(strict=True, reason="the ball walk of main 650b28f releases repeated uniform draws "
