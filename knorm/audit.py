@@ -102,9 +102,8 @@ def _failure(alpha, delta, n, event, message):
     return AuditResult(math.inf, 1 - alpha, delta, event, math.nan, math.nan, n, failure=message)
 
 
-def _nonfinite_message(name, bad, total, what="outputs"):
-    return (f"{name} returned {bad} non-finite {what} of {total} (NaN or ±inf): "
-            "a mechanism must never emit them")
+def _nonfinite_message(name, what):
+    return f"{name} returned {what} (NaN or ±inf): a mechanism must never emit them"
 
 
 # ---------------------------------------------------------------- pre-registered events
@@ -143,7 +142,7 @@ def audit_event(event, sample_p, sample_q, *, windows=200, window=20, delta=0.0,
             bad = int(W.size - np.count_nonzero(np.isfinite(W)))
             if bad:
                 return _failure(alpha, delta, windows, {"name": name, "window": window},
-                                _nonfinite_message(label, bad, W.size, f"values in window {i}"))
+                                _nonfinite_message(label, f"{bad} non-finite values in window {i} ({W.size} values)"))
             hit = event(W)
             if np.ndim(hit) != 0:
                 raise ValueError(f"event must return one bool per window, got shape {np.shape(hit)}")
@@ -188,7 +187,7 @@ def fx_on_line(fx, tol=1e-9):
     """
     fx = np.atleast_1d(np.asarray(fx, dtype=float))
     if fx.ndim != 1 or not np.all(np.isfinite(fx)):
-        raise ValueError(f"fx must be a finite vector, got shape {fx.shape}")
+        raise ValueError(f"fx must be a finite 1-D vector (no NaN or inf), got shape {fx.shape}")
     if not (isinstance(tol, numbers.Real) and 0 < tol < 1):
         raise ValueError(f"tol must be in (0, 1), got {tol!r}")
 
@@ -294,7 +293,7 @@ def audit(sample_p, sample_q, *, n=20000, delta=0.0, alpha=0.05, n_proj=4, rng=N
     for label, X in (("sample_p", A), ("sample_q", B)):
         bad = int(np.count_nonzero(~np.isfinite(X).reshape(n, -1).all(axis=1)))
         if bad:
-            return _failure(alpha, delta, n - half, {}, _nonfinite_message(label, bad, n))
+            return _failure(alpha, delta, n - half, {}, _nonfinite_message(label, f"{bad} non-finite outputs of {n}"))
     quantiles = np.linspace(0.005, 0.995, 199)
     stats_list = _statistics(A, B, gen, n_proj)
     # choose, on the training halves, the best event over statistics and both directions
