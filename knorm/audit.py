@@ -103,7 +103,7 @@ def _failure(alpha, delta, n, event, message):
 
 
 def _nonfinite_message(name, what):
-    return f"{name} returned {what} (NaN or ±inf): a mechanism must never emit them"
+    return f"{name} returned {what} that are not finite (NaN or ±inf); a mechanism must never emit them"
 
 
 # ---------------------------------------------------------------- pre-registered events
@@ -142,7 +142,7 @@ def audit_event(event, sample_p, sample_q, *, windows=200, window=20, delta=0.0,
             bad = int(W.size - np.count_nonzero(np.isfinite(W)))
             if bad:
                 return _failure(alpha, delta, windows, {"name": name, "window": window},
-                                _nonfinite_message(label, f"{bad} non-finite values in window {i} ({W.size} values)"))
+                                _nonfinite_message(label, f"{bad} of the {W.size} values in window {i}"))
             hit = event(W)
             if np.ndim(hit) != 0:
                 raise ValueError(f"event must return one bool per window, got shape {np.shape(hit)}")
@@ -293,7 +293,7 @@ def audit(sample_p, sample_q, *, n=20000, delta=0.0, alpha=0.05, n_proj=4, rng=N
     for label, X in (("sample_p", A), ("sample_q", B)):
         bad = int(np.count_nonzero(~np.isfinite(X).reshape(n, -1).all(axis=1)))
         if bad:
-            return _failure(alpha, delta, n - half, {}, _nonfinite_message(label, f"{bad} non-finite outputs of {n}"))
+            return _failure(alpha, delta, n - half, {}, _nonfinite_message(label, f"{bad} of {n} outputs"))
     quantiles = np.linspace(0.005, 0.995, 199)
     stats_list = _statistics(A, B, gen, n_proj)
     # choose, on the training halves, the best event over statistics and both directions
