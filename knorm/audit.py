@@ -1,24 +1,35 @@
 """Empirical privacy audit: a statistical lower bound on ε from samples (MATH.md §7).
 
 For neighbouring inputs the mechanism's outputs P (on x) and Q (on x') must satisfy
-``P(S) <= e^ε Q(S) + δ`` for every event S. The audit draws samples from both, uses a
-*training* half to pick the event (a threshold ``{T > t}`` or ``{T < t}`` on a scalar
-statistic T: the output itself, or a projection for vector outputs) whose
-Clopper–Pearson ε bound is largest on that half, then on the *held-out* half bounds ``P(S)`` from below and
-``Q(S)`` from above with Clopper–Pearson intervals (each at 1 − α/2):
+``P(S) <= e^ε Q(S) + δ`` for every event S. From ``N`` outputs (or windows of outputs)
+under each input, with one-sided Clopper–Pearson bounds at level 1 − α/2 each,
 
     ε_LB = ln((P_low(S) − δ) / Q_high(S)),
 
-a lower bound on the true ε that holds with probability at least 1 − α: the event and
-its direction (P vs Q or Q vs P) are chosen on the training half only, and each of the
-two one-sided bounds fails with probability <= α/2. A mechanism whose claim is below
-ε_LB is caught; a correct one is caught with probability <= α.
+a lower bound on the true ε that holds with probability at least 1 − α whenever S is
+fixed before the held-out data are seen. Two ways to fix S:
+
+* :func:`audit_event` — a *pre-registered* event on a window of ``m`` outputs (a
+  function window → bool, e.g. :func:`fx_on_line` or :func:`repeated_answer`),
+  evaluated on fresh windows; no training half. The claim to compare with is the claim
+  of ``m`` answers (``m·ε`` under basic composition), not the claim of one answer.
+* :func:`audit` — a threshold event ``{T > t}`` or ``{T < t}`` on a scalar statistic T
+  (the output, a coordinate or a projection) chosen on a *training* half and bounded
+  on the held-out half. Its thresholds cover a quantile grid and every order statistic
+  beyond it, so events as rare as one training sample are visible.
+
+Non-finite outputs are failures, not data: a mechanism must never emit NaN or ±inf.
+Both audits then return ``epsilon_lower_bound = inf`` with ``failure`` naming the
+sampler (so ``refutes(any claim)`` is True); they never silently return 0.
 """
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+from scipy.spatial import KDTree
 
 from ._rng import as_generator
 
@@ -27,9 +38,12 @@ from ._rng import as_generator
 class AuditResult:
     """``epsilon_lower_bound`` holds with probability >= ``confidence``.
 
-    ``event``: the chosen test (statistic, side, threshold, direction);
-    ``p_hat`` / ``q_hat``: held-out frequencies of the event under the two inputs;
-    ``n``: held-out samples per input.
+    ``event``: the test (statistic, side, threshold, direction; or the pre-registered
+    event's name, window and hit counts); ``p_hat`` / ``q_hat``: held-out frequencies of
+    the event under the two inputs; ``n``: held-out samples (windows) per input;
+    ``p_low`` / ``q_high``: their one-sided Clopper–Pearson bounds at 1 − α/2 each.
+    ``failure``: None, or why the audit stopped (a non-finite output): then
+    ``epsilon_lower_bound`` is inf.
     """
 
     epsilon_lower_bound: float
@@ -39,16 +53,162 @@ class AuditResult:
     p_hat: float
     q_hat: float
     n: int
+    p_low: float = 0.0
+    q_high: float = 1.0
+    failure: str | None = None
 
     def refutes(self, claimed_epsilon):
         return self.epsilon_lower_bound > claimed_epsilon
 
+    def delta_lower_bound(self, epsilon):
+        """``P_low − e^ε Q_high`` (>= 0): the release is not (ε, δ)-DP for smaller δ."""
+        if self.failure is not None:
+            return 1.0
+        return float(max(0.0, self.p_low - math.exp(epsilon) * self.q_high)) if epsilon < 700 else 0.0
+
 
 def clopper_pearson(k, n, alpha):
-    """Two-sided 1 − alpha Clopper–Pearson interval for k successes in n trials."""
-    lo = 0.0 if k == 0 else stats.beta.ppf(alpha / 2, k, n - k + 1)
-    hi = 1.0 if k == n else stats.beta.ppf(1 - alpha / 2, k + 1, n - k)
-    return float(lo), float(hi)
+    """Clopper–Pearson bounds for k successes in n trials: ``(low, high)``.
+
+    Each bound is one-sided at level 1 − α/2 (together, a two-sided 1 − α interval):
+    ``scipy.stats.binomtest(k, n).proportion_ci(1 − α, method="exact")``.
+    """
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=1 - alpha, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def _epsilon_bound(k_p, k_q, n_p, n_q, delta, alpha):
+    """``(ε_LB, P_low, Q_high)`` with ε_LB = ln((P_low − δ)/Q_high), floored at 0."""
+    p_low, _ = clopper_pearson(k_p, n_p, alpha)
+    _, q_high = clopper_pearson(k_q, n_q, alpha)
+    lb = math.log((p_low - delta) / q_high) if p_low - delta > 0 else 0.0
+    return max(lb, 0.0), p_low, q_high
+
+
+def _check_common(alpha, delta):
+    if not (isinstance(alpha, numbers.Real) and 0 < alpha < 1):
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if not (isinstance(delta, numbers.Real) and 0 <= delta < 1):
+        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+
+
+def _int_at_least(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _failure(alpha, delta, n, event, message):
+    return AuditResult(math.inf, 1 - alpha, delta, event, math.nan, math.nan, n, failure=message)
+
+
+def _nonfinite_message(name, what):
+    return f"{name} returned {what} that are not finite (NaN or ±inf); a mechanism must never emit them"
+
+
+# ---------------------------------------------------------------- pre-registered events
+
+
+def audit_event(event, sample_p, sample_q, *, windows=200, window=20, delta=0.0, alpha=0.05, name=None):
+    """Lower-bound ε with a pre-registered event on windows of outputs.
+
+    ``event(W) -> bool`` for a window ``W`` of shape (window,) or (window, dim);
+    ``sample_p(window)`` / ``sample_q(window)``: ``window`` outputs of the mechanism on
+    x and on x', called ``windows`` times each (windows are assumed independent; for
+    consecutive releases of one MCMC mechanism this holds only approximately). With
+    ``k_p``, ``k_q`` hits: ε_LB = ln((P_low − δ)/Q_high) at one-sided levels 1 − α/2,
+    valid with probability >= 1 − α because the event is fixed in advance. A window holds
+    ``window`` answers on the same data, so compare ε_LB with their composed claim.
+    A non-finite output stops the audit: ε_LB = inf and ``failure`` names the sampler.
+    """
+    if not callable(event):
+        raise ValueError(f"event must be a function of a window of outputs, got {type(event).__name__}")
+    if not (callable(sample_p) and callable(sample_q)):
+        raise ValueError("sample_p and sample_q must be functions k -> k outputs")
+    windows = _int_at_least("windows", windows, 1)
+    window = _int_at_least("window", window, 2)
+    _check_common(alpha, delta)
+    name = name or getattr(event, "__name__", "event")
+    hits = {}
+    shape = None
+    for label, sampler in (("sample_p", sample_p), ("sample_q", sample_q)):
+        k = 0
+        for i in range(windows):
+            W = np.asarray(sampler(window), dtype=float)
+            if W.ndim not in (1, 2) or W.shape[0] != window or (shape is not None and W.shape != shape):
+                want = f"{shape}" if shape is not None else f"({window},) or ({window}, dim)"
+                raise ValueError(f"{label} must return windows of shape {want}; got {W.shape}")
+            shape = W.shape
+            bad = int(W.size - np.count_nonzero(np.isfinite(W)))
+            if bad:
+                return _failure(alpha, delta, windows, {"name": name, "window": window},
+                                _nonfinite_message(label, f"{bad} of the {W.size} values in window {i}"))
+            hit = event(W)
+            if np.ndim(hit) != 0:
+                raise ValueError(f"event must return one bool per window, got shape {np.shape(hit)}")
+            k += bool(hit)
+        hits[label] = k
+    k_p, k_q = hits["sample_p"], hits["sample_q"]
+    lb, p_low, q_high = _epsilon_bound(k_p, k_q, windows, windows, delta, alpha)
+    ev = {"name": name, "window": window, "hits_p": k_p, "hits_q": k_q}
+    return AuditResult(lb, 1 - alpha, delta, ev, k_p / windows, k_q / windows, windows, p_low, q_high)
+
+
+def _as_rows(W):
+    W = np.asarray(W, dtype=float)
+    return W[:, None] if W.ndim == 1 else W
+
+
+def repeated_answer(atol=0.0):
+    """Event: two outputs of the window agree within ``atol`` (max-norm; 0 = identical).
+
+    A mechanism with continuous noise repeats an answer with probability 0, so any hit
+    is a defect (e.g. a reused noise vector). It is evidence of privacy loss only when
+    its frequency differs between x and x'; report the hits under both.
+    """
+    if not (isinstance(atol, numbers.Real) and 0 <= atol < math.inf):
+        raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
+
+    def answer_repeated(W):
+        return bool(KDTree(_as_rows(W)).query_pairs(r=float(atol), p=np.inf))
+
+    answer_repeated.__name__ = f"answer repeated (atol={atol:g})"
+    return answer_repeated
+
+
+def fx_on_line(fx, tol=1e-9):
+    """Event: the true answer ``fx`` lies on the line through two outputs of the window.
+
+    With ``u_i = a_i − fx`` and unit directions ``û_i``, a pair hits when
+    ``min(‖û_i − û_j‖, ‖û_i + û_j‖) <= tol`` (≈ the angle, in radians, between the lines
+    from fx to a_i and to a_j), or when some ``a_i == fx``. K-norm noise ``r·z`` with a
+    reused z and fresh r puts ``fx`` exactly on such a line; continuous noise in dim >= 2
+    does so with probability 0. Under x' the auditor still tests the ``fx`` of x.
+    """
+    fx = np.atleast_1d(np.asarray(fx, dtype=float))
+    if fx.ndim != 1 or not np.all(np.isfinite(fx)):
+        raise ValueError(f"fx must be a finite 1-D vector (no NaN or inf), got shape {fx.shape}")
+    if not (isinstance(tol, numbers.Real) and 0 < tol < 1):
+        raise ValueError(f"tol must be in (0, 1), got {tol!r}")
+
+    def on_line(W):
+        W = _as_rows(W)
+        if W.shape[1] != fx.size:
+            raise ValueError(f"fx has {fx.size} entries but the outputs have {W.shape[1]}")
+        U = W - fx
+        norms = np.linalg.norm(U, axis=1)
+        if np.any(norms == 0):
+            return True
+        U = U / norms[:, None]
+        m = len(U)
+        pairs = KDTree(np.vstack([U, -U])).query_pairs(r=float(tol))
+        return any(i % m != j % m for i, j in pairs)
+
+    on_line.__name__ = f"Fx on the line through two answers (tol={tol:g})"
+    return on_line
+
+
+# ---------------------------------------------------------------- threshold events
 
 
 def _statistics(A, B, rng, n_proj):
@@ -67,19 +227,44 @@ def _statistics(A, B, rng, n_proj):
     return out
 
 
-def _best_event(a, b, delta, quantiles, alpha):
-    """On training data: the threshold event with the largest Clopper–Pearson ε bound.
+def _thresholds(pooled, quantiles):
+    """Thresholds per side: a quantile grid, plus one event per distinct order statistic
+    beyond it, ``{T >= v}`` above the grid and ``{T <= v}`` below it (every tail event of
+    the training sample is represented, down to a single sample). Cutting at v rather
+    than mid-gap keeps the event as far as possible from the other sample's extremes."""
+    v = np.unique(pooled)
+    grid = np.quantile(pooled, quantiles)
+    return {"greater": np.unique(np.concatenate([grid, np.nextafter(v[v > grid[-1]], -np.inf)])),
+            "less": np.unique(np.concatenate([grid, np.nextafter(v[v < grid[0]], np.inf)]))}
 
-    Ranking by the bound itself (not the raw ratio) avoids far-tail events whose few
-    hits give weak held-out bounds.
+
+def _wilson(k, n, z):
+    """Wilson score bounds, vectorised: a ranking score only (never reported as a bound)."""
+    p = k / n
+    c = p + z * z / (2 * n)
+    h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (c - h) / (1 + z * z / n), (c + h) / (1 + z * z / n)
+
+
+def _best_event(a, b, delta, thresholds, alpha):
+    """On training data: the threshold event with the largest approximate ε bound.
+
+    Ranking by a confidence bound (Wilson, vectorised) rather than the raw ratio avoids
+    far-tail events whose few hits give weak held-out bounds; any ranking computed on
+    the training half keeps the held-out Clopper–Pearson bound valid.
     """
-    ts = np.unique(np.quantile(np.concatenate([a, b]), quantiles))
+    z = stats.norm.ppf(1 - alpha / 2)
+    sa, sb = np.sort(a), np.sort(b)
     best = (-np.inf, None)
-    for side in ("greater", "less"):
-        ka = np.array([(a > t).sum() if side == "greater" else (a < t).sum() for t in ts])
-        kb = np.array([(b > t).sum() if side == "greater" else (b < t).sum() for t in ts])
-        p_low = np.where(ka > 0, stats.beta.ppf(alpha / 2, np.maximum(ka, 1), len(a) - ka + 1), 0.0)
-        q_high = np.where(kb < len(b), stats.beta.ppf(1 - alpha / 2, kb + 1, np.maximum(len(b) - kb, 1)), 1.0)
+    for side, ts in thresholds.items():
+        if side == "greater":
+            ka = len(a) - np.searchsorted(sa, ts, side="right")
+            kb = len(b) - np.searchsorted(sb, ts, side="right")
+        else:
+            ka = np.searchsorted(sa, ts, side="left")
+            kb = np.searchsorted(sb, ts, side="left")
+        p_low, _ = _wilson(ka, len(a), z)
+        _, q_high = _wilson(kb, len(b), z)
         with np.errstate(divide="ignore", invalid="ignore"):
             val = np.where(p_low - delta > 0, np.log((p_low - delta) / q_high), -np.inf)
         i = int(np.argmax(val))
@@ -93,25 +278,30 @@ def audit(sample_p, sample_q, *, n=20000, delta=0.0, alpha=0.05, n_proj=4, rng=N
 
     ``sample_p(k)`` / ``sample_q(k)``: k outputs of the mechanism on x and on x'
     (shape (k,) or (k, dim)). ``n`` samples are drawn from each, half to choose the
-    test, half to evaluate it. Returns an :class:`AuditResult`.
+    test, half to evaluate it. Returns an :class:`AuditResult`; non-finite outputs give
+    ε_LB = inf and a ``failure`` message naming the sampler.
     """
-    if n < 100:
-        raise ValueError(f"n must be at least 100, got {n}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    n = _int_at_least("n", n, 100)
+    _check_common(alpha, delta)
+    n_proj = _int_at_least("n_proj", n_proj, 0)
     gen = as_generator(rng)
     A = np.asarray(sample_p(n), float)
     B = np.asarray(sample_q(n), float)
-    if A.shape != B.shape or A.shape[0] != n:
-        raise ValueError(f"the samplers must return {n} outputs of equal shape; got {A.shape} and {B.shape}")
+    if A.shape != B.shape or A.shape[0] != n or A.ndim not in (1, 2):
+        raise ValueError(f"sample_p and sample_q must return {n} outputs of equal shape; got {A.shape} and {B.shape}")
     half = n // 2
+    for label, X in (("sample_p", A), ("sample_q", B)):
+        bad = int(np.count_nonzero(~np.isfinite(X).reshape(n, -1).all(axis=1)))
+        if bad:
+            return _failure(alpha, delta, n - half, {}, _nonfinite_message(label, f"{bad} of {n} outputs"))
     quantiles = np.linspace(0.005, 0.995, 199)
     stats_list = _statistics(A, B, gen, n_proj)
     # choose, on the training halves, the best event over statistics and both directions
     best = (-np.inf, None)
     for name, a, b in stats_list:
+        ts = _thresholds(np.concatenate([a[:half], b[:half]]), quantiles)
         for direction, (x, y) in (("P vs Q", (a, b)), ("Q vs P", (b, a))):
-            val, ev = _best_event(x[:half], y[:half], delta, quantiles, alpha)
+            val, ev = _best_event(x[:half], y[:half], delta, ts, alpha)
             if ev is not None and val > best[0]:
                 best = (val, {"statistic": name, "side": ev[0], "threshold": ev[1], "direction": direction,
                               "data": (x[half:], y[half:])})
@@ -123,8 +313,6 @@ def audit(sample_p, sample_q, *, n=20000, delta=0.0, alpha=0.05, n_proj=4, rng=N
     hit_y = y > ev["threshold"] if ev["side"] == "greater" else y < ev["threshold"]
     # one event, chosen on the training halves, is evaluated on held-out data; each
     # one-sided Clopper–Pearson bound fails with probability <= α/2, so jointly <= α
-    p_low, _ = clopper_pearson(int(hit_x.sum()), len(x), alpha)
-    _, q_high = clopper_pearson(int(hit_y.sum()), len(y), alpha)
-    lb = np.log((p_low - delta) / q_high) if p_low - delta > 0 else 0.0
-    return AuditResult(float(max(lb, 0.0)), 1 - alpha, delta, ev, float(hit_x.mean()), float(hit_y.mean()),
-                       len(x))
+    k_x, k_y = int(hit_x.sum()), int(hit_y.sum())
+    lb, p_low, q_high = _epsilon_bound(k_x, k_y, len(x), len(y), delta, alpha)
+    return AuditResult(lb, 1 - alpha, delta, ev, k_x / len(x), k_y / len(y), len(x), p_low, q_high)
