@@ -160,11 +160,10 @@ def test_exact_laplace_is_not_caught_by_pre_registered_events():
     assert cp_bound(k_p, k_q, N) <= r.epsilon_lower_bound <= math.log(P / Q) <= 2.0
 
 
-@pytest.mark.xfail(strict=True, reason="the ball walk of main 650b28f releases repeated uniform draws "
-                                       "(issue 8 item 4); passes once the sampler fix is merged")
 def test_knorm_ball_walk_never_puts_fx_on_a_line():
-    # 5 windows of 1000 consecutive releases (one bank each): the old walk repeats draws
-    # (about 5 pairs per 1000 on this F), so Fx lies on a line through two answers
+    # 5 windows of 1000 consecutive releases (one bank each). The ball walk of 650b28f
+    # released repeated draws (about 5 pairs per 1000 on this F: 3 of these 5 windows hit),
+    # so Fx lay on the line through two answers; the release selection now drops repeats.
     F = knorm.workloads.random_pm1(4, 8, rng=0)
     mech = knorm.KNormMechanism(F, epsilon=0.1, walk="ball", rng=18, bank_size=1000)
     x = np.arange(8.0)
