@@ -87,7 +87,7 @@ def _exact_log_volume(body):
     s = body.exact_structure
     r = body.dim
     base = r * np.log(2.0) - special.gammaln(r + 1) if s.kind == "cross-polytope" else r * np.log(2.0)
-    return base + np.linalg.slogdet(s.G)[1] + r * np.log(body._scale)
+    return base + np.linalg.slogdet(s.G)[1] + r * body._log_scale
 
 
 def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, chains=4, max_samples=None,
@@ -116,7 +116,7 @@ def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, c
     gen = as_generator(rng)
     rnd = rounding_of(body, workers)
     frame = rnd.frame
-    log_jac = np.linalg.slogdet(rnd.T)[1] + r * np.log(body._scale)
+    log_jac = np.linalg.slogdet(rnd.T)[1] + r * body._log_scale
     if r == 1:  # K' is a segment [-a, a]
         a = float(np.max(np.abs(frame.Ft)))
         return VolumeEstimate(np.log(2 * a) + log_jac, 0.0, 1, True, "exact (segment)",
