@@ -13,6 +13,11 @@ _STATUS = {
 }
 
 
+# Smallest ratio σ_min/σ_max of F (on its numerical span) the facet walk resolves: its
+# pivot tolerance is relative (1e-9), and thinner bodies break down or lose the gauge.
+THIN = 1e-8
+
+
 class OracleError(RuntimeError):
     """The facet-walk oracle could not finish (pivot limit or numerical breakdown)."""
 
@@ -203,7 +208,10 @@ class SymmetricHull:
     F : array_like, shape (d, n)
         Real, finite workload matrix with at least one non-zero column. Columns shorter
         than ``1e-14`` times the longest are dropped (a relative, scale-free test), as are
-        exact duplicates and opposites; near-parallel and interior columns are harmless.
+        exact duplicates and opposites; interior columns are harmless. The rank r counts
+        singular values above ``max(d, n)·eps`` times the largest; a body whose smallest
+        remaining singular value is below ``THIN`` (1e-8) times the largest (e.g. columns
+        parallel to 1e-10) is refused with a ValueError: the oracle could not be exact.
 
     Attributes
     ----------
@@ -239,6 +247,10 @@ class SymmetricHull:
         U, S, _ = np.linalg.svd(Fs, full_matrices=False)
         tol = S[0] * max(Fs.shape) * np.finfo(float).eps
         r = int(np.sum(S > tol))
+        if S[r - 1] < THIN * S[0]:
+            raise ValueError(f"F spans a direction {S[r - 1] / S[0]:.1e} times thinner than its widest (singular "
+                             f"values), below the {THIN:g} the exact oracle resolves: merge near-parallel columns "
+                             "or drop nearly dependent rows")
         self.dim = r
         self.span_basis = U[:, :r].copy()
         Fr = self.span_basis.T @ Fs
