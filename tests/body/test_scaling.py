@@ -130,3 +130,30 @@ def test_gauge_scaling_property(body, log_s, log_t):
             Ks.gauge(ys)
     elif want > 1e-290:
         assert Ks.gauge(ys) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("s", [1e-300, 1e300])
+def test_reference_oracle_at_extreme_scales(s):
+    """HiGHS's tolerances are absolute: the reference rescales too (it returned 0 or failed)."""
+    F, K, rng = _body(9)
+    ref, refs = ReferenceOracle(F), ReferenceOracle(F * s)
+    Y = rng.standard_normal((4, 5))
+    np.testing.assert_allclose(refs.gauge(Y * s), ref.gauge(Y), rtol=1e-9)
+    np.testing.assert_allclose(refs.gauge(Y * s), K.gauge(Y), rtol=1e-9)
+    assert refs.facet_normal(Y[0] * s) @ (Y[0] * s) == pytest.approx(K.gauge(Y[0]), rel=1e-8)
+    x = 0.5 * Y[1] / K.gauge(Y[1])
+    np.testing.assert_allclose(refs.chord(x * s, Y[2] * s), K.chord(x, Y[2]), rtol=1e-8)
+    np.testing.assert_allclose(ref.gauge(Y * 1e-200), K.gauge(Y) * 1e-200, rtol=1e-9)
+
+
+def test_reference_oracle_bad_points_are_named():
+    ref = ReferenceOracle(np.eye(3))
+    for name, call in [("y", lambda v: ref.gauge(v)), ("y", lambda v: ref.facet_normal(v)),
+                       ("x", lambda v: ref.chord(v, np.ones(3))), ("u", lambda v: ref.chord(np.zeros(3), v))]:
+        for bad in ([1.0, 2.0], [np.nan, 0, 0], "abc", [1j, 0, 0]):
+            with pytest.raises(ValueError, match=f"^{name} "):
+                call(bad)
+    with pytest.raises(ValueError, match="^tol "):
+        ref.contains(np.ones(3), tol=np.nan)
+    with pytest.raises(ValueError, match="^method "):
+        ReferenceOracle(np.eye(3), method=["highs"])
