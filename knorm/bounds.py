@@ -56,7 +56,12 @@ class VolumeEstimate:
 
     @property
     def volume(self):
-        return float(np.exp(self.log_volume))
+        """``exp(log_volume)``; a ValueError where that leaves the float64 range (use log_volume)."""
+        with np.errstate(over="ignore", under="ignore"):
+            v = float(np.exp(self.log_volume))
+        if not np.isfinite(v) or v == 0.0:
+            raise ValueError(f"volume = exp({self.log_volume:.6g}) is outside the float64 range: use log_volume")
+        return v
 
     def root(self):
         """``Vol^{1/dim}`` and its relative standard error (rel_stderr / dim)."""

@@ -301,6 +301,8 @@ class SymmetricHull:
     def to_ambient(self, Z):
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
         Z = np.asarray(Z, dtype=np.float64)
+        if Z.ndim not in (1, 2) or Z.shape[-1] != self.dim:
+            raise ValueError(f"Z must have shape ({self.dim},) or (m, {self.dim}); got {Z.shape}")
         with np.errstate(over="ignore", invalid="ignore"):
             out = np.ldexp((Z * self._unit) @ self.span_basis.T, self._exp)
         if not np.all(np.isfinite(out)):
