@@ -192,9 +192,11 @@ class Frame:
         out = np.zeros(2)
         u = np.asarray(u, dtype=np.float64)
         k = _exponent(u)  # x + s·u = x + (s·2^k)·(u·2^-k): walk along the scaled u, exactly
+        with np.errstate(over="ignore"):
+            s_scaled = float(np.ldexp(float(s_max), k))
         status = sx.move(
-            self.Ft, self.fmax, *state.args(), np.ascontiguousarray(x, float), np.ldexp(u, -k),
-            float(np.ldexp(float(s_max), k)), self.max_pivots, out,
+            self.Ft, self.fmax, *state.args(), np.ascontiguousarray(x, float), np.ldexp(u, -k), s_scaled,
+            self.max_pivots, out,
         )
         self.check(status, "a chord end")
         return float(np.ldexp(out[0], -k)), bool(out[1])
@@ -301,8 +303,8 @@ class SymmetricHull:
     def to_ambient(self, Z):
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
         Z = np.asarray(Z, dtype=np.float64)
-        if Z.ndim not in (1, 2) or Z.shape[-1] != self.dim:
-            raise ValueError(f"Z must have shape ({self.dim},) or (m, {self.dim}); got {Z.shape}")
+        if Z.ndim < 1 or Z.shape[-1] != self.dim:
+            raise ValueError(f"Z must have shape (..., {self.dim}); got {Z.shape}")
         with np.errstate(over="ignore", invalid="ignore"):
             out = np.ldexp((Z * self._unit) @ self.span_basis.T, self._exp)
         if not np.all(np.isfinite(out)):
