@@ -270,11 +270,11 @@ def vol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None, volume_estimate=None
     else:
         raise ValueError(f"volume_estimate must be a VolumeEstimate or None, got {type(volume_estimate).__name__}")
     r = est.dim
-    with np.errstate(over="ignore"):
-        value = float(np.exp(np.log(r * np.sqrt(r)) + est.log_volume / r - np.log(eps)))
+    log_value = np.log(r * np.sqrt(r)) + est.log_volume / r - np.log(eps)
+    with np.errstate(over="ignore", under="ignore"):
+        value = float(np.exp(log_value))
     if not np.isfinite(value) or value == 0.0:
-        raise ValueError(f"epsilon={eps:g}: VolLB = exp({np.log(r * np.sqrt(r)) + est.log_volume / r - np.log(eps):.6g})"
-                         " is outside the float64 range")
+        raise ValueError(f"epsilon={eps:g}: VolLB = exp({log_value:.6g}) is outside the float64 range")
     return BoundEstimate(value, value * est.rel_stderr / r, r, eps, "VolLB " + _CONSTANT_NOTE)
 
 

@@ -96,7 +96,8 @@ class ReferenceOracle:
     def chord(self, x, u):
         """``(t_minus, t_plus)``: two LPs ``max/min t s.t. F w = x + t u, ‖w‖₁ <= 1``."""
         self._need("highs", "chord")
-        x = np.ldexp(self._points(x, "x", single=True), -self._e)  # x + t·u ∈ K  ⟺  x·2^-e + t·u·2^-e ∈ K·2^-e
+        # x + t·u ∈ K  ⟺  x·2^-e + t·u·2^-e ∈ K·2^-e
+        x = np.ldexp(self._points(x, "x", single=True), -self._e)
         u = self._points(u, "u", single=True)
         ku = _exponent(u)
         u = np.ldexp(u, -ku)  # t for this u is t·2^(ku-e) for the caller's

