@@ -208,3 +208,15 @@ def test_empty_batches_give_empty_answers():
     assert K3.gauge(Y).shape == (0,)
     assert K3.contains(Y).shape == (0,)
     assert K3.facet_normal(Y).shape == (0, 3)
+
+
+@pytest.mark.parametrize("F", [np.diag([1.0, 1e-10, 1.0]), np.array([[1.0, 1.0], [1.0, 1.0 + 1e-12]])])
+def test_bodies_too_thin_for_the_oracle_are_refused(F):
+    """Used to build, then fail on queries (OracleError) or return gauges off by 1e-3."""
+    raises_named("F", SymmetricHull, F)
+
+
+def test_thin_but_resolvable_bodies_stay_exact():
+    K = SymmetricHull(np.diag([1.0, 1e-7, 1.0]))
+    Y = np.random.default_rng(0).standard_normal((20, 3)) * [1.0, 1e-7, 1.0]
+    np.testing.assert_allclose(K.gauge(Y), np.abs(Y).sum(1) + np.abs(Y[:, 1]) * (1e7 - 1), rtol=1e-12)
