@@ -1,6 +1,7 @@
 """The body ``K = F·B₁ⁿ`` and its exact oracle (MATH.md §2)."""
 
 import contextlib
+import math
 import threading
 
 import numpy as np
@@ -48,8 +49,16 @@ def validate_matrix(F, name="F"):
 
 def _exponent(y):
     """The ``k`` with ``max|y|·2^-k`` in ``[0.5, 1)`` (0 for y = 0): scaling by 2^-k is exact."""
-    m = float(np.max(np.abs(y))) if np.size(y) else 0.0
-    return int(np.frexp(m)[1]) if m > 0.0 else 0
+    m = float(np.abs(y).max()) if np.size(y) else 0.0
+    return math.frexp(m)[1] if m > 0.0 else 0
+
+
+def _ldexp(v, k):
+    """``v·2^k`` for a float (exact unless it over/underflows); ``±inf`` on overflow."""
+    try:
+        return math.ldexp(v, k)
+    except OverflowError:
+        return math.copysign(math.inf, v)
 
 
 def _row_exponents(Y):
@@ -192,14 +201,12 @@ class Frame:
         out = np.zeros(2)
         u = np.asarray(u, dtype=np.float64)
         k = _exponent(u)  # x + s·u = x + (s·2^k)·(u·2^-k): walk along the scaled u, exactly
-        with np.errstate(over="ignore"):
-            s_scaled = float(np.ldexp(float(s_max), k))
         status = sx.move(
-            self.Ft, self.fmax, *state.args(), np.ascontiguousarray(x, float), np.ldexp(u, -k), s_scaled,
-            self.max_pivots, out,
+            self.Ft, self.fmax, *state.args(), np.ascontiguousarray(x, float), np.ldexp(u, -k),
+            _ldexp(float(s_max), k), self.max_pivots, out,
         )
         self.check(status, "a chord end")
-        return float(np.ldexp(out[0], -k)), bool(out[1])
+        return _ldexp(float(out[0]), -k), bool(out[1])
 
 
 class SymmetricHull:
@@ -311,6 +318,16 @@ class SymmetricHull:
             raise ValueError("Z: ambient coordinates are NaN or overflow float64")
         return out
 
+    def _to_frame1(self, y):
+        """:meth:`_to_frame` for one point (d,): ``(z, k, off)`` with scalars k and off."""
+        k = _exponent(y)
+        ys = np.ldexp(y, -k)
+        z = ys @ self.span_basis
+        resid = ys - self.span_basis @ z
+        yy = float(ys @ ys)
+        off = math.sqrt(float(resid @ resid) / yy) if yy > 0.0 else 0.0
+        return z / self._unit, k, off
+
     def _check_points(self, y, name):
         try:
             arr = np.asarray(y)
@@ -322,9 +339,10 @@ class SymmetricHull:
             raise ValueError(
                 f"{name} must have shape ({self.ambient_dim},) or (m, {self.ambient_dim}); got {arr.shape}"
             )
-        with np.errstate(over="ignore"):
-            arr = arr.astype(np.float64)
-        if not np.all(np.isfinite(arr)):
+        if arr.dtype != np.float64:
+            with np.errstate(over="ignore"):
+                arr = arr.astype(np.float64)
+        if not np.isfinite(arr).all():
             raise ValueError(f"{name} contains NaN or infinite entries")
         return arr
 
@@ -392,27 +410,24 @@ class SymmetricHull:
                              f"got x {x.shape} and u {u.shape}")
         if not np.any(u):
             return (-np.inf, np.inf)
-        zx, kx, offx = self._to_frame(x[None])
-        if offx[0] > 1e-9:
+        zx, kx, offx = self._to_frame1(x)
+        if offx > 1e-9:
             raise ValueError("chord needs a point x inside K; x is off the span of F")
-        base = self.frame.solve_copy(zx[0])
-        with np.errstate(over="ignore"):
-            gx = float(np.ldexp(float(base.lam @ zx[0]), int(kx[0]) - self._exp))
+        base = self.frame.solve_copy(zx)
+        gx = _ldexp(float(base.lam @ zx), kx - self._exp)
         if not gx <= 1 + 1e-9:
             raise ValueError(f"chord needs a point x inside K; ‖x‖_K = {gx:.6g} > 1")
-        with np.errstate(under="ignore"):
-            zx = np.ldexp(zx[0], int(kx[0]) - self._exp)  # x in K: its frame coordinates are O(1)
-        zu, ku, offu = self._to_frame(u[None])
-        if offu[0] > 1e-9:
+        zx = np.ldexp(zx, kx - self._exp)  # x in K: its frame coordinates are O(1) (or underflow to 0)
+        zu, ku, offu = self._to_frame1(u)
+        if offu > 1e-9:
             return (0.0, 0.0)
         # u's frame coordinates are zu·2^(ku-e): walk along zu, then t = t_zu·2^(e-ku)
         ends = []
         for sign in (1.0, -1.0):
             st = base.copy()
-            t, _ = self.frame.move(zx, sign * zu[0], np.inf, st)
-            with np.errstate(over="ignore"):
-                ends.append(sign * float(np.ldexp(t, self._exp - int(ku[0]))))
-        if not np.all(np.isfinite(ends)):
+            t, _ = self.frame.move(zx, sign * zu, np.inf, st)
+            ends.append(sign * _ldexp(t, self._exp - ku))
+        if not (math.isfinite(ends[0]) and math.isfinite(ends[1])):
             raise ValueError("u: a chord end overflows float64 (u is too short for this body)")
         return (ends[1], ends[0])
 
