@@ -29,6 +29,7 @@ from scipy import special
 from scipy.linalg import qr
 
 from ._rng import as_generator
+from ._validate import positive_int
 from .diagnostics import ess as _ess
 from .mechanisms._base import check_epsilon
 from .walks.chains import BILLIARD_LENGTH, Chain, body_radius, run_chains
@@ -55,7 +56,12 @@ class VolumeEstimate:
 
     @property
     def volume(self):
-        return float(np.exp(self.log_volume))
+        """``exp(log_volume)``; a ValueError where that leaves the float64 range (use log_volume)."""
+        with np.errstate(over="ignore", under="ignore"):
+            v = float(np.exp(self.log_volume))
+        if not np.isfinite(v) or v == 0.0:
+            raise ValueError(f"volume = exp({self.log_volume:.6g}) is outside the float64 range: use log_volume")
+        return v
 
     def root(self):
         """``Vol^{1/dim}`` and its relative standard error (rel_stderr / dim)."""
@@ -87,7 +93,49 @@ def _exact_log_volume(body):
     s = body.exact_structure
     r = body.dim
     base = r * np.log(2.0) - special.gammaln(r + 1) if s.kind == "cross-polytope" else r * np.log(2.0)
-    return base + np.linalg.slogdet(s.G)[1] + r * np.log(body._scale)
+    return base + np.linalg.slogdet(s.G)[1] + r * body._log_scale
+
+
+MAX_PHASE_DRAWS = 10**7  # thinned draws per phase: 80 MB of indicators (and their FFT), hours of walking
+CHUNK_VALUES = 2**22     # draws·r held at once while sampling a phase (32 MB)
+MAX_CHAINS = 1024
+METHODS = ("auto", "exact", "mc")
+
+
+def _real(name, value, lo, hi):
+    """``value`` as a float in the open interval (lo, hi), or a one-line ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {value!r}")
+    if not (np.isfinite(value) and lo < value < hi):
+        raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {value!r}")
+    return float(value)
+
+
+def _check_volume_args(rel_error, quantile, method, chains, max_samples, workers):
+    """Validate :func:`volume`'s arguments; fail fast when the target cannot fit the caps.
+
+    A phase estimates ``p ≈ quantile`` to relative variance ``rel_error²/phases``, which
+    takes at least ``4(1-q)/(q·rel_error²)`` independent draws; more than
+    ``MAX_PHASE_DRAWS`` is refused (at q = 0.3 that is rel_error < ≈ 1e-3).
+    """
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method must be 'auto', 'exact' or 'mc', got {method!r}")
+    rel_error = _real("rel_error", rel_error, 0.0, 1.0)
+    quantile = _real("quantile", quantile, 0.0, 1.0)
+    chains = positive_int("chains", chains)
+    if chains > MAX_CHAINS:
+        raise ValueError(f"chains must be at most {MAX_CHAINS}, got {chains}")
+    max_samples = positive_int("max_samples", max_samples, allow_none=True)
+    if max_samples is not None and max_samples > MAX_PHASE_DRAWS:
+        raise ValueError(f"max_samples must be at most {MAX_PHASE_DRAWS:.0e} draws per phase, got {max_samples}")
+    if not hasattr(workers, "run_chains"):
+        positive_int("workers", workers, allow_none=True)
+    log_need = np.log(4.0 * (1.0 - quantile) / quantile) - 2.0 * np.log(rel_error)  # rel_error² may underflow
+    need = float(np.exp(min(log_need, 700.0)))
+    if max_samples is None and log_need > np.log(MAX_PHASE_DRAWS):
+        raise ValueError(f"rel_error={rel_error:g} with quantile={quantile:g} needs >= {need:.2g} draws per phase, "
+                         f"over the cap of {MAX_PHASE_DRAWS:.0e}: ask for a larger rel_error or pass max_samples")
+    return rel_error, quantile, chains, max_samples
 
 
 def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, chains=4, max_samples=None,
@@ -95,41 +143,45 @@ def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, c
     """``Vol_r(K)`` for ``K = F·B₁ⁿ`` (r = rank F), exact or by multiphase Monte Carlo.
 
     ``method``: "auto" (exact when K is an image of the cross-polytope or cube, else
-    Monte Carlo), "exact", or "mc" (always Monte Carlo). ``rel_error``: target relative
-    standard error; ``quantile``: targeted ratio per phase; ``max_samples``: budget of
-    thinned draws per phase (default ``200·r/rel_error²``).
+    Monte Carlo), "exact", or "mc" (always Monte Carlo). ``rel_error`` in (0, 1): target
+    relative standard error; ``quantile`` in (0, 1): targeted ratio per phase;
+    ``chains``: 1..MAX_CHAINS; ``max_samples``: budget of thinned draws per phase
+    (default ``min(200·r/rel_error², MAX_PHASE_DRAWS)``; the estimate then reports the
+    error it reached). A target that needs more than ``MAX_PHASE_DRAWS`` draws per phase
+    is refused up front unless ``max_samples`` caps it.
     """
     t0 = time.perf_counter()
+    rel_error, quantile, chains, max_samples = _check_volume_args(rel_error, quantile, method, chains, max_samples,
+                                                                  workers)
+    gen = as_generator(rng)
     body = as_body(body_or_F)
     r = body.dim
-    if method not in ("auto", "exact", "mc"):
-        raise ValueError(f"method must be 'auto', 'exact' or 'mc', got {method!r}")
-    if not (0 < rel_error) or not np.isfinite(rel_error):
-        raise ValueError(f"rel_error must be positive, got {rel_error!r}")
-    if not 0 < quantile < 1:
-        raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
     if method != "mc" and body.exact_structure is not None:
         return VolumeEstimate(_exact_log_volume(body), 0.0, r, True, f"exact ({body.exact_structure.kind})",
                               seconds=time.perf_counter() - t0)
     if method == "exact":
         raise ValueError("no exact volume formula: K is not a linear image of the cross-polytope or the cube")
-    gen = as_generator(rng)
     rnd = rounding_of(body, workers)
     frame = rnd.frame
-    log_jac = np.linalg.slogdet(rnd.T)[1] + r * np.log(body._scale)
+    log_jac = np.linalg.slogdet(rnd.T)[1] + r * body._log_scale
     if r == 1:  # K' is a segment [-a, a]
         a = float(np.max(np.abs(frame.Ft)))
         return VolumeEstimate(np.log(2 * a) + log_jac, 0.0, 1, True, "exact (segment)",
                               seconds=time.perf_counter() - t0)
     r_out = float(np.max(np.linalg.norm(frame.Ft, axis=1)))
     r_in = inner_radius(frame)
+    max_phases = 50 * r + 10
+    # the volume ratio per phase is ≈ q, i.e. a radius ratio ≈ q^(1/r)
+    if r * np.log(r_out / r_in) / -np.log(quantile) > max_phases:
+        raise ValueError(f"quantile={quantile:g} is too close to 1: the radius schedule could need more than "
+                         f"{max_phases} phases for this body (0.3 is the default; keep it <= 0.5)")
     thin = 3  # billiard walks mix in a few steps (τ ≈ 2–3 at d <= 80); the SE uses the measured ESS
     warm = max(10, r)
     length = BILLIARD_LENGTH * body_radius(frame)
     starts = rnd.points[:chains] if len(rnd.points) >= chains else np.zeros((chains, r))
     cs = [Chain(frame, x0, g) for x0, g in zip(starts, gen.spawn(chains))]
     if max_samples is None:
-        max_samples = int(200 * r / rel_error**2)
+        max_samples = int(min(200 * r / rel_error**2, MAX_PHASE_DRAWS))
 
     def sample(radius, per_chain):
         for c in cs:  # pull the chains into the current ball (K' is star-shaped about 0)
@@ -148,30 +200,42 @@ def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, c
         rec = sample(radii[-1], pilot)
         nxt = float(np.quantile(np.linalg.norm(rec.reshape(-1, r), axis=1), quantile))
         radii.append(max(nxt, r_in))
-        if len(radii) > 50 * r + 10:
+        if len(radii) > max_phases:
             raise RuntimeError("volume: the radius schedule does not shrink (is the body rounded?)")
     phases = len(radii) - 1
     # 2. ratios on fresh draws until the relative variance target is met
     budget_var = rel_error**2 / phases
     log_p, rel_var, used = 0.0, 0.0, 0
+    cap = -(-max_samples // chains)  # draws per chain per phase
+    chunk = max(25, CHUNK_VALUES // (r * chains))  # draws per chain held in memory at once
+
+    def indicators(outer, inner, per_chain):
+        parts = []
+        while per_chain > 0:
+            k = min(per_chain, chunk)
+            parts.append(np.linalg.norm(sample(outer, k), axis=2) <= inner)
+            per_chain -= k
+        return np.concatenate(parts, axis=1).astype(float)
+
     for outer, inner in zip(radii[:-1], radii[1:]):
-        per_chain = max(25, int(np.ceil(4 * (1 - quantile) / (quantile * budget_var) / chains)))
+        per_chain = min(cap, max(25, int(np.ceil(4 * (1 - quantile) / (quantile * budget_var) / chains))))
         ind = np.empty((chains, 0))
         while True:
-            rec = sample(outer, per_chain)
-            ind = np.concatenate([ind, (np.linalg.norm(rec, axis=2) <= inner).astype(float)], axis=1)
+            ind = np.concatenate([ind, indicators(outer, inner, per_chain)], axis=1)
             p = float(ind.mean())
             n_eff = float(_ess(ind, method="mean")) if 0 < p < 1 else float(ind.size)
             var = p * (1 - p) / n_eff
-            if (p > 0 and var / p**2 <= budget_var) or ind.size >= max_samples:
+            if (p > 0 and var / p**2 <= budget_var) or ind.shape[1] >= cap:
                 break
-            per_chain = ind.shape[1]  # double
+            per_chain = min(ind.shape[1], cap - ind.shape[1])  # double, up to the cap
         if p == 0:
             raise RuntimeError(f"volume: no draw fell inside radius {inner:.3g} (phase ratio too small)")
         used += ind.size
         log_p += np.log(p)
         rel_var += var / p**2
     log_vol = log_ball_volume(r, r_in) - log_p + log_jac
+    if not np.isfinite(log_vol):
+        raise RuntimeError(f"volume: the estimate is not finite (log volume {log_vol})")
     return VolumeEstimate(float(log_vol), float(np.sqrt(rel_var)), r, False, "multiphase Monte Carlo (balls)",
                           phases=phases, samples=used, seconds=time.perf_counter() - t0, radii=radii)
 
@@ -198,11 +262,20 @@ def vol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None, volume_estimate=None
     The volume's relative error enters divided by r, so a loose ``rel_error`` suffices.
     """
     eps = check_epsilon(epsilon)
-    est = volume_estimate if volume_estimate is not None else volume(F, rel_error=rel_error, rng=rng)
-    root, rel = est.root()
+    _real("rel_error", rel_error, 0.0, 1.0)
+    if volume_estimate is None:
+        est = volume(F, rel_error=rel_error, rng=rng)
+    elif isinstance(volume_estimate, VolumeEstimate):
+        est = volume_estimate
+    else:
+        raise ValueError(f"volume_estimate must be a VolumeEstimate or None, got {type(volume_estimate).__name__}")
     r = est.dim
-    value = r * np.sqrt(r) * root / eps
-    return BoundEstimate(float(value), float(value * rel), r, eps, "VolLB " + _CONSTANT_NOTE)
+    log_value = np.log(r * np.sqrt(r)) + est.log_volume / r - np.log(eps)
+    with np.errstate(over="ignore", under="ignore"):
+        value = float(np.exp(log_value))
+    if not np.isfinite(value) or value == 0.0:
+        raise ValueError(f"epsilon={eps:g}: VolLB = exp({log_value:.6g}) is outside the float64 range")
+    return BoundEstimate(value, value * est.rel_stderr / r, r, eps, "VolLB " + _CONSTANT_NOTE)
 
 
 def gvol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None):
@@ -215,6 +288,7 @@ def gvol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None):
     from .mechanisms.nim import NIMechanism
 
     eps = check_epsilon(epsilon)
+    _real("rel_error", rel_error, 0.0, 1.0)
     gen = as_generator(rng)
     nim = NIMechanism(F, epsilon=eps, rng=gen)
     Fm = np.asarray(F, float)

@@ -1,26 +1,44 @@
 """Standard linear query workloads: each an ordinary ``(d, n)`` numpy array F.
 
-Answers are ``F @ x`` for a histogram ``x`` of length n.
+Answers are ``F @ x`` for a histogram ``x`` of length n. Every generator checks its sizes
+before allocating: a matrix of more than ``MAX_ENTRIES`` float64 entries (2 GiB) is
+refused with a ``ValueError`` naming the argument and the size it would need.
 """
 
 import itertools
+import math
 
 import numpy as np
 
 from ._rng import as_generator
 from ._validate import positive_int
 
-__all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "random_pm1", "random_bernoulli", "by_name"]
+__all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "random_pm1", "random_bernoulli", "by_name",
+           "MAX_ENTRIES"]
+
+MAX_ENTRIES = 2**28  # float64 entries of one workload matrix: 2 GiB
+
+
+def _fits(name, value, rows, cols, what):
+    """Refuse a ``rows × cols`` float64 matrix over ``MAX_ENTRIES`` (Python ints: no overflow)."""
+    size = rows * cols
+    if size > MAX_ENTRIES:
+        raise ValueError(f"{name}={value!r}: {what} would be {rows} x {cols} = {float(size):.3g} entries "
+                         f"({8 * float(size) / 2**30:.3g} GiB), over the cap of {MAX_ENTRIES} entries (2 GiB)")
 
 
 def identity(n):
     """The n point queries: ``F = I_n``; K is the cross-polytope ``B₁ⁿ``."""
-    return np.eye(positive_int("n", n))
+    n = positive_int("n", n)
+    _fits("n", n, n, n, "identity(n)")
+    return np.eye(n)
 
 
 def prefix(n):
     """Cumulative sums ``x_1 + … + x_i``, i = 1..n: lower-triangular ones (n × n)."""
-    return np.tril(np.ones((positive_int("n", n),) * 2))
+    n = positive_int("n", n)
+    _fits("n", n, n, n, "prefix(n)")
+    return np.tril(np.ones((n, n)))
 
 
 def width_range(n, k):
@@ -29,6 +47,7 @@ def width_range(n, k):
     k = positive_int("k", k)
     if k > n:
         raise ValueError(f"range width k={k} exceeds the domain size n={n}")
+    _fits("n", n, n - k + 1, n, f"width_range(n, k={k})")
     F = np.zeros((n - k + 1, n))
     for i in range(n - k + 1):
         F[i, i : i + k] = 1.0
@@ -38,7 +57,19 @@ def width_range(n, k):
 def all_range(n):
     """All ranges ``[i, j]``, 1 <= i <= j <= n: n(n+1)/2 × n."""
     n = positive_int("n", n)
+    _fits("n", n, n * (n + 1) // 2, n, "all_range(n)")
     return np.vstack([width_range(n, k) for k in range(1, n + 1)])
+
+
+def _shape(shape):
+    try:
+        arr = np.asarray(shape)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"shape must be a sequence of positive integers: {exc}") from None
+    if arr.ndim > 1 or arr.size == 0 or arr.dtype == object and arr.ndim == 0:
+        raise ValueError(f"shape must be a non-empty sequence of positive integers, got {shape!r}")
+    items = list(shape) if isinstance(shape, (list, tuple)) else np.atleast_1d(arr).tolist()
+    return tuple(positive_int(f"shape[{i}]", s) for i, s in enumerate(items))
 
 
 def marginals(shape, k):
@@ -47,41 +78,61 @@ def marginals(shape, k):
     Cells are the points of ``∏ range(shape[a])`` in C order (n = ∏ shape); one query
     per set of k attributes and value combination: the count of cells matching it.
     """
-    shape = tuple(positive_int("domain size", s) for s in np.atleast_1d(shape))
+    shape = _shape(shape)
     k = positive_int("k", k)
     if k > len(shape):
         raise ValueError(f"k={k} exceeds the number of attributes {len(shape)}")
-    cells = np.array(list(itertools.product(*[range(s) for s in shape])))
-    rows = []
+    n = math.prod(shape)
+    rows = 0
     for attrs in itertools.combinations(range(len(shape)), k):
-        for vals in itertools.product(*[range(shape[a]) for a in attrs]):
-            rows.append(np.all(cells[:, attrs] == vals, axis=1).astype(float))
-    return np.array(rows)
+        rows += math.prod(shape[a] for a in attrs)
+        if rows * n > MAX_ENTRIES:
+            break
+    _fits("shape", shape, rows, n, f"marginals(shape, k={k})" + (" (at least)" if rows * n > MAX_ENTRIES else ""))
+    cells = np.indices(shape).reshape(len(shape), -1).T  # C order
+    out = np.empty((rows, n))
+    i = 0
+    for attrs in itertools.combinations(range(len(shape)), k):
+        idx = np.ravel_multi_index(cells[:, attrs].T, [shape[a] for a in attrs])  # value combination per cell
+        m = math.prod(shape[a] for a in attrs)
+        out[i : i + m] = np.arange(m)[:, None] == idx[None, :]
+        i += m
+    return out
+
+
+def _p(p):
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0.0 < p <= 1.0:
+        raise ValueError(f"p must be a number in (0, 1], got {p!r}")
+    return float(p)
 
 
 def random_pm1(d, n, *, rng=None):
     """Random ``{-1, +1}`` matrix (d × n), the workload of MATH.md §5 and §8."""
-    return as_generator(rng).choice([-1.0, 1.0], size=(positive_int("d", d), positive_int("n", n)))
+    d, n = positive_int("d", d), positive_int("n", n)
+    _fits("n", n, d, n, f"random_pm1(d={d}, n)")
+    return as_generator(rng).choice([-1.0, 1.0], size=(d, n))
 
 
 def random_bernoulli(d, n, *, p=0.5, rng=None):
     """Random ``{0, 1}`` matrix (d × n) with P(1) = p."""
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"p must be in (0, 1], got {p}")
-    return (as_generator(rng).random((positive_int("d", d), positive_int("n", n))) < p).astype(float)
+    p = _p(p)
+    d, n = positive_int("d", d), positive_int("n", n)
+    _fits("n", n, d, n, f"random_bernoulli(d={d}, n)")
+    return (as_generator(rng).random((d, n)) < p).astype(float)
 
 
 def by_name(name, *, d=None, n=None, k=None, shape=None, rng=None):
     """Build a workload by name (used by the command line)."""
+    size = n if n is not None else d
     makers = {
-        "identity": lambda: identity(n or d),
-        "prefix": lambda: prefix(n or d),
+        "identity": lambda: identity(size),
+        "prefix": lambda: prefix(size),
         "all_range": lambda: all_range(n),
         "width_range": lambda: width_range(n, k),
         "marginals": lambda: marginals(shape, k),
         "pm1": lambda: random_pm1(d, n, rng=rng),
         "bernoulli": lambda: random_bernoulli(d, n, rng=rng),
     }
-    if name not in makers:
+    if not isinstance(name, str) or name not in makers:
         raise ValueError(f"unknown workload {name!r}; choose from {sorted(makers)}")
     return makers[name]()

@@ -58,3 +58,53 @@ def test_every_workload_is_a_valid_body():
 def test_bad_arguments(call):
     with pytest.raises(ValueError):
         call()
+
+
+TOO_BIG = [
+    (lambda: W.all_range(10**7), r"^n=10000000: all_range\(n\) would be 50000005000000 x 10000000"),
+    (lambda: W.identity(10**6), "^n=1000000: identity"),
+    (lambda: W.prefix(2**40), "^n=1099511627776: prefix"),
+    (lambda: W.width_range(10**6, 3), "^n=1000000: width_range"),
+    (lambda: W.marginals((10**4, 10**4), 1), r"^shape=\(10000, 10000\): marginals"),
+    (lambda: W.marginals((10,) * 30, 3), "^shape=.*at least"),
+    (lambda: W.random_pm1(10**5, 10**5), "^n=100000: random_pm1"),
+    (lambda: W.random_bernoulli(10**9, 10**9), "^n=1000000000: random_bernoulli"),
+    (lambda: W.by_name("all_range", n=10**5), "^n=100000: all_range"),
+]
+
+
+@pytest.mark.parametrize("call,match", TOO_BIG)
+def test_sizes_that_cannot_fit_fail_fast(call, match):
+    """Checked before allocating: all_range(n=10**7) used to try 4e21 bytes."""
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+BAD = [
+    (lambda: W.identity(True), "^n must"), (lambda: W.identity(np.float64(3)), "^n must"),
+    (lambda: W.identity(None), "^n must"), (lambda: W.width_range(5, 0), "^k must"),
+    (lambda: W.width_range("5", 2), "^n must"), (lambda: W.all_range(-2), "^n must"),
+    (lambda: W.marginals((2, 2.5), 1), r"^shape\[1\] must"), (lambda: W.marginals((2, 0), 1), r"^shape\[1\] must"),
+    (lambda: W.marginals((), 1), "^shape must"), (lambda: W.marginals([[2, 2]], 1), "^shape must"),
+    (lambda: W.marginals("ab", 1), r"^shape\[0\] must"), (lambda: W.marginals((2, 2), 0), "^k must"),
+    (lambda: W.random_pm1(3, 0), "^n must"), (lambda: W.random_pm1(3, 4, rng="x"), "^rng must"),
+    (lambda: W.random_pm1(3, 4, rng=-1), "^rng seed"), (lambda: W.random_bernoulli(2, 2, p="0.5"), "^p must"),
+    (lambda: W.random_bernoulli(2, 2, p=np.nan), "^p must"), (lambda: W.random_bernoulli(2, 2, p=1.5), "^p must"),
+    (lambda: W.random_bernoulli(2, 2, rng=1.5), "^rng must"), (lambda: W.by_name(["pm1"], d=2), "^unknown workload"),
+    (lambda: W.by_name("identity", n=0, d=3), "^n must"),
+]
+
+
+@pytest.mark.parametrize("call,match", BAD)
+def test_bad_arguments_are_named(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_marginals_of_a_larger_domain_match_their_definition():
+    M = W.marginals((2, 3, 4), 2)
+    cells = np.array(np.unravel_index(np.arange(24), (2, 3, 4))).T
+    assert M.shape == (2 * 3 + 2 * 4 + 3 * 4, 24)
+    # the row of attributes (0, 2) and values (1, 3) counts the cells with a0 = 1 and a2 = 3
+    row = 2 * 3 + 1 * 4 + 3
+    np.testing.assert_array_equal(M[row], (cells[:, 0] == 1) & (cells[:, 2] == 3))

@@ -18,6 +18,8 @@ Every kernel returns a status: ``OK`` or a negative failure code; the Python lay
 turns failures into clear exceptions.
 """
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -246,6 +248,7 @@ def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
             if abs(w[k]) > wmax:
                 wmax = abs(w[k])
         tol = PRIMAL_TOL * wmax
+        inv = 1.0 / wmax if wmax > 0.0 else 1.0  # score on w/wmax: w² alone underflows for tiny y
         p = -1
         best = 0.0
         for k in range(r):
@@ -257,7 +260,8 @@ def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
                     nrm = 0.0
                     for i in range(r):
                         nrm += Binv[k, i] * Binv[k, i]
-                    score = w[k] * w[k] / nrm
+                    wk = w[k] * inv
+                    score = wk * wk / nrm
                     if score > best:
                         best = score
                         p = k
@@ -352,16 +356,25 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
 def gauge_many(Ft, fmax, basis, Binv, lam, g, ctr, Y, max_pivots, out, normals):
     """Gauge of each row of ``Y`` (warm-starting each from the previous basis).
 
-    Writes gauges to ``out`` and facet normals to ``normals``; returns the first
-    failing status (and stops) or OK.
+    Writes gauges to ``out`` (``inf`` where one overflows) and facet normals to
+    ``normals``; returns the first failing status (and stops) or OK.
     """
     m = Y.shape[0]
     r = Ft.shape[1]
+    ys = np.empty(r)
     for i in range(m):
-        st = solve(Ft, fmax, basis, Binv, lam, g, ctr, Y[i], max_pivots)
+        # ‖y‖_K is positively homogeneous: solve at y·2^-e with max|y·2^-e| in [0.5, 1)
+        # (exact), scale the value back by 2^e. Tiny and huge y pivot like ordinary ones.
+        ymax = 0.0
+        for k in range(r):
+            ymax = max(ymax, abs(Y[i, k]))
+        e = math.frexp(ymax)[1] if ymax > 0.0 else 0
+        for k in range(r):
+            ys[k] = math.ldexp(Y[i, k], -e)
+        st = solve(Ft, fmax, basis, Binv, lam, g, ctr, ys, max_pivots)
         if st != OK:
             return st
-        out[i] = _dot(lam, Y[i])
+        out[i] = math.ldexp(_dot(lam, ys), e)
         for k in range(r):
             normals[i, k] = lam[k]
     return OK

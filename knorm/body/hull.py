@@ -1,6 +1,7 @@
 """The body ``K = F·B₁ⁿ`` and its exact oracle (MATH.md §2)."""
 
 import contextlib
+import math
 import threading
 
 import numpy as np
@@ -11,6 +12,11 @@ _STATUS = {
     sx.PIVOT_LIMIT: "exceeded its pivot limit",
     sx.NO_ENTERING: "found no entering column (numerical breakdown)",
 }
+
+
+# Smallest ratio σ_min/σ_max of F (on its numerical span) the facet walk resolves: its
+# pivot tolerance is relative (1e-9), and thinner bodies break down or lose the gauge.
+THIN = 1e-8
 
 
 class OracleError(RuntimeError):
@@ -39,6 +45,34 @@ def validate_matrix(F, name="F"):
     if not np.any(arr):
         raise ValueError(f"{name} has no non-zero column: K = F·B₁ⁿ would be the single point 0")
     return arr
+
+
+def _exponent(y):
+    """The ``k`` with ``max|y|·2^-k`` in ``[0.5, 1)`` (0 for y = 0): scaling by 2^-k is exact."""
+    m = float(np.abs(y).max()) if np.size(y) else 0.0
+    return math.frexp(m)[1] if m > 0.0 else 0
+
+
+def _ldexp(v, k):
+    """``v·2^k`` for a float (exact unless it over/underflows); ``±inf`` on overflow."""
+    try:
+        return math.ldexp(v, k)
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
+def _row_exponents(Y):
+    """Per-row :func:`_exponent` of a 2-D array."""
+    m = np.max(np.abs(Y), axis=1) if Y.shape[1] else np.zeros(Y.shape[0])
+    return np.where(m > 0.0, np.frexp(m)[1], 0).astype(np.int64)
+
+
+def _check_tol(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
 
 
 class OracleState:
@@ -132,9 +166,13 @@ class Frame:
         return self._state
 
     def solve(self, y, state):
-        """Make ``state`` optimal at ``y`` (dual simplex); returns it."""
-        status = sx.solve(self.Ft, self.fmax, *state.args(), np.ascontiguousarray(y, dtype=np.float64),
-                          self.max_pivots)
+        """Make ``state`` optimal at ``y`` (dual simplex); returns it.
+
+        Optimality does not depend on ``‖y‖``: y is solved scaled by a power of two into
+        ``[0.5, 1)`` (exact), so tiny and huge ``y`` pivot like ordinary ones.
+        """
+        y = np.asarray(y, dtype=np.float64)
+        status = sx.solve(self.Ft, self.fmax, *state.args(), np.ldexp(y, -_exponent(y)), self.max_pivots)
         self.check(status, "a gauge")
         return state
 
@@ -161,12 +199,14 @@ class Frame:
     def move(self, x, u, s_max, state):
         """Parametric walk from x (state optimal at x) along u; returns (s, hit_boundary)."""
         out = np.zeros(2)
+        u = np.asarray(u, dtype=np.float64)
+        k = _exponent(u)  # x + s·u = x + (s·2^k)·(u·2^-k): walk along the scaled u, exactly
         status = sx.move(
-            self.Ft, self.fmax, *state.args(), np.ascontiguousarray(x, float), np.ascontiguousarray(u, float),
-            float(s_max), self.max_pivots, out,
+            self.Ft, self.fmax, *state.args(), np.ascontiguousarray(x, float), np.ldexp(u, -k),
+            _ldexp(float(s_max), k), self.max_pivots, out,
         )
         self.check(status, "a chord end")
-        return out[0], bool(out[1])
+        return _ldexp(float(out[0]), -k), bool(out[1])
 
 
 class SymmetricHull:
@@ -175,8 +215,12 @@ class SymmetricHull:
     Parameters
     ----------
     F : array_like, shape (d, n)
-        Real, finite workload matrix with at least one non-zero column. Zero columns
-        are dropped; duplicated, opposite and interior columns are harmless.
+        Real, finite workload matrix with at least one non-zero column. Columns shorter
+        than ``1e-14`` times the longest are dropped (a relative, scale-free test), as are
+        exact duplicates and opposites; interior columns are harmless. The rank r counts
+        singular values above ``max(d, n)·eps`` times the largest; a body whose smallest
+        remaining singular value is below ``THIN`` (1e-8) times the largest (e.g. columns
+        parallel to 1e-10) is refused with a ValueError: the oracle could not be exact.
 
     Attributes
     ----------
@@ -186,29 +230,49 @@ class SymmetricHull:
     F : ndarray (d, n')  -- the validated matrix (zero / duplicate columns removed).
 
     The oracle methods are exact: a warm-started dual simplex on the gauge LP
-    ``‖y‖_K = min{‖w‖₁ : Fw = y}`` (MATH.md §2).
+    ``‖y‖_K = min{‖w‖₁ : Fw = y}`` (MATH.md §2). Any scale works: F is divided by the
+    power of two ``2^e`` nearest above its largest entry (exact), the frame is
+    ``span_basisᵀ F / _scale`` with ``_scale = 2^e·unit`` (unit = longest column of
+    ``F·2^-e``), and every query point is itself scaled by a power of two before the
+    solve (the gauge is positively homogeneous); results are scaled back exactly.
     """
 
     def __init__(self, F):
         F = validate_matrix(F)
         d = F.shape[0]
-        norms = np.linalg.norm(F, axis=0)
-        F = F[:, norms > 1e-14 * norms.max()]
+        e = _exponent(F)
+        Fs = np.ldexp(F, -e)  # largest |entry| in [0.5, 1): norms neither overflow nor underflow
+        norms = np.linalg.norm(Fs, axis=0)
+        cols = np.flatnonzero(norms > 1e-14 * norms.max())
         # K is symmetric: f and -f are the same generator; drop exact duplicates.
-        lead = np.argmax(F != 0, axis=0)
-        signs = np.sign(F[lead, np.arange(F.shape[1])])
-        _, keep = np.unique((F * signs).T, axis=0, return_index=True)
-        F = F[:, np.sort(keep)]
-        self.F = F
+        Fk = Fs[:, cols]
+        lead = np.argmax(Fk != 0, axis=0)
+        signs = np.sign(Fk[lead, np.arange(Fk.shape[1])])
+        _, keep = np.unique((Fk * signs).T, axis=0, return_index=True)
+        cols = cols[np.sort(keep)]
+        Fs = Fs[:, cols]
+        self.F = F[:, cols]
         self.ambient_dim = d
-        U, S, _ = np.linalg.svd(F, full_matrices=False)
-        tol = S[0] * max(F.shape) * np.finfo(float).eps
+        U, S, _ = np.linalg.svd(Fs, full_matrices=False)
+        tol = S[0] * max(Fs.shape) * np.finfo(float).eps
         r = int(np.sum(S > tol))
+        if S[r - 1] < THIN * S[0]:
+            raise ValueError(f"F spans a direction {S[r - 1] / S[0]:.1e} times thinner than its widest (singular "
+                             f"values), below the {THIN:g} the exact oracle resolves: merge near-parallel columns "
+                             "or drop nearly dependent rows")
         self.dim = r
         self.span_basis = U[:, :r].copy()
-        Fr = self.span_basis.T @ F
-        self._scale = float(np.max(np.linalg.norm(Fr, axis=0)))
-        self.frame = Frame((Fr / self._scale).T)
+        Fr = self.span_basis.T @ Fs
+        unit = float(np.max(np.linalg.norm(Fr, axis=0)))
+        self._exp = e
+        self._unit = unit
+        with np.errstate(over="ignore"):
+            self._scale = float(np.ldexp(unit, e))  # frame units -> ambient units
+        if not np.isfinite(self._scale):
+            raise ValueError(f"F has a column of Euclidean norm ≈ 2^{e + np.log2(unit):.1f}, beyond the float64 "
+                             "range (points of K could not be represented): rescale F")
+        self._log_scale = float(np.log(unit) + e * np.log(2.0))
+        self.frame = Frame((Fr / unit).T)
         self._rounding = None
         self._structure = False  # not yet detected
 
@@ -230,29 +294,65 @@ class SymmetricHull:
         return self.F.shape[1]
 
     def _to_frame(self, Y):
-        """Ambient points -> (frame coordinates, relative distance off the span)."""
-        Y = np.asarray(Y, dtype=np.float64)
-        Z = Y @ self.span_basis
-        resid = Y - Z @ self.span_basis.T
-        off = np.linalg.norm(resid, axis=-1) / (np.linalg.norm(Y, axis=-1) + 1e-300)
-        return Z / self._scale, off
+        """Rows of Y -> ``(Z, k, off)``: frame coordinates of ``y·2^-k`` (max|y·2^-k| in
+        [0.5, 1), exact), the row exponents k, and the relative distance off the span.
+
+        The frame coordinates of y itself are ``Z·2^(k-e)``; nothing here can overflow.
+        """
+        k = _row_exponents(Y)
+        Ys = np.ldexp(Y, -k[:, None])
+        Z = Ys @ self.span_basis
+        resid = Ys - Z @ self.span_basis.T
+        yn = np.linalg.norm(Ys, axis=1)
+        off = np.linalg.norm(resid, axis=1) / np.where(yn > 0, yn, 1.0)
+        return Z / self._unit, k, off
 
     def to_ambient(self, Z):
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
-        return (np.asarray(Z) * self._scale) @ self.span_basis.T
+        Z = np.asarray(Z, dtype=np.float64)
+        if Z.ndim < 1 or Z.shape[-1] != self.dim:
+            raise ValueError(f"Z must have shape (..., {self.dim}); got {Z.shape}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = np.ldexp((Z * self._unit) @ self.span_basis.T, self._exp)
+        if not np.all(np.isfinite(out)):
+            raise ValueError("Z: ambient coordinates are NaN or overflow float64")
+        return out
+
+    def _to_frame1(self, y):
+        """:meth:`_to_frame` for one point (d,): ``(z, k, off)`` with scalars k and off."""
+        k = _exponent(y)
+        ys = np.ldexp(y, -k)
+        z = ys @ self.span_basis
+        resid = ys - self.span_basis @ z
+        yy = float(ys @ ys)
+        off = math.sqrt(float(resid @ resid) / yy) if yy > 0.0 else 0.0
+        return z / self._unit, k, off
 
     def _check_points(self, y, name):
-        arr = np.asarray(y)
+        try:
+            arr = np.asarray(y)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{name} could not be converted to an array: {exc}") from None
         if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
-            raise ValueError(f"{name} must be a real numeric array")
+            raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
         if arr.ndim not in (1, 2) or arr.shape[-1] != self.ambient_dim:
             raise ValueError(
                 f"{name} must have shape ({self.ambient_dim},) or (m, {self.ambient_dim}); got {arr.shape}"
             )
-        arr = arr.astype(np.float64)
-        if not np.all(np.isfinite(arr)):
+        if arr.dtype != np.float64:
+            with np.errstate(over="ignore"):
+                arr = arr.astype(np.float64)
+        if not np.isfinite(arr).all():
             raise ValueError(f"{name} contains NaN or infinite entries")
         return arr
+
+    def _solve_rows(self, Y):
+        """Gauges (exact, any scale), unit facet normals (frame) and off-span distances."""
+        Z, k, off = self._to_frame(Y)
+        vals, normals = self.frame.gauges(Z)
+        with np.errstate(over="ignore"):
+            vals = np.ldexp(vals, k - self._exp)
+        return vals, normals, off
 
     # -- oracle --------------------------------------------------------------------
     def gauge(self, y, *, span_tol=1e-9):
@@ -260,17 +360,30 @@ class SymmetricHull:
 
         ``y`` is one point (d,) or a batch (m, d) of points (one result per row).
         Points whose distance to the span exceeds ``span_tol·‖y‖`` are off the span.
+        Raises ``ValueError`` if a gauge overflows float64 (y far outside a tiny K).
         """
         Y = self._check_points(y, "y")
-        Z, off = self._to_frame(np.atleast_2d(Y))
-        vals, _ = self.frame.gauges(Z)
+        span_tol = _check_tol("span_tol", span_tol)
+        vals, _, off = self._solve_rows(np.atleast_2d(Y))
+        if not np.all(np.isfinite(vals[off <= span_tol])):
+            raise ValueError("y: ‖y‖_K overflows float64 (y is too long for this body)")
         vals = np.where(off > span_tol, np.inf, vals)
         return vals if Y.ndim == 2 else float(vals[0])
 
     def contains(self, y, *, tol=1e-9):
         """True where ``‖y‖_K <= 1 + tol``."""
-        g = self.gauge(y)
-        return g <= 1.0 + tol
+        tol = _check_tol("tol", tol)
+        Y = self._check_points(y, "y")
+        vals, _, off = self._solve_rows(np.atleast_2d(Y))
+        inside = (off <= 1e-9) & (vals <= 1.0 + tol)  # an overflowing gauge is outside
+        return inside if Y.ndim == 2 else bool(inside[0])
+
+    def _normal_to_ambient(self, normals):
+        with np.errstate(over="ignore", invalid="ignore"):
+            lam = np.ldexp(normals @ self.span_basis.T / self._unit, -self._exp)
+        if not np.all(np.isfinite(lam)):
+            raise ValueError("F: facet normals of K overflow float64 (K is too thin at this scale)")
+        return lam
 
     def facet_normal(self, y):
         """Dual vector λ (ambient, in the span) with ``λ·y = ‖y‖_K`` and ``|Fᵀλ| <= 1``.
@@ -278,11 +391,10 @@ class SymmetricHull:
         On the boundary this is the outward normal of a facet of K through y.
         """
         Y = self._check_points(y, "y")
-        Z, off = self._to_frame(np.atleast_2d(Y))
+        _, normals, off = self._solve_rows(np.atleast_2d(Y))
         if np.any(off > 1e-9):
             raise ValueError("y is off the span of F: the gauge is infinite and no facet normal exists")
-        _, normals = self.frame.gauges(Z)
-        lam = normals @ self.span_basis.T / self._scale
+        lam = self._normal_to_ambient(normals)
         return lam if Y.ndim == 2 else lam[0]
 
     def chord(self, x, u):
@@ -294,23 +406,30 @@ class SymmetricHull:
         x = self._check_points(x, "x")
         u = self._check_points(u, "u")
         if x.ndim != 1 or u.ndim != 1:
-            raise ValueError("chord takes one point x and one direction u, both of shape (d,)")
+            raise ValueError(f"chord takes one point x and one direction u, both of shape ({self.ambient_dim},); "
+                             f"got x {x.shape} and u {u.shape}")
         if not np.any(u):
             return (-np.inf, np.inf)
-        zx, offx = self._to_frame(x)
+        zx, kx, offx = self._to_frame1(x)
         if offx > 1e-9:
             raise ValueError("chord needs a point x inside K; x is off the span of F")
         base = self.frame.solve_copy(zx)
-        if float(base.lam @ zx) > 1 + 1e-9:
-            raise ValueError(f"chord needs a point x inside K; ‖x‖_K = {float(base.lam @ zx):.6g} > 1")
-        zu, offu = self._to_frame(u)
+        gx = _ldexp(float(base.lam @ zx), kx - self._exp)
+        if not gx <= 1 + 1e-9:
+            raise ValueError(f"chord needs a point x inside K; ‖x‖_K = {gx:.6g} > 1")
+        zx = np.ldexp(zx, kx - self._exp)  # x in K: its frame coordinates are O(1) (or underflow to 0)
+        zu, ku, offu = self._to_frame1(u)
         if offu > 1e-9:
             return (0.0, 0.0)
-        plus = base.copy()
-        tp, _ = self.frame.move(zx, zu, np.inf, plus)
-        minus = base.copy()
-        tm, _ = self.frame.move(zx, -zu, np.inf, minus)
-        return (-tm, tp)
+        # u's frame coordinates are zu·2^(ku-e): walk along zu, then t = t_zu·2^(e-ku)
+        ends = []
+        for sign in (1.0, -1.0):
+            st = base.copy()
+            t, _ = self.frame.move(zx, sign * zu, np.inf, st)
+            ends.append(sign * _ldexp(t, self._exp - ku))
+        if not (math.isfinite(ends[0]) and math.isfinite(ends[1])):
+            raise ValueError("u: a chord end overflows float64 (u is too short for this body)")
+        return (ends[1], ends[0])
 
     def __repr__(self):
         return f"SymmetricHull(ambient_dim={self.ambient_dim}, dim={self.dim}, n_columns={self.n_columns})"

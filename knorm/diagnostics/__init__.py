@@ -5,8 +5,8 @@
 * :func:`ess` -- bulk effective sample size: rank-normalised split chains,
   FFT autocovariance, Geyer's initial positive and monotone sequences.
 
-Both take draws shaped ``(chains, draws)`` or ``(chains, draws, k)`` (one value per
-coordinate ``k``).
+Both take finite real draws shaped ``(chains, draws)`` or ``(chains, draws, k)`` (one
+value per coordinate ``k``), at least 4 draws per chain; anything else is a ValueError.
 """
 
 import numpy as np
@@ -16,14 +16,41 @@ __all__ = ["rhat", "ess", "autocorrelation_time"]
 
 
 def _as_chains(x):
-    a = np.asarray(x, dtype=np.float64)
+    """Draws as a finite float64 array (chains, draws[, k]) or a one-line ValueError."""
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"draws could not be converted to an array: {exc}") from None
+    if np.iscomplexobj(a) or a.dtype.kind not in "biufO":
+        raise ValueError(f"draws must be real numbers, got dtype {a.dtype}")
+    try:
+        with np.errstate(over="ignore"):
+            a = a.astype(np.float64)
+    except (ValueError, TypeError):
+        raise ValueError("draws must be real numbers, got an object array holding other things") from None
     if a.ndim not in (2, 3):
         raise ValueError(f"draws must have shape (chains, draws) or (chains, draws, k); got {a.shape}")
+    if a.shape[0] < 1:
+        raise ValueError(f"draws must hold at least 1 chain, got shape {a.shape}")
     if a.shape[1] < 4:
         raise ValueError(f"need at least 4 draws per chain, got {a.shape[1]}")
+    if a.ndim == 3 and a.shape[2] < 1:
+        raise ValueError(f"draws must hold at least 1 coordinate (k >= 1), got shape {a.shape}")
     if not np.all(np.isfinite(a)):
         raise ValueError("draws contain NaN or infinite values")
     return a
+
+
+def _unit(a):
+    """``a / 2^e`` with ``max|a/2^e|`` in [0.5, 1) (exact); ESS and R-hat are scale-free,
+    and moments of the scaled draws neither overflow nor underflow."""
+    m = float(np.max(np.abs(a)))
+    return np.ldexp(a, -int(np.frexp(m)[1])) if m > 0 else a
+
+
+def _constant(a):
+    """True when the draws do not vary (relative to their size)."""
+    return np.ptp(a) <= np.finfo(float).resolution * np.max(np.abs(a))
 
 
 def _split(a):
@@ -40,11 +67,14 @@ def _rhat_basic(a):
     n = a.shape[1]
     between = n * np.var(a.mean(axis=1), ddof=1)
     within = np.mean(np.var(a, axis=1, ddof=1))
+    if within == 0.0:  # every split chain constant, not all equal
+        return np.inf
     return np.sqrt((between / within + n - 1) / n)
 
 
 def _rhat_one(a):
-    if np.ptp(a) < np.finfo(float).resolution:
+    a = _unit(a)
+    if _constant(a):
         return 1.0
     bulk = _rhat_basic(_z_scale(_split(a)))
     folded = np.abs(a - np.median(a))
@@ -64,7 +94,8 @@ def _autocov(a):
 def _ess_raw(a):
     """ESS of ``(chains, draws)`` (no rank normalisation), ArviZ's ``_ess``."""
     m, n = a.shape
-    if np.ptp(a) < np.finfo(float).resolution:
+    a = _unit(a)
+    if _constant(a):
         return float(a.size)
     acov = _autocov(a)
     mean_var = np.mean(acov[:, 0]) * n / (n - 1.0)
@@ -107,7 +138,10 @@ def _per_coordinate(fn, x):
 
 
 def rhat(draws):
-    """Rank-normalised split R-hat (max of bulk and tail); < 1.01 is the usual target."""
+    """Rank-normalised split R-hat (max of bulk and tail); < 1.01 is the usual target.
+
+    ``inf`` when every split chain is constant but they differ (no mixing at all).
+    """
     return _per_coordinate(_rhat_one, draws)
 
 

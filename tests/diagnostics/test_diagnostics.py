@@ -89,3 +89,44 @@ def test_bad_draws_raise(bad, match):
         ess(bad)
     with pytest.raises(ValueError, match=match):
         rhat(bad)
+
+
+BAD_DRAWS = [
+    (np.ones((4, 10)) * (1 + 1j), "^draws must be real"),  # used to drop the imaginary part
+    (np.array([["a", "b", "c", "d"]]), "^draws must be real"),  # used to parse the strings
+    (np.array([[1.0, "x", 2.0, 3.0]], dtype=object), "^draws must be real"),
+    (np.array([[1.0, None, 2.0, 3.0]], dtype=object), "^draws contain NaN"),
+    ([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0]], "^draws could not be converted"),
+    (np.ones((0, 10)), "^draws must hold at least 1 chain"),  # used to return NaN
+    (np.ones((2, 10, 0)), "^draws must hold at least 1 coordinate"),
+    (np.ones((2, 3, 2)), "at least 4 draws"), (np.float64(1.0), "^draws must have shape"),
+    (np.ones((2, 2, 2, 2)), "^draws must have shape"), (np.full((2, 10), np.inf), "^draws contain NaN"),
+    (np.array([[1.0, 2.0, 3.0, np.float128(1e400)]], dtype=np.float128), "^draws contain NaN"),
+]
+
+
+@pytest.mark.parametrize("bad,match", BAD_DRAWS)
+def test_bad_draws_are_named(bad, match):
+    for fn in (ess, rhat, autocorrelation_time):
+        with pytest.raises(ValueError, match=match):
+            fn(bad)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-20, 1e20, 1e300])
+def test_diagnostics_are_scale_free(scale):
+    """Used to call tiny draws constant (ESS = N, R-hat = 1) and overflow on huge ones (NaN)."""
+    rng = np.random.default_rng(8)
+    x = ar1(0.7, 4, 2000, rng)
+    x[0] += 3.0  # a shifted chain (about 2 sd): R-hat must see it at any scale
+    for method in ("bulk", "mean"):
+        assert ess(x * scale, method=method) == pytest.approx(ess(x, method=method), rel=1e-9)
+    assert rhat(x * scale) == pytest.approx(rhat(x), rel=1e-9)
+    assert rhat(x) > 1.05
+    y = np.ldexp(x / np.abs(x).max(), 1023)  # max |y| = 2^1023: y - mean and var(y) overflow unscaled
+    assert ess(y, method="mean") == pytest.approx(ess(x, method="mean"), rel=1e-9)
+
+
+def test_chains_stuck_at_different_values():
+    x = np.repeat([[0.0], [1.0]], 10, axis=1)
+    assert rhat(x) == np.inf  # documented: no mixing at all
+    assert np.isfinite(ess(x)) and ess(x) < x.size / 2
