@@ -153,12 +153,17 @@ class ErrorEstimate:
 
 def mc_norm_estimate(draws, factor=1.0, ess=None, method=""):
     """Mean ℓ₂ norm of draws × factor, with its standard error (``ess`` effective draws)."""
-    norms = np.linalg.norm(draws, axis=1) * factor
-    if len(norms) < 2:
-        raise ValueError(f"a Monte-Carlo error estimate needs at least 2 draws, got {len(norms)}")
-    m = len(norms) if ess is None else ess
-    return ErrorEstimate(float(norms.mean()), float(norms.std(ddof=1) / np.sqrt(m)), False, method)
-
+    draws = np.asarray(draws, float)
+    if len(draws) < 2:
+        raise ValueError(f"a Monte-Carlo error estimate needs at least 2 draws, got {len(draws)}")
+    # ‖v‖ = s·‖v/s‖ with s = max|v|: no overflow or underflow of squares (F may be 1e±300)
+    s = float(np.max(np.abs(draws)))
+    unit = np.linalg.norm(draws / s, axis=1) * factor if s > 0 else np.zeros(len(draws))
+    m = len(unit) if ess is None else ess
+    with np.errstate(over="ignore"):
+        value, stderr = s * float(unit.mean()), s * float(unit.std(ddof=1) / np.sqrt(m))
+    check_finite_output([value, stderr], "the expected error")
+    return ErrorEstimate(value, stderr, False, method)
 
 class Accounted:
     """Privacy accounting shared by every mechanism (MATH.md §1, §7; basic composition).

@@ -71,10 +71,12 @@ class NIMechanism(Mechanism):
             if k == 1:
                 self.levels.append(NIMLevel(1, basis, np.array([np.nan]), basis, eps_level, mech))
                 break
-            cov = uniform_covariance(mech.body)
+            cov = uniform_covariance(mech.body, scaled=False)  # eigenvectors need no scale (F may be 1e±300)
             ev, vec = np.linalg.eigh(cov)
             order = np.argsort(ev)[::-1]
             ev, vec = ev[order], vec[:, order]
+            with np.errstate(over="ignore", under="ignore"):  # only the report may leave float64
+                ev = ev * np.square(np.float64(mech.body._scale))
             top = k // 2
             self.levels.append(NIMLevel(k, basis, ev, basis @ vec[:, top:], eps_level, mech))
             basis = basis @ vec[:, :top]

@@ -112,15 +112,16 @@ def thinning_for(tau, target=TARGET_ESS_FRACTION):
     return max(1, int(np.ceil(np.log((1.0 - target) / (1.0 + target)) / np.log(rho))))
 
 
-def uniform_covariance(body):
+def uniform_covariance(body, *, scaled=True):
     """Covariance of Uniform(K) in ambient coordinates (d × d, rank = dim).
 
     Exact for cross-polytope / box images; otherwise the rounding's estimate (billiard
-    draws, at least 20 per dimension).
+    draws, at least 20 per dimension). ``scaled=False``: in units of the body's internal
+    scale² (the same eigenvectors; representable for any scale of F).
     """
     s = body.exact_structure
     C = s.covariance_frame() if s is not None else rounding_of(body).covariance
-    Q = body.span_basis * body._scale
+    Q = body.span_basis * body._scale if scaled else body.span_basis
     return Q @ C @ Q.T
 
 

@@ -173,3 +173,16 @@ def test_expected_error_needs_two_samples(n):
               KNormMechanism(np.eye(2), epsilon=1)):
         with pytest.raises(ValueError, match="n_samples"):
             m.expected_error(n_samples=n)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e300])
+def test_error_estimates_at_extreme_scales_of_F(scale):
+    """E‖noise‖₂ scales exactly with F (the norms are computed without squaring overflow)."""
+    F0 = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, -1.0]])  # a hexagon: MCMC, not an exact path
+    ref = KNormMechanism(F0, epsilon=1e3, rng=1).expected_error(n_samples=400)
+    big = KNormMechanism(F0 * scale, epsilon=1e3, rng=1).expected_error(n_samples=400)
+    assert np.isfinite(big.value) and big.value > 0
+    assert big.value / scale == pytest.approx(ref.value, rel=8 * ref.stderr / ref.value)
+    nim = NIMechanism(np.diag([4.0, 2.0, 1.0]) * scale, epsilon=1e3, rng=2)
+    assert [lv.dim for lv in nim.levels] == [3, 1]
+    assert np.allclose(np.abs(nim.levels[1].basis[:, 0]), [1, 0, 0])  # the longest axis is split off last
