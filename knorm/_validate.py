@@ -1,5 +1,7 @@
 """Argument checks shared across the package."""
 
+import os
+
 import numpy as np
 
 
@@ -10,3 +12,24 @@ def positive_int(name, value, *, allow_none=False):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be {'None or ' if allow_none else ''}a positive integer, got {value!r}")
     return int(value)
+
+
+MEMORY_FRACTION = 0.5  # a request may use at most half the physical memory
+FALLBACK_MEMORY = 8 * 2**30  # bytes, when the physical memory is unknown
+
+
+def memory_limit():
+    """Bytes one request may use: ``MEMORY_FRACTION`` (1/2) of the physical memory (8 GiB if unknown)."""
+    try:
+        return MEMORY_FRACTION * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return FALLBACK_MEMORY
+
+
+def check_memory(name, value, nbytes):
+    """ValueError naming ``name`` if ``nbytes`` (estimated before allocating) exceeds :func:`memory_limit`."""
+    limit = memory_limit()
+    if nbytes > limit:
+        need = f"{nbytes / 2**30:.3g}" if nbytes < 10**300 else "more than 1e290"
+        raise ValueError(f"{name}={value!r} needs about {need} GiB, more than the "
+                         f"{limit / 2**30:.3g} GiB allowed (half the physical memory)")

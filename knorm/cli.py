@@ -34,6 +34,7 @@ import numpy as np
 
 from . import __version__
 from ._io import atomic_write
+from ._validate import check_memory as _check_memory
 
 MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
 WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range", "marginals")
@@ -236,39 +237,19 @@ def write_samples(path, array, meta=None):
         atomic_write(path, lambda f: np.savez(f, samples=array, **meta))
 
 
-def _available_memory():
-    """Bytes of memory available now (MemAvailable), else physical memory, else None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def _num(v):
     return str(v) if v < 10**15 else (f"{float(v):.3g}" if v < 10**300 else "more than 1e300")
 
 
-def _gib(nbytes):
-    return f"{nbytes / 2**30:.3g}" if nbytes < 10**300 else "more than 1e290"
-
-
 def check_memory(option, count, d, copies, what=None, hint="ask for fewer, in several runs if need be"):
     """Refuse, before allocating, a request whose ``count × d`` float64 values, times the
-    working copies the computation holds, exceed the memory available."""
-    need = count * d * 8 * copies
-    avail = _available_memory()
-    if avail is not None and need > avail:
-        label = f"{option} {count}" if what is None else option
-        raise CLIError(f"{label}: {what or 'the output'}, {_num(count)} × {_num(d)} values, need about {_gib(need)} GiB "
-                       f"({copies} working copies of {_gib(count * d * 8)} GiB) but "
-                       f"{avail / 2**30:.3g} GiB is available; {hint}")
+    working copies the computation holds, exceed the memory allowed
+    (:func:`knorm._validate.check_memory`: half the physical memory)."""
+    try:
+        _check_memory(option, count, count * d * 8 * copies)
+    except ValueError as exc:
+        raise CLIError(f"{exc}: {what or 'the output'}, {_num(count)} × {_num(d)} values in {copies} working "
+                       f"copies; {hint}") from None
 
 
 class Progress:

@@ -22,15 +22,24 @@ __all__ = ["tradeoff_eps_delta", "tradeoff_gdp", "gdp_delta", "gdp_epsilon", "gd
            "BudgetAccountant", "BudgetExceededError", "Spend"]
 
 
+def _real(name, v):
+    """A real scalar (Python or numpy, 0-d arrays included) as float; bools and strings refused."""
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        v = v[()]
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a real number, got {v!r}")
+    return float(v)
+
+
 def _nonneg(name, v, allow_inf=False):
-    v = float(v)
+    v = _real(name, v)
     if np.isnan(v) or v < 0 or (not allow_inf and not np.isfinite(v)):
         raise ValueError(f"{name} must be a non-negative finite number, got {v}")
     return v
 
 
 def _prob(name, v, closed=True):
-    v = float(v)
+    v = _real(name, v)
     if not (0.0 <= v <= 1.0 if closed else 0.0 < v < 1.0):
         raise ValueError(f"{name} must be in {'[0, 1]' if closed else '(0, 1)'}, got {v}")
     return v

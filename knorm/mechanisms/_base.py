@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .._rng import as_generator, noise_source
-from .._validate import positive_int
+from .._validate import check_memory, positive_int
 from ..privacy import BudgetAccountant
 from ..body.hull import validate_matrix
 
@@ -29,8 +29,13 @@ def check_delta(delta):
     return float(delta)
 
 
-def check_size(size):
-    return positive_int("size", size, allow_none=True)
+def check_size(size, dim=None):
+    """``size`` as None or an int >= 1; with ``dim``, refuse (before allocating) a request
+    whose (size, dim) float64 output and working copies cannot fit in memory."""
+    m = positive_int("size", size, allow_none=True)
+    if m is not None and dim is not None:
+        check_memory("size", m, 8 * 4 * m * dim)
+    return m
 
 
 def check_n_samples(n_samples, name="n_samples"):
@@ -250,7 +255,7 @@ class Mechanism(Accounted, ABC):
         drawn. Non-finite answers raise instead of being returned.
         """
         x = self.check_x(x)
-        m = check_size(size)
+        m = check_size(size, self.d)
         self._check_budget(m or 1)
         out = check_finite_output(self.F @ x + self.sample_noise(size), "the answer")
         self._spend(m or 1)

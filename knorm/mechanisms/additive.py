@@ -39,7 +39,7 @@ class LaplaceMechanism(Mechanism):
                                     details={"l1_sensitivity": self.sensitivity, "scale": self.scale})
 
     def sample_noise(self, size=None):
-        m = check_size(size)
+        m = check_size(size, self.d)
         return self._one_or_many(self._rng.laplace(0.0, self.scale, size=(m or 1, self.d)), m)
 
     def expected_squared_error(self):
@@ -110,7 +110,7 @@ class GaussianMechanism(Mechanism):
                                              "calibration": calibration})
 
     def sample_noise(self, size=None):
-        m = check_size(size)
+        m = check_size(size, self.d)
         return self._one_or_many(self._rng.normal(0.0, self.sigma, size=(m or 1, self.d)), m)
 
     def expected_squared_error(self):

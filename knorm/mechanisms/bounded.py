@@ -19,6 +19,9 @@ class BoundedLaplaceMechanism(Accounted):
     """
 
     def __init__(self, lower, upper, *, epsilon, delta, clip=True, rng=None, accountant=None):
+        if any(isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating))
+               for b in (lower, upper)):
+            raise ValueError(f"lower and upper must be real numbers, got {lower!r} and {upper!r}")
         lower, upper = float(lower), float(upper)
         if not (np.isfinite(lower) and np.isfinite(upper) and lower < upper):
             raise ValueError(f"need finite lower < upper, got [{lower}, {upper}]")
@@ -43,10 +46,12 @@ class BoundedLaplaceMechanism(Accounted):
 
     def release(self, value, size=None):
         """Private value(s) for a true ``value`` in D."""
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"value must be a real number in [{self.lower}, {self.upper}], got {value!r}")
         v = float(value)
         if not (self.lower <= v <= self.upper):
             raise ValueError(f"value {v} lies outside the domain [{self.lower}, {self.upper}]")
-        m = check_size(size)
+        m = check_size(size, 1)
         self._check_budget(m or 1)
         out = check_finite_output(v + self._rng.laplace(0.0, self.scale, size=m or 1), "the answer")
         self._spend(m or 1)
@@ -102,7 +107,7 @@ class CovarianceGaussianMechanism(Accounted):
         return mech
 
     def sample_noise(self, size=None):
-        m = check_size(size)
+        m = check_size(size, self.M.shape[0])
         z = check_finite_output(self._rng.standard_normal((m or 1, self.M.shape[0])) @ self._L.T * self.c, "noise")
         return z[0] if m is None else z
 
@@ -111,7 +116,7 @@ class CovarianceGaussianMechanism(Accounted):
         a = np.asarray(answer, float)
         if a.shape != (self.M.shape[0],) or not np.all(np.isfinite(a)):
             raise ValueError(f"answer must be a finite vector of length {self.M.shape[0]}")
-        m = check_size(size)
+        m = check_size(size, self.M.shape[0])
         self._check_budget(m or 1)
         out = check_finite_output(a + self.sample_noise(size), "the answer")
         self._spend(m or 1)

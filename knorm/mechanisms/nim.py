@@ -7,7 +7,7 @@ import numpy as np
 from .._validate import positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
-from ..walks.sampler import check_memory, uniform_covariance
+from ..walks.sampler import uniform_covariance
 from ._base import Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size, mc_norm_estimate
 from .knorm_mechanism import KNormMechanism, check_sampler_options
 
@@ -89,8 +89,7 @@ class NIMechanism(Mechanism):
         )
 
     def sample_noise(self, size=None):
-        m = check_size(size)
-        check_memory("size", size, 8 * (m or 1) * self.d * 4)  # before allocating anything
+        m = check_size(size, self.d)  # refuses what cannot fit, before allocating anything
         total = np.zeros((m or 1, self.d))
         for lv in self.levels:
             a = lv.mechanism.sample_noise(m or 1)  # level coordinates (k)

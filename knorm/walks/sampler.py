@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._rng import as_generator
-from .._validate import positive_int
+from .._validate import check_memory, positive_int
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
@@ -136,8 +136,6 @@ def _start_points(frame, k, rng):
 CHUNK_DRAWS = 256  # records per chain between progress reports / checkpoint opportunities (even)
 WARMUP_TAUS = 20  # warm-up before the first record: at least 20·τ steps per chain (see Sampler)
 MAX_REPEAT_FRACTION = 0.01  # a certified run drops at most 1% of its release candidates as repeats
-MEMORY_FRACTION = 0.5  # a request may use at most half the physical memory
-FALLBACK_MEMORY = 8 * 2**30  # bytes, when the physical memory is unknown
 
 
 class ConvergenceError(RuntimeError):
@@ -147,22 +145,6 @@ class ConvergenceError(RuntimeError):
     were built with ``accept_uncertified=True``; the engine-only :func:`sample_uniform`
     warns (:class:`ConvergenceWarning`) instead.
     """
-
-
-def memory_limit():
-    """Bytes one request may use: ``MEMORY_FRACTION`` (1/2) of the physical memory (8 GiB if unknown)."""
-    try:
-        return MEMORY_FRACTION * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return FALLBACK_MEMORY
-
-
-def check_memory(name, value, nbytes):
-    """ValueError naming ``name`` if ``nbytes`` (estimated before allocating) exceeds :func:`memory_limit`."""
-    limit = memory_limit()
-    if nbytes > limit:
-        raise ValueError(f"{name}={value!r} needs about {nbytes / 2**30:.3g} GiB, more than the "
-                         f"{limit / 2**30:.3g} GiB allowed (half the physical memory)")
 
 
 def _even(k):
