@@ -276,9 +276,10 @@ def _plot_scaling(rows, walks, factors, path, out=print):
 # -- workload families of the engine issue: 2-way marginals of binary attributes, ±1 F at n = 5d ------------------
 
 FAMILY_FIELDS = ["family", "size", "d", "n", "rank", "status", "stage", "error", "body_s", "structure_s",
-                 "rounding_s", "rounding_iterations", "first_release_s", "first_run_s", "first_run_steps",
-                 "first_run_pivots_per_step", "release_1000_s", "release_1000_ess_per_s", "pivots_per_step",
-                 "us_per_pivot", "refactors_per_pivot", "tau_steps", "ess_per_s", "steps_per_s", "reliable",
+                 "rounding_s", "rounding_cpu_s", "rounding_iterations", "first_release_s", "first_release_cpu_s",
+                 "first_run_s", "first_run_steps", "first_run_pivots_per_step", "release_1000_s", "release_1000_cpu_s",
+                 "release_1000_ess_per_s", "pivots_per_step", "us_per_pivot", "us_per_pivot_wall", "refactors_per_pivot",
+                 "tau_steps", "ess_per_s", "ess_per_cpu_s", "steps_per_s", "reliable",
                  "chains", "cores", "loadavg"]
 
 
@@ -293,20 +294,22 @@ def family_workload(family, size, seed=0):
 
 
 def _single_chain_pivot_time(rnd, seconds, seed):
-    """Seconds per pivot and refactorisations per pivot of one billiard chain on one thread."""
+    """CPU seconds per pivot, wall seconds per pivot and refactorisations per pivot of one
+    billiard chain on this thread (CPU time is robust to other processes sharing the cores)."""
     from .walks.chains import default_params
 
     params = default_params("billiard", rnd.frame)
     chain = Chain(rnd.frame, rnd.points[0], np.random.default_rng(seed + 99))
     run_chains([chain], "billiard", 4, 4, params, workers=1)
     p0, f0, steps, elapsed = chain.pivots, int(chain.state.ctr[2]), 4, 0.0
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     while elapsed < seconds:
-        run_chains([chain], "billiard", steps, steps, params, workers=1)
+        run_chains([chain], "billiard", steps, steps, params, workers=1)  # one chain: runs on this thread
         steps = min(2 * steps, 4096)
         elapsed = time.perf_counter() - t
-    piv = chain.pivots - p0
-    return elapsed / max(piv, 1), (int(chain.state.ctr[2]) - f0) / max(piv, 1)
+    cpu = time.thread_time() - c
+    piv = max(chain.pivots - p0, 1)
+    return cpu / piv, elapsed / piv, (int(chain.state.ctr[2]) - f0) / piv
 
 
 def measure_workload(F, *, family="", size="", seconds=5.0, pivot_seconds=2.0, chains=4, seed=0, report=None):
@@ -318,7 +321,10 @@ def measure_workload(F, *, family="", size="", seconds=5.0, pivot_seconds=2.0, c
     1000 further releases (one more run), then the billiard walk at steady state from the
     rounding's states: ``chains`` chains on one thread each for ``seconds`` (pivots per
     step, τ, min-coordinate ESS/s), and one chain on one thread for ``pivot_seconds``
-    (µs per pivot, refactorisations per pivot). A failure (``OracleError``,
+    (µs per pivot in CPU time, and in wall time; refactorisations per pivot). ``*_cpu_s``:
+    CPU seconds of the process (all threads) for a stage, less sensitive than wall time
+    to other processes on a shared machine; ``loadavg``: the 1-minute load at the
+    start; ``ess_per_cpu_s``: ESS per CPU second of the steady-state run (all threads). A failure (``OracleError``,
     ``LinAlgError``, …) ends the measurement: ``status`` is "failed", ``stage`` says
     where, ``error`` the message. ``report(row)`` is called after every stage with the
     row so far. Returns the row (a dict over :data:`FAMILY_FIELDS`).
@@ -328,11 +334,14 @@ def measure_workload(F, *, family="", size="", seconds=5.0, pivot_seconds=2.0, c
                status="running", loadavg=f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "")
     report = report or (lambda r: None)
 
+    cpu = {}
+
     def stage(name, fn):
         row["stage"] = name
         report(dict(row))
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = fn()
+        cpu[name] = time.process_time() - c
         return out, time.perf_counter() - t
 
     try:
@@ -344,6 +353,7 @@ def measure_workload(F, *, family="", size="", seconds=5.0, pivot_seconds=2.0, c
             row["stage"] = "done"
             return row
         rnd, row["rounding_s"] = stage("rounding", lambda: rounding_of(K))
+        row["rounding_cpu_s"] = cpu["rounding"]
         row["rounding_iterations"] = rnd.iterations
         x = np.zeros(F.shape[1])
         mech = KNormMechanism(F, epsilon=1.0, rng=seed, body=K)
@@ -352,12 +362,16 @@ def measure_workload(F, *, family="", size="", seconds=5.0, pivot_seconds=2.0, c
         row["first_run_steps"] = info.steps
         row["first_run_pivots_per_step"] = info.pivots / max(info.steps, 1)
         row["first_release_s"] = row["body_s"] + row["structure_s"] + row["rounding_s"] + row["first_run_s"]
+        row["first_release_cpu_s"] = sum(cpu.values())
         _, row["release_1000_s"] = stage("1000 releases", lambda: mech.release(x, size=1000))
+        row["release_1000_cpu_s"] = cpu["1000 releases"]
         row["release_1000_ess_per_s"] = mech.last_info.ess_per_second
-        walk, _ = stage("billiard walk", lambda: _measure_walk(rnd, "billiard", seconds, chains, seed))
+        walk, wall = stage("billiard walk", lambda: _measure_walk(rnd, "billiard", seconds, chains, seed))
         row.update(walk)
-        (sec, refac), _ = stage("pivot time", lambda: _single_chain_pivot_time(rnd, pivot_seconds, seed))
+        row["ess_per_cpu_s"] = walk["ess_per_s"] * wall / max(cpu["billiard walk"], 1e-9)
+        (sec, wall, refac), _ = stage("pivot time", lambda: _single_chain_pivot_time(rnd, pivot_seconds, seed))
         row["us_per_pivot"] = 1e6 * sec
+        row["us_per_pivot_wall"] = 1e6 * wall
         row["refactors_per_pivot"] = refac
         row.update(status="ok", stage="done")
     except Exception as exc:  # noqa: BLE001 - a failure is a measurement too
@@ -391,6 +405,57 @@ def scaling_family(family, sizes, *, seconds=5.0, pivot_seconds=2.0, chains=4, s
 
 def _measure_family_size(family, size, **kw):
     return measure_workload(family_workload(family, size, kw.get("seed", 0)), family=family, size=size, **kw)
+
+
+def _measure_child(conn, family, size, kw):
+    try:
+        row = measure_workload(family_workload(family, size, kw["seed"]), family=family, size=size,
+                               report=conn.send, **kw)
+        conn.send(row)
+    finally:
+        conn.close()
+
+
+def measure_with_timeout(limit):
+    """A ``measure`` for :func:`scaling_family` running each size in a
+    forked child killed after ``limit`` seconds (the row then says how far it got)."""
+
+    import multiprocessing as mp
+
+    def measure(family, size, **kw):
+        ctx = mp.get_context("fork")
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_measure_child, args=(child, family, size, kw))
+        t0 = time.perf_counter()
+        p.start()
+        child.close()
+        row = None
+        while True:
+            left = limit - (time.perf_counter() - t0)
+            if left <= 0:
+                break
+            if parent.poll(min(left, 1.0)):
+                try:
+                    row = parent.recv()
+                except EOFError:  # the child died
+                    break
+                if row.get("status") != "running":
+                    break
+            elif not p.is_alive():
+                break
+        if p.is_alive():
+            p.kill()
+        p.join()
+        if row is None:
+            row = dict.fromkeys(FAMILY_FIELDS, "")
+            row.update(family=family, size=size, stage="start")
+        if row.get("status") in ("running", ""):
+            why = f"timeout after {limit:.0f} s" if time.perf_counter() - t0 >= limit else \
+                f"child process died (exit code {p.exitcode})"
+            row.update(status="timeout" if "timeout" in why else "failed", error=f"{why} in stage {row['stage']}")
+        return row
+
+    return measure
 
 
 def format_family_row(row):

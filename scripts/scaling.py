@@ -18,64 +18,12 @@ goes on with the next size.
 """
 
 import argparse
-import multiprocessing as mp
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's knorm
 
 from knorm import experiments as E  # noqa: E402
-
-
-def _child(conn, family, size, kw):
-    try:
-        row = E.measure_workload(E.family_workload(family, size, kw["seed"]), family=family, size=size,
-                                 report=conn.send, **kw)
-        conn.send(row)
-    finally:
-        conn.close()
-
-
-def measure_with_timeout(limit):
-    """A ``measure`` for :func:`knorm.experiments.scaling_family` running each size in a
-    forked child killed after ``limit`` seconds (the row then says how far it got)."""
-
-    def measure(family, size, **kw):
-        ctx = mp.get_context("fork")
-        parent, child = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_child, args=(child, family, size, kw))
-        t0 = time.perf_counter()
-        p.start()
-        child.close()
-        row = None
-        while True:
-            left = limit - (time.perf_counter() - t0)
-            if left <= 0 or not parent.poll(min(left, 1.0)):
-                if left <= 0:
-                    break
-                if not p.is_alive() and not parent.poll():
-                    break
-                continue
-            try:
-                row = parent.recv()
-            except EOFError:
-                break
-            if row.get("status") != "running":
-                break
-        if p.is_alive():
-            p.kill()
-        p.join()
-        if row is None:
-            row = dict.fromkeys(E.FAMILY_FIELDS, "")
-            row.update(family=family, size=size, stage="start")
-        if row.get("status") in ("running", ""):
-            why = f"timeout after {limit:.0f} s" if time.perf_counter() - t0 >= limit else \
-                f"child process died (exit code {p.exitcode})"
-            row.update(status="timeout" if "timeout" in why else "failed", error=f"{why} in stage {row['stage']}")
-        return row
-
-    return measure
 
 
 if __name__ == "__main__":
@@ -103,7 +51,7 @@ if __name__ == "__main__":
         E.measure_workload(E.family_workload("marginals", 4), seconds=0.2, pivot_seconds=0.1)
         E.scaling_family(a.family, sizes, seconds=10.0 if a.seconds is None else a.seconds,
                          pivot_seconds=a.pivot_seconds, chains=a.chains, seed=a.seed, out_dir=a.out_dir,
-                         measure=None if a.size_timeout is None else measure_with_timeout(a.size_timeout),
+                         measure=None if a.size_timeout is None else E.measure_with_timeout(a.size_timeout),
                          out=lambda s: print(s, flush=True))
     else:
         E.scaling(a.d or [10, 20, 40, 80], a.factors, a.walks, seconds=3.0 if a.seconds is None else a.seconds,
