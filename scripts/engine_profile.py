@@ -16,8 +16,8 @@ skipped), it times, in numba loops over realistic inputs taken from a billiard c
   infeasible row, O(r²) per pivot at worst; gauges only, the billiard walk's ``move``
   chooses by a ratio test in O(r));
 
-and the real thing: µs per pivot of one billiard chain on one thread (and of two chains
-on two threads). The remainder (real minus the sum of the pieces) is move()'s O(r)
+and the real thing: CPU µs per pivot of one billiard chain on one thread (and of two
+chains on two threads). All times are CPU time (the machine may be shared). The remainder (real minus the sum of the pieces) is move()'s O(r)
 bookkeeping plus what isolation hides (cache misses when the pieces run together).
 
     python scripts/engine_profile.py                # all four sizes, a markdown table
@@ -143,24 +143,27 @@ def _t_se_pricing(Binv, W, reps):
                 if score > best:
                     best = score
                     p = k
-    return cnt
+    return cnt / reps
 
 
 def _timed(fn, *args, seconds=0.3, reps=64):
-    """Seconds per repetition: the best of 3 runs of about ``seconds`` each."""
+    """CPU seconds (this thread) per repetition: the best of 3 runs of about ``seconds`` each.
+
+    CPU time, not wall time: the machine is shared, and time slices lost to other
+    processes must not count (cache pollution by them still does)."""
     fn(*args, 2)  # compile
     while True:
-        t = time.perf_counter()
+        t = time.thread_time()
         fn(*args, reps)
-        el = time.perf_counter() - t
+        el = time.thread_time() - t
         if el > seconds / 3 or reps > 1 << 26:
             break
         reps *= 4
     best = np.inf
     for _ in range(3):
-        t = time.perf_counter()
+        t = time.thread_time()
         out = fn(*args, reps)
-        best = min(best, (time.perf_counter() - t) / reps)
+        best = min(best, (time.thread_time() - t) / reps)
     return best, out
 
 
@@ -171,13 +174,13 @@ def _walk_pivot_us(frame, x0s, seconds, workers):
     p0 = sum(c.pivots for c in cs)
     r0 = sum(int(c.state.ctr[2]) for c in cs)
     s0 = sum(int(c.stats[2]) for c in cs)
-    steps, t = 8, time.perf_counter()
+    steps, t, c0 = 8, time.perf_counter(), time.process_time()
     while time.perf_counter() - t < seconds:
         run_chains(cs, "billiard", steps, steps, params, workers=workers)
         steps = min(steps * 2, 2048)
-    el = time.perf_counter() - t
+    cpu = time.process_time() - c0  # all threads of this process: CPU seconds spent on the chains
     piv = sum(c.pivots for c in cs) - p0
-    return (1e6 * el * workers / piv, (sum(int(c.state.ctr[2]) for c in cs) - r0) / piv,
+    return (1e6 * cpu / piv, (sum(int(c.state.ctr[2]) for c in cs) - r0) / piv,
             piv / (sum(int(c.stats[2]) for c in cs) - s0), cs[0])
 
 
@@ -221,18 +224,24 @@ def profile(d, seconds=0.3, walk_seconds=3.0, seed=0):
     sx.refactor(Ft, *st)
     best = np.inf
     for _ in range(max(3, int(seconds / 0.01))):
-        t = time.perf_counter()
+        t = time.process_time()  # all threads: LAPACK may run the inverse on several
         sx.refactor(Ft, *st)
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     res["refactor (one)"] = best
     res["refactor/pivot"] = refac
     res["refactor (amortised)"] = best * refac
     se, cnt = _timed(_t_se_pricing, Binv, Wv, seconds=seconds)
     res["se_pricing (solve only)"] = se
+    res["se rows priced per call"] = cnt
+    res["row_alpha ns per n·r"] = 1e9 * res["row_alpha"] / (n * r)
+    res["matvec ns per r²"] = 1e9 * res["matvec"] / (r * r)
+    res["binv_update ns per r²"] = 1e9 * res["binv_update"] / (r * r)
+    res["ratio_test ns per n"] = 1e9 * res["ratio_test"] / n
     pieces = ["row", "row_alpha", "ratio_test", "matvec", "binv_update", "g_update", "refactor (amortised)"]
     res["sum of pieces"] = sum(res[k] for k in pieces)
     res["walk µs/pivot (1 thread)"] = us1
     res["walk µs/pivot (2 threads)"] = us2
+    res["walk minus pieces"] = us1 * 1e-6 - res["sum of pieces"]
     res["pivots/step"] = pps
     return res
 
@@ -249,7 +258,7 @@ if __name__ == "__main__":
         print(f"done d={d}", file=sys.stderr, flush=True)
     keys = list(results[0])
     time_keys = {"row", "row_alpha", "ratio_test", "matvec", "binv_update", "g_update", "refactor (one)",
-                 "refactor (amortised)", "se_pricing (solve only)", "sum of pieces"}
+                 "refactor (amortised)", "se_pricing (solve only)", "sum of pieces", "walk minus pieces"}
     cols = [res["d×n"] for res in results]
     ratio = len(results) > 1
     print("| piece (µs) | " + " | ".join(cols) + (f" | ratio {cols[-1]} / {cols[0]} |" if ratio else " |"))
