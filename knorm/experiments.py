@@ -278,9 +278,9 @@ def _plot_scaling(rows, walks, factors, path, out=print):
 FAMILY_FIELDS = ["family", "size", "d", "n", "rank", "status", "stage", "error", "body_s", "structure_s",
                  "rounding_s", "rounding_cpu_s", "rounding_iterations", "first_release_s", "first_release_cpu_s",
                  "first_run_s", "first_run_steps", "first_run_pivots_per_step", "release_1000_s", "release_1000_cpu_s",
-                 "release_1000_ess_per_s", "pivots_per_step", "us_per_pivot", "us_per_pivot_wall", "refactors_per_pivot",
-                 "tau_steps", "ess_per_s", "ess_per_cpu_s", "steps_per_s", "reliable",
-                 "chains", "cores", "loadavg"]
+                 "release_1000_ess_per_s", "pivots_per_step", "us_per_pivot", "us_per_pivot_wall",
+                 "refactors_per_pivot", "tau_steps", "ess_per_s", "ess_per_cpu_s", "steps_per_s", "reliable", "chains",
+                 "cores", "loadavg"]
 
 
 def family_workload(family, size, seed=0):

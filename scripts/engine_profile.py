@@ -17,8 +17,9 @@ skipped), it times, in numba loops over realistic inputs taken from a billiard c
   chooses by a ratio test in O(r));
 
 and the real thing: CPU µs per pivot of one billiard chain on one thread (and of two
-chains on two threads). All times are CPU time (the machine may be shared). The remainder (real minus the sum of the pieces) is move()'s O(r)
-bookkeeping plus what isolation hides (cache misses when the pieces run together).
+chains on two threads). All times are CPU time (the machine may be shared). The
+remainder (real minus the sum of the pieces) is move()'s O(r) bookkeeping plus what
+isolation hides (cache misses when the pieces run together).
 
     python scripts/engine_profile.py                # all four sizes, a markdown table
     python scripts/engine_profile.py --d 40 100 --seconds 0.3
@@ -272,4 +273,5 @@ if __name__ == "__main__":
     if ratio:
         r0, r1 = results[0], results[-1]
         nr = (r1["r"] * 5 * r1["r"]) / (r0["r"] * 5 * r0["r"])
-        print(f"\nn·r grows {nr:.2f}×, r² {r1['r'] ** 2 / r0['r'] ** 2:.2f}×, r³ {r1['r'] ** 3 / r0['r'] ** 3:.2f}×")
+        r2, r3 = r1["r"] ** 2 / r0["r"] ** 2, r1["r"] ** 3 / r0["r"] ** 3
+        print(f"\nn·r grows {nr:.2f}×, r² {r2:.2f}×, r³ {r3:.2f}×")
