@@ -271,3 +271,202 @@ def _plot_scaling(rows, walks, factors, path, out=print):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     out(f"wrote {path}")
+
+
+# -- workload families of the engine issue: 2-way marginals of binary attributes, ±1 F at n = 5d ------------------
+
+FAMILY_FIELDS = ["family", "size", "d", "n", "rank", "status", "stage", "error", "body_s", "structure_s",
+                 "rounding_s", "rounding_cpu_s", "rounding_iterations", "first_release_s", "first_release_cpu_s",
+                 "first_run_s", "first_run_steps", "first_run_pivots_per_step", "release_1000_s", "release_1000_cpu_s",
+                 "release_1000_ess_per_s", "pivots_per_step", "us_per_pivot", "us_per_pivot_wall",
+                 "refactors_per_pivot", "tau_steps", "ess_per_s", "ess_per_cpu_s", "steps_per_s", "reliable", "chains",
+                 "cores", "loadavg"]
+
+
+def family_workload(family, size, seed=0):
+    """F of one size of a family: ``marginals`` (2-way marginals of ``size`` binary
+    attributes, n = 2^size) or ``pm1`` (random ±1, d = size, n = 5·size)."""
+    if family == "marginals":
+        return W.marginals((2,) * int(size), 2)
+    if family == "pm1":
+        return W.random_pm1(int(size), 5 * int(size), rng=seed + int(size))
+    raise ValueError(f"unknown family {family!r}; choose marginals or pm1")
+
+
+def _single_chain_pivot_time(rnd, seconds, seed):
+    """CPU seconds per pivot, wall seconds per pivot and refactorisations per pivot of one
+    billiard chain on this thread (CPU time is robust to other processes sharing the cores)."""
+    from .walks.chains import default_params
+
+    params = default_params("billiard", rnd.frame)
+    chain = Chain(rnd.frame, rnd.points[0], np.random.default_rng(seed + 99))
+    run_chains([chain], "billiard", 4, 4, params, workers=1)
+    p0, f0, steps, elapsed = chain.pivots, int(chain.state.ctr[2]), 4, 0.0
+    t, c = time.perf_counter(), time.thread_time()
+    while elapsed < seconds:
+        run_chains([chain], "billiard", steps, steps, params, workers=1)  # one chain: runs on this thread
+        steps = min(2 * steps, 4096)
+        elapsed = time.perf_counter() - t
+    cpu = time.thread_time() - c
+    piv = max(chain.pivots - p0, 1)
+    return cpu / piv, elapsed / piv, (int(chain.state.ctr[2]) - f0) / piv
+
+
+def measure_workload(F, *, family="", size="", seconds=5.0, pivot_seconds=2.0, chains=4, seed=0, report=None):
+    """Cost of K-norm on one workload, from a cold body (JIT compiled already).
+
+    Stages, each timed: the body (:class:`SymmetricHull`), exact-structure detection,
+    rounding, the first certified release of a fresh :class:`KNormMechanism` (warm-up and
+    one certified sampler run of 1000 draws: ``first_release_s`` is the sum of all four),
+    1000 further releases (one more run), then the billiard walk at steady state from the
+    rounding's states: ``chains`` chains on one thread each for ``seconds`` (pivots per
+    step, τ, min-coordinate ESS/s), and one chain on one thread for ``pivot_seconds``
+    (µs per pivot in CPU time, and in wall time; refactorisations per pivot). ``*_cpu_s``:
+    CPU seconds of the process (all threads) for a stage, less sensitive than wall time
+    to other processes on a shared machine; ``loadavg``: the 1-minute load at the
+    start; ``ess_per_cpu_s``: ESS per CPU second of the steady-state run (all threads). A failure (``OracleError``,
+    ``LinAlgError``, …) ends the measurement: ``status`` is "failed", ``stage`` says
+    where, ``error`` the message. ``report(row)`` is called after every stage with the
+    row so far. Returns the row (a dict over :data:`FAMILY_FIELDS`).
+    """
+    row = dict.fromkeys(FAMILY_FIELDS, "")
+    row.update(family=family, size=size, d=F.shape[0], n=F.shape[1], chains=chains, cores=os.cpu_count(),
+               status="running", loadavg=f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "")
+    report = report or (lambda r: None)
+
+    cpu = {}
+
+    def stage(name, fn):
+        row["stage"] = name
+        report(dict(row))
+        t, c = time.perf_counter(), time.process_time()
+        out = fn()
+        cpu[name] = time.process_time() - c
+        return out, time.perf_counter() - t
+
+    try:
+        K, row["body_s"] = stage("body", lambda: SymmetricHull(F))
+        row["rank"] = K.dim
+        structure, row["structure_s"] = stage("structure", lambda: K.exact_structure)
+        if structure is not None:
+            row.update(status="exact", error=f"exact structure {structure.kind}: no MCMC")
+            row["stage"] = "done"
+            return row
+        rnd, row["rounding_s"] = stage("rounding", lambda: rounding_of(K))
+        row["rounding_cpu_s"] = cpu["rounding"]
+        row["rounding_iterations"] = rnd.iterations
+        x = np.zeros(F.shape[1])
+        mech = KNormMechanism(F, epsilon=1.0, rng=seed, body=K)
+        _, row["first_run_s"] = stage("first release", lambda: mech.release(x))
+        info = mech.last_info
+        row["first_run_steps"] = info.steps
+        row["first_run_pivots_per_step"] = info.pivots / max(info.steps, 1)
+        row["first_release_s"] = row["body_s"] + row["structure_s"] + row["rounding_s"] + row["first_run_s"]
+        row["first_release_cpu_s"] = sum(cpu.values())
+        _, row["release_1000_s"] = stage("1000 releases", lambda: mech.release(x, size=1000))
+        row["release_1000_cpu_s"] = cpu["1000 releases"]
+        row["release_1000_ess_per_s"] = mech.last_info.ess_per_second
+        walk, wall = stage("billiard walk", lambda: _measure_walk(rnd, "billiard", seconds, chains, seed))
+        row.update(walk)
+        row["ess_per_cpu_s"] = walk["ess_per_s"] * wall / max(cpu["billiard walk"], 1e-9)
+        (sec, wall, refac), _ = stage("pivot time", lambda: _single_chain_pivot_time(rnd, pivot_seconds, seed))
+        row["us_per_pivot"] = 1e6 * sec
+        row["us_per_pivot_wall"] = 1e6 * wall
+        row["refactors_per_pivot"] = refac
+        row.update(status="ok", stage="done")
+    except Exception as exc:  # noqa: BLE001 - a failure is a measurement too
+        row.update(status="failed", error=f"{type(exc).__name__}: {exc}".replace("\n", " "))
+    return row
+
+
+def scaling_family(family, sizes, *, seconds=5.0, pivot_seconds=2.0, chains=4, seed=0, out_dir=".",
+                   csv_name=None, out=print, measure=None):
+    """:func:`measure_workload` for each size of a family; writes ``scaling_<family>.csv``
+    row by row (a failed size is a row with its status and message; the study goes on).
+
+    ``measure(family, size, seconds=, pivot_seconds=, chains=, seed=)`` returns a row
+    (default: build the workload and :func:`measure_workload`; scripts/scaling.py runs
+    each size in a child process with a time limit instead)."""
+    measure = measure or _measure_family_size
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with open(folder / (csv_name or f"scaling_{family}.csv"), "w", newline="") as csv_file:
+        writer = csv.DictWriter(csv_file, fieldnames=FAMILY_FIELDS)
+        writer.writeheader()
+        for size in sizes:
+            row = measure(family, size, seconds=seconds, pivot_seconds=pivot_seconds, chains=chains, seed=seed)
+            rows.append(row)
+            writer.writerow(row)
+            csv_file.flush()
+            out(format_family_row(row))
+    return rows
+
+
+def _measure_family_size(family, size, **kw):
+    return measure_workload(family_workload(family, size, kw.get("seed", 0)), family=family, size=size, **kw)
+
+
+def _measure_child(conn, family, size, kw):
+    try:
+        row = measure_workload(family_workload(family, size, kw["seed"]), family=family, size=size,
+                               report=conn.send, **kw)
+        conn.send(row)
+    finally:
+        conn.close()
+
+
+def measure_with_timeout(limit):
+    """A ``measure`` for :func:`scaling_family` running each size in a
+    forked child killed after ``limit`` seconds (the row then says how far it got)."""
+
+    import multiprocessing as mp
+
+    def measure(family, size, **kw):
+        ctx = mp.get_context("fork")
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_measure_child, args=(child, family, size, kw))
+        t0 = time.perf_counter()
+        p.start()
+        child.close()
+        row = None
+        while True:
+            left = limit - (time.perf_counter() - t0)
+            if left <= 0:
+                break
+            if parent.poll(min(left, 1.0)):
+                try:
+                    row = parent.recv()
+                except EOFError:  # the child died
+                    break
+                if row.get("status") != "running":
+                    break
+            elif not p.is_alive():
+                break
+        if p.is_alive():
+            p.kill()
+        p.join()
+        if row is None:
+            row = dict.fromkeys(FAMILY_FIELDS, "")
+            row.update(family=family, size=size, stage="start")
+        if row.get("status") in ("running", ""):
+            why = f"timeout after {limit:.0f} s" if time.perf_counter() - t0 >= limit else \
+                f"child process died (exit code {p.exitcode})"
+            row.update(status="timeout" if "timeout" in why else "failed", error=f"{why} in stage {row['stage']}")
+        return row
+
+    return measure
+
+
+def format_family_row(row):
+    """One line for the console."""
+    def f(key, fmt):
+        v = row.get(key, "")
+        return format(v, fmt) if isinstance(v, (int, float)) else "-"
+
+    head = f"{row['family']} {row['size']}: {row['d']}×{row['n']} rank {row['rank'] or '?'}"
+    if row["status"] not in ("ok",):
+        return f"{head}: {row['status']} in {row['stage']}: {row['error']}"
+    return (f"{head}: rounding {f('rounding_s', '.1f')} s, first release {f('first_release_s', '.1f')} s, "
+            f"1000 more {f('release_1000_s', '.1f')} s; billiard {f('pivots_per_step', '.0f')} pivots/step, "
+            f"{f('us_per_pivot', '.1f')} µs/pivot, τ {f('tau_steps', '.1f')}, {f('ess_per_s', '.1f')} ESS/s")

@@ -1,0 +1,277 @@
+"""Where a facet-walk pivot's time goes (the oracle's kernels, piece by piece).
+
+For random ±1 F at n = 5d (default d = 40, 60, 80, 100) on the first rounded frame
+(``chol(F Fᵀ/n)``; random ±1 bodies are near-isotropic already, so the full rounding is
+skipped), it times, in numba loops over realistic inputs taken from a billiard chain:
+
+* ``row``        -- ρ = row p of B⁻¹ (O(r));
+* ``row_alpha``  -- α = Fᵀρ (O(n·r), streams all of Ft);
+* ``ratio_test`` -- Harris two-pass ratio test over the 2n columns (O(n));
+* ``matvec``     -- u = B⁻¹a_q in ``_pivot`` (O(r²));
+* ``binv_update``-- the rank-one update of B⁻¹ in ``_pivot`` (O(r²));
+* ``g_update``   -- g ← g − θα and λ ← λ − θρ (O(n + r));
+* ``refactor``   -- one refactorisation (O(r³) + O(n·r)), and amortised per pivot with
+  the refactorisation rate measured on the chain (``ctr[2] / ctr[1]``);
+* ``se_pricing`` -- the steepest-edge leaving-row choice of ``solve`` (O(r) per
+  infeasible row, O(r²) per pivot at worst; gauges only, the billiard walk's ``move``
+  chooses by a ratio test in O(r));
+
+and the real thing: CPU µs per pivot of one billiard chain on one thread (and of two
+chains on two threads). All times are CPU time (the machine may be shared). The
+remainder (real minus the sum of the pieces) is move()'s O(r) bookkeeping plus what
+isolation hides (cache misses when the pieces run together).
+
+    python scripts/engine_profile.py                # all four sizes, a markdown table
+    python scripts/engine_profile.py --d 40 100 --seconds 0.3
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+from numba import njit
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's knorm
+
+from knorm import workloads as W  # noqa: E402
+from knorm.body import _simplex as sx  # noqa: E402
+from knorm.body.hull import SymmetricHull  # noqa: E402
+from knorm.walks.chains import Chain, default_params, run_chains  # noqa: E402
+from knorm.walks.rounding import _frame_for  # noqa: E402
+from knorm.walks.sampler import _start_points  # noqa: E402
+
+
+@njit(cache=False, nogil=True)
+def _t_row(Binv, rho, reps):
+    r = Binv.shape[0]
+    s = 0.0
+    for t in range(reps):
+        sx._row(Binv, t % r, rho)
+        s += rho[0]
+    return s
+
+
+@njit(cache=False, nogil=True)
+def _t_row_alpha(Ft, RHO, alpha, reps):
+    m = RHO.shape[0]
+    s = 0.0
+    for t in range(reps):
+        s += sx._row_alpha(Ft, RHO[t % m], alpha)
+    return s
+
+
+@njit(cache=False, nogil=True)
+def _t_ratio(ALPHA, g, basis, atol, reps):
+    m = ALPHA.shape[0]
+    s = 0
+    for t in range(reps):
+        s += sx._ratio_test(ALPHA[t % m], g, basis, atol, False)
+    return s
+
+
+@njit(cache=False, nogil=True)
+def _t_matvec(Binv, Ft, u, reps):
+    n = Ft.shape[0]
+    s = 0.0
+    for t in range(reps):
+        sx._matvec(Binv, Ft[(t * 7919) % n], u)
+        s += u[0]
+    return s
+
+
+@njit(cache=False, nogil=True)
+def _t_binv_update(Binv, U, reps):
+    """The loop of ``_pivot`` (row p scaled, then r-1 row updates), applied and undone."""
+    r = Binv.shape[0]
+    m = U.shape[0]
+    for t in range(reps):
+        p = t % r
+        u = U[t % m]
+        sign = 1.0 if t % 2 == 0 else -1.0
+        up = u[p]
+        inv_up = 1.0 / up if sign > 0 else up
+        for i in range(r):
+            Binv[p, i] *= inv_up
+        for k in range(r):
+            if k != p:
+                f = sign * u[k] * 1e-3
+                if f != 0.0:
+                    for i in range(r):
+                        Binv[k, i] -= f * Binv[p, i]
+    return Binv[0, 0]
+
+
+@njit(cache=False, nogil=True)
+def _t_g_update(g, lam, ALPHA, RHO, reps):
+    n = g.shape[0]
+    r = lam.shape[0]
+    m = ALPHA.shape[0]
+    for t in range(reps):
+        theta = 1e-3 if t % 2 == 0 else -1e-3
+        a = ALPHA[(t // 2) % m]
+        rho = RHO[(t // 2) % m]
+        for i in range(r):
+            lam[i] -= theta * rho[i]
+        for j in range(n):
+            g[j] -= theta * a[j]
+    return g[0]
+
+
+@njit(cache=False, nogil=True)
+def _t_se_pricing(Binv, W, reps):
+    """The leaving-row choice of ``solve`` (dual steepest edge) on the rows' w vectors."""
+    r = Binv.shape[0]
+    m = W.shape[0]
+    cnt = 0
+    for t in range(reps):
+        w = W[t % m]
+        wmax = 0.0
+        for k in range(r):
+            if abs(w[k]) > wmax:
+                wmax = abs(w[k])
+        tol = sx.PRIMAL_TOL * wmax
+        p = -1
+        best = 0.0
+        for k in range(r):
+            if w[k] < -tol:
+                cnt += 1
+                nrm = 0.0
+                for i in range(r):
+                    nrm += Binv[k, i] * Binv[k, i]
+                score = w[k] * w[k] / nrm
+                if score > best:
+                    best = score
+                    p = k
+    return cnt / reps
+
+
+def _timed(fn, *args, seconds=0.3, reps=64):
+    """CPU seconds (this thread) per repetition: the best of 3 runs of about ``seconds`` each.
+
+    CPU time, not wall time: the machine is shared, and time slices lost to other
+    processes must not count (cache pollution by them still does)."""
+    fn(*args, 2)  # compile
+    while True:
+        t = time.thread_time()
+        fn(*args, reps)
+        el = time.thread_time() - t
+        if el > seconds / 3 or reps > 1 << 26:
+            break
+        reps *= 4
+    best = np.inf
+    for _ in range(3):
+        t = time.thread_time()
+        out = fn(*args, reps)
+        best = min(best, (time.thread_time() - t) / reps)
+    return best, out
+
+
+def _walk_pivot_us(frame, x0s, seconds, workers):
+    params = default_params("billiard", frame)
+    cs = [Chain(frame, x, np.random.default_rng(7 + i)) for i, x in enumerate(x0s[:workers])]
+    run_chains(cs, "billiard", 8, 8, params, workers=workers)
+    p0 = sum(c.pivots for c in cs)
+    r0 = sum(int(c.state.ctr[2]) for c in cs)
+    s0 = sum(int(c.stats[2]) for c in cs)
+    steps, t, c0 = 8, time.perf_counter(), time.process_time()
+    while time.perf_counter() - t < seconds:
+        run_chains(cs, "billiard", steps, steps, params, workers=workers)
+        steps = min(steps * 2, 2048)
+    cpu = time.process_time() - c0  # all threads of this process: CPU seconds spent on the chains
+    piv = sum(c.pivots for c in cs) - p0
+    return (1e6 * cpu / piv, (sum(int(c.state.ctr[2]) for c in cs) - r0) / piv,
+            piv / (sum(int(c.stats[2]) for c in cs) - s0), cs[0])
+
+
+def profile(d, seconds=0.3, walk_seconds=3.0, seed=0):
+    n = 5 * d
+    K = SymmetricHull(W.random_pm1(d, n, rng=seed + d))
+    base = K.frame
+    r = base.r
+    T = np.linalg.cholesky(base.Ft.T @ base.Ft / n + 1e-12 * np.eye(r))
+    frame = _frame_for(base, T)
+    x0s = _start_points(frame, 2, np.random.default_rng(seed))
+    us1, refac, pps, chain = _walk_pivot_us(frame, x0s, walk_seconds, 1)
+    us2, _, _, _ = _walk_pivot_us(frame, x0s, walk_seconds, 2)
+    basis, Binv, lam, g, ctr = (a.copy() for a in chain.state.args())
+    Ft, fmax = frame.Ft, frame.fmax
+    m = min(r, 64)
+    RHO = np.ascontiguousarray(Binv[:m])
+    ALPHA = RHO @ Ft.T
+    atol = sx.PIVOT_TOL * np.linalg.norm(RHO[0]) * fmax
+    # u = B⁻¹a_q for the entering columns of real ratio tests
+    U = np.empty((m, r))
+    for i in range(m):
+        q = sx._ratio_test(ALPHA[i], g, basis, atol, False)
+        col = Ft[q] if q < n else -Ft[q - n]
+        U[i] = Binv @ col
+        if abs(U[i, i % r]) < 1e-3:
+            U[i, i % r] = 1.0
+    Y = np.random.default_rng(seed + 1).standard_normal((m, r))
+    Wv = Y @ Binv.T  # w = B⁻¹y of far points (a gauge query from the walk's basis)
+    rho = np.empty(r)
+    alpha = np.empty(n)
+    u = np.empty(r)
+    res = {"d×n": f"{d}×{n}", "r": r, "Ft KiB": Ft.nbytes / 1024, "B⁻¹ KiB": Binv.nbytes / 1024}
+    res["row"] = _timed(_t_row, Binv, rho, seconds=seconds)[0]
+    res["row_alpha"] = _timed(_t_row_alpha, Ft, RHO, alpha, seconds=seconds)[0]
+    res["ratio_test"] = _timed(_t_ratio, ALPHA, g, basis, atol, seconds=seconds)[0]
+    res["matvec"] = _timed(_t_matvec, Binv, Ft, u, seconds=seconds)[0]
+    res["binv_update"] = _timed(_t_binv_update, Binv.copy(), U, seconds=seconds)[0]
+    res["g_update"] = _timed(_t_g_update, g.copy(), lam.copy(), ALPHA, RHO, seconds=seconds)[0]
+    st = [basis.copy(), Binv.copy(), lam.copy(), g.copy(), ctr.copy()]
+    sx.refactor(Ft, *st)
+    best = np.inf
+    for _ in range(max(3, int(seconds / 0.01))):
+        t = time.process_time()  # all threads: LAPACK may run the inverse on several
+        sx.refactor(Ft, *st)
+        best = min(best, time.process_time() - t)
+    res["refactor (one)"] = best
+    res["refactor/pivot"] = refac
+    res["refactor (amortised)"] = best * refac
+    se, cnt = _timed(_t_se_pricing, Binv, Wv, seconds=seconds)
+    res["se_pricing (solve only)"] = se
+    res["se rows priced per call"] = cnt
+    res["row_alpha ns per n·r"] = 1e9 * res["row_alpha"] / (n * r)
+    res["matvec ns per r²"] = 1e9 * res["matvec"] / (r * r)
+    res["binv_update ns per r²"] = 1e9 * res["binv_update"] / (r * r)
+    res["ratio_test ns per n"] = 1e9 * res["ratio_test"] / n
+    pieces = ["row", "row_alpha", "ratio_test", "matvec", "binv_update", "g_update", "refactor (amortised)"]
+    res["sum of pieces"] = sum(res[k] for k in pieces)
+    res["walk µs/pivot (1 thread)"] = us1
+    res["walk µs/pivot (2 threads)"] = us2
+    res["walk minus pieces"] = us1 * 1e-6 - res["sum of pieces"]
+    res["pivots/step"] = pps
+    return res
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--d", type=int, nargs="+", default=[40, 60, 80, 100])
+    p.add_argument("--seconds", type=float, default=0.3, help="per timed piece")
+    p.add_argument("--walk-seconds", type=float, default=3.0)
+    a = p.parse_args()
+    results = []
+    for d in a.d:
+        results.append(profile(d, a.seconds, a.walk_seconds))
+        print(f"done d={d}", file=sys.stderr, flush=True)
+    keys = list(results[0])
+    time_keys = {"row", "row_alpha", "ratio_test", "matvec", "binv_update", "g_update", "refactor (one)",
+                 "refactor (amortised)", "se_pricing (solve only)", "sum of pieces", "walk minus pieces"}
+    cols = [res["d×n"] for res in results]
+    ratio = len(results) > 1
+    print("| piece (µs) | " + " | ".join(cols) + (f" | ratio {cols[-1]} / {cols[0]} |" if ratio else " |"))
+    print("|---|" + "---|" * (len(cols) + ratio))
+    for k in keys[1:]:
+        vals = [res[k] * (1e6 if k in time_keys else 1) for res in results]
+        cells = [f"{v:.3g}" for v in vals]
+        if ratio:
+            cells.append(f"{vals[-1] / vals[0]:.2f}×" if vals[0] else "")
+        print(f"| {k} | " + " | ".join(cells) + " |")
+    if ratio:
+        r0, r1 = results[0], results[-1]
+        nr = (r1["r"] * 5 * r1["r"]) / (r0["r"] * 5 * r0["r"])
+        r2, r3 = r1["r"] ** 2 / r0["r"] ** 2, r1["r"] ** 3 / r0["r"] ** 3
+        print(f"\nn·r grows {nr:.2f}×, r² {r2:.2f}×, r³ {r3:.2f}×")
