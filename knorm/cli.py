@@ -397,7 +397,7 @@ def _expected_error(mech, norms):
             return {"value": None, "stderr": None, "exact": False,
                     "method": f"not estimated: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"}
         d = _estimate_dict(e)
-        d["method"] += " (a separate run, never released)"
+        d["method"] += " (draws made after the release, never released)"
         return d
     se = float(norms.std(ddof=1) / np.sqrt(len(norms))) if len(norms) > 1 else None
     return {"value": float(norms.mean()), "stderr": se, "exact": False,
