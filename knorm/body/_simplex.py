@@ -26,6 +26,8 @@ from numba import njit
 OK = 0
 PIVOT_LIMIT = -1
 NO_ENTERING = -2
+SINGULAR = -3        # singular basis that a fresh crash basis could not repair
+REPAIRED = 1         # refactor: basis replaced by a fresh (dual feasible) crash basis
 
 REFACTOR_EVERY = 100
 DUAL_TOL = 1e-9      # allowed dual infeasibility |f_jᵀλ| <= 1 + DUAL_TOL (Harris)
@@ -34,14 +36,72 @@ PRIMAL_TOL = 1e-11
 # Reassociation lets LLVM vectorise the dot-product reductions; no flag that changes
 # inf/NaN semantics is enabled (the ratio tests compare against np.inf).
 _FM = {"reassoc", "contract"}   # relative to max |w|
+SINGULAR_TOL = 1e-11  # Gauss–Jordan pivot below this times the column norm: dependent column
 STALL = 25           # degenerate pivots in a row before switching to Bland's rule
 
 
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _invert(B, Binv):
+    """``Binv ← B⁻¹`` by Gauss–Jordan elimination with partial pivoting (B is overwritten).
+
+    Numba-native on purpose: ``np.linalg.inv`` goes to multithreaded OpenBLAS for r > 64,
+    which costs milliseconds per call on a loaded machine. Returns -1 on success, else the
+    first column ``k`` of B that is (numerically) dependent on columns ``0..k-1``:
+    no row left has a pivot above ``SINGULAR_TOL`` times the column's norm.
+    """
+    r = B.shape[0]
+    norms = np.empty(r)
+    rb = np.empty(r)
+    rx = np.empty(r)
+    for k in range(r):
+        s = 0.0
+        for i in range(r):
+            s += B[i, k] * B[i, k]
+        norms[k] = math.sqrt(s)
+    for i in range(r):
+        for k in range(r):
+            Binv[i, k] = 0.0
+        Binv[i, i] = 1.0
+    for k in range(r):
+        p = k
+        best = abs(B[k, k])
+        for i in range(k + 1, r):
+            a = abs(B[i, k])
+            if a > best:
+                best = a
+                p = i
+        if not best > SINGULAR_TOL * norms[k]:
+            return k
+        if p != k:
+            for j in range(r):
+                t = B[k, j]
+                B[k, j] = B[p, j]
+                B[p, j] = t
+                t = Binv[k, j]
+                Binv[k, j] = Binv[p, j]
+                Binv[p, j] = t
+        inv = 1.0 / B[k, k]
+        for j in range(r):
+            B[k, j] *= inv
+            Binv[k, j] *= inv
+        # pivot row copied out: the row updates below then provably do not alias (SIMD)
+        for j in range(r):
+            rb[j] = B[k, j]
+            rx[j] = Binv[k, j]
+        for i in range(r):
+            if i != k:
+                f = B[i, k]
+                if f != 0.0:
+                    for j in range(k, r):
+                        B[i, j] -= f * rb[j]
+                    for j in range(r):
+                        Binv[i, j] -= f * rx[j]
+    return -1
+
+
 @njit(cache=True, nogil=True)
-def refactor(Ft, basis, Binv, lam, g, ctr):
-    """Recompute ``B⁻¹``, ``λ`` and ``g`` from the basis (cures drift of the updates)."""
+def _basis_matrix(Ft, basis, B):
     n, r = Ft.shape
-    B = np.empty((r, r))
     for k in range(r):
         c = basis[k]
         if c < n:
@@ -50,7 +110,118 @@ def refactor(Ft, basis, Binv, lam, g, ctr):
         else:
             for i in range(r):
                 B[i, k] = -Ft[c - n, i]
-    Binv[:, :] = np.linalg.inv(B)
+
+
+@njit(cache=True, nogil=True)
+def _next_rand(state):
+    """xorshift64*: deterministic pseudo-random doubles in [-1, 1) for the crash walk."""
+    x = state[0]
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    state[0] = x
+    v = (x * np.uint64(2685821657736338717)) >> np.uint64(11)
+    return float(v) * (2.0 / 9007199254740992.0) - 1.0
+
+
+@njit(cache=True, nogil=True)
+def crash(Ft, direction, basis, seed):
+    """A dual feasible, nonsingular basis: walk inside the polar ``{λ : |Fᵀλ| <= 1}``.
+
+    From λ = 0 move along ``direction`` (projected off the normals already tight) until a
+    new constraint ``|f_iᵀλ| = 1`` becomes tight; r steps give a vertex whose tight columns
+    (with their signs) form the basis. Used to repair a singular basis (direction: the
+    old λ). Returns False if F has no r independent columns at the crash tolerance.
+    """
+    n, r = Ft.shape
+    Q = np.zeros((r, r))
+    lam = np.zeros(r)
+    v0 = direction.copy()
+    v = np.empty(r)
+    rs = np.empty(1, np.uint64)
+    rs[0] = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
+    fn = np.empty(n)
+    for j in range(n):
+        s = 0.0
+        for i in range(r):
+            s += Ft[j, i] * Ft[j, i]
+        fn[j] = math.sqrt(s)
+    for m in range(r):
+        for attempt in range(4):
+            for rep in range(2):   # project off the tight normals (twice: Gram–Schmidt)
+                for i in range(r):
+                    v[i] = v0[i] if rep == 0 else v[i]
+                for k in range(m):
+                    s = 0.0
+                    for i in range(r):
+                        s += Q[i, k] * v[i]
+                    for i in range(r):
+                        v[i] -= s * Q[i, k]
+            vn = math.sqrt(_dot(v, v))
+            v0n = math.sqrt(_dot(v0, v0))
+            if vn > 1e-8 * v0n and vn > 0.0:
+                break
+            for i in range(r):
+                v0[i] = _next_rand(rs)
+        if not vn > 0.0:
+            return False
+        for i in range(r):
+            v[i] /= vn
+        best = -1
+        smin = np.inf
+        bfv = 0.0
+        for j in range(n):
+            fv = 0.0
+            fl = 0.0
+            for i in range(r):
+                fv += Ft[j, i] * v[i]
+                fl += Ft[j, i] * lam[i]
+            if not abs(fv) > 1e-7 * fn[j]:
+                continue
+            st = (1.0 - fl) / fv if fv > 0.0 else (1.0 + fl) / -fv
+            if st < 0.0:
+                st = 0.0
+            if st < smin - 1e-12 * (1.0 + smin):
+                smin = st
+                best = j
+                bfv = fv
+            elif st <= smin + 1e-12 * (1.0 + smin) and abs(fv) > abs(bfv):
+                best = j
+                bfv = fv
+                smin = min(smin, st)
+        if best < 0:
+            return False
+        for i in range(r):
+            lam[i] += smin * v[i]
+        basis[m] = best if bfv > 0.0 else best + n
+        for i in range(r):
+            v[i] = Ft[best, i]
+        for rep in range(2):
+            for k in range(m):
+                s = 0.0
+                for i in range(r):
+                    s += Q[i, k] * v[i]
+                for i in range(r):
+                    v[i] -= s * Q[i, k]
+        qn = math.sqrt(_dot(v, v))
+        if not qn > 0.0:
+            return False
+        for i in range(r):
+            Q[i, m] = v[i] / qn
+        if m + 1 < r:   # next direction: the original one (projected next round) or random
+            for i in range(r):
+                v0[i] = direction[i]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _refactor_once(Ft, basis, Binv, lam, g):
+    n, r = Ft.shape
+    B = np.empty((r, r))
+    _basis_matrix(Ft, basis, B)
+    k = _invert(B, Binv)
+    if k >= 0:
+        return k
     for i in range(r):
         s = 0.0
         for k in range(r):
@@ -61,8 +232,35 @@ def refactor(Ft, basis, Binv, lam, g, ctr):
         for i in range(r):
             s += Ft[j, i] * lam[i]
         g[j] = s
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def refactor(Ft, basis, Binv, lam, g, ctr):
+    """Recompute ``B⁻¹``, ``λ`` and ``g`` from the basis (cures drift of the updates).
+
+    A (numerically) singular basis is repaired: replaced by a fresh crash basis from the
+    current λ direction (dual feasible, nonsingular). Returns ``OK`` (basis unchanged),
+    ``REPAIRED`` (basis replaced: it is dual feasible but no longer optimal for any
+    particular point) or ``SINGULAR`` (repair failed).
+    """
     ctr[0] = 0
     ctr[2] += 1
+    if _refactor_once(Ft, basis, Binv, lam, g) < 0:
+        return OK
+    r = Ft.shape[1]
+    d = lam.copy()
+    if not math.sqrt(_dot(d, d)) > 0.0 or not np.all(np.isfinite(d)):
+        for i in range(r):
+            d[i] = 1.0
+    for attempt in range(3):
+        if crash(Ft, d, basis, ctr[1] + attempt) and _refactor_once(Ft, basis, Binv, lam, g) < 0:
+            return REPAIRED
+        rs = np.empty(1, np.uint64)
+        rs[0] = np.uint64(ctr[1] + 7 * attempt + 3)
+        for i in range(r):
+            d[i] = _next_rand(rs)
+    return SINGULAR
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
@@ -144,8 +342,10 @@ def _ratio_test(alpha, g, basis, atol, bland):
 def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u):
     """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹.
 
-    Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns True if the
-    inverse was refactorised (then incremental updates must be recomputed instead).
+    Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns 0, or 1 if the
+    inverse was refactorised (then incremental updates must be recomputed instead), 2 if
+    a singular basis was replaced by a crash basis (then it must be re-solved), or
+    ``SINGULAR``.
     """
     n, r = Ft.shape
     if q < n:
@@ -179,9 +379,11 @@ def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u):
     ctr[0] += 1
     ctr[1] += 1
     if ctr[0] >= REFACTOR_EVERY or abs(up - aq) > 1e-8 * (1.0 + abs(aq)):
-        refactor(Ft, basis, Binv, lam, g, ctr)
-        return True
-    return False
+        st = refactor(Ft, basis, Binv, lam, g, ctr)
+        if st == OK:
+            return 1
+        return 2 if st == REPAIRED else SINGULAR
+    return 0
 
 
 @njit(cache=True, nogil=True)
@@ -203,15 +405,16 @@ def _row(Binv, p, rho):
 def _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u):
     """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update.
 
-    Returns -1 if no column can enter, 1 if B⁻¹ was refactorised, 0 otherwise (then
-    ``u = B⁻¹a_q`` of the old basis is valid for incremental updates).
+    Returns ``NO_ENTERING`` if no column can enter, ``SINGULAR``, 2 if the basis was
+    repaired (replaced), 1 if B⁻¹ was refactorised, 0 otherwise (then ``u = B⁻¹a_q`` of
+    the old basis is valid for incremental updates).
     """
     _row(Binv, p, rho)
     rn = _row_alpha(Ft, rho, alpha)
     q = _ratio_test(alpha, g, basis, PIVOT_TOL * rn * fmax, bland)
     if q < 0:
-        return -1
-    return 1 if _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u) else 0
+        return NO_ENTERING
+    return _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u)
 
 
 @njit(cache=True, nogil=True)
@@ -269,8 +472,9 @@ def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
             return OK
         if it == max_pivots:
             return PIVOT_LIMIT
-        if _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u) < 0:
-            return NO_ENTERING
+        st = _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u)
+        if st < 0:
+            return st
         new_obj = _dot(lam, y)
         stall, bland = _anti_cycling(new_obj > obj + 1e-13 * (1.0 + abs(obj)), stall, bland, ctr)
         obj = new_obj
@@ -339,8 +543,15 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
         s = s_row
         status = _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp)
         if status < 0:
-            return NO_ENTERING
-        if status == 1:
+            return status
+        if status == 2:
+            # the basis was replaced: make it optimal again at the current point x + s·u
+            for k in range(r):
+                tmp[k] = x[k] + s * u[k]
+            st = solve(Ft, fmax, basis, Binv, lam, g, ctr, tmp, max_pivots)
+            if st != OK:
+                return st
+        if status >= 1:
             _matvec(Binv, x, wx)
             _matvec(Binv, u, wu)
         else:
