@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .hull import OracleError
+
 CROSS = "cross-polytope"
 BOX = "box"
 
@@ -97,8 +99,18 @@ def _box(frame, tol, max_dim, rng):
 
 
 def detect(frame, *, tol=1e-9, max_box_dim=16):
-    """The exact structure of a frame's body, or None (then sample by MCMC)."""
-    found = _cross(frame, tol)
-    if found is None:
-        found = _box(frame, tol, max_box_dim, np.random.default_rng(0))
-    return found
+    """The exact structure of a frame's body, or None (then sample by MCMC).
+
+    Never fails on a body it cannot classify: any numerical failure inside (oracle error,
+    singular or non-finite linear algebra) means "no exact structure", and the caller
+    samples by MCMC instead. A structure is only returned once verified.
+    """
+    for probe in (lambda: _cross(frame, tol), lambda: _box(frame, tol, max_box_dim, np.random.default_rng(0))):
+        try:
+            with np.errstate(all="ignore"):
+                found = probe()
+        except (OracleError, np.linalg.LinAlgError, ValueError, FloatingPointError, ZeroDivisionError):
+            found = None
+        if found is not None and np.all(np.isfinite(found.G)):
+            return found
+    return None
