@@ -384,15 +384,7 @@ def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
         lam[i] -= theta * Binv[p, i]
     for j in range(n):
         g[j] -= theta * alpha[j]
-    inv_up = 1.0 / up
-    for i in range(r):
-        Binv[p, i] *= inv_up
-    for k in range(r):
-        if k != p:
-            f = u[k]
-            if f != 0.0:
-                for i in range(r):
-                    Binv[k, i] -= f * Binv[p, i]
+    _eta_update(Binv, u, p, up, col)
     basis[p] = q
     ctr[0] += 1
     ctr[1] += 1
@@ -402,6 +394,25 @@ def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
             return 1
         return 2 if st == REPAIRED else SINGULAR
     return 0
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _eta_update(Binv, u, p, up, rowp):
+    """``B⁻¹ ← E B⁻¹`` for the eta matrix of pivot row p (``u = B⁻¹a_q``, ``up = u[p]``).
+
+    Row p is copied to ``rowp`` first: the row updates then provably do not alias and
+    vectorise (3× faster than updating from row p in place)."""
+    r = Binv.shape[0]
+    inv_up = 1.0 / up
+    for i in range(r):
+        Binv[p, i] *= inv_up
+        rowp[i] = Binv[p, i]
+    for k in range(r):
+        if k != p:
+            f = u[k]
+            if f != 0.0:
+                for i in range(r):
+                    Binv[k, i] -= f * rowp[i]
 
 
 @njit(cache=True, nogil=True)

@@ -158,3 +158,13 @@ def test_uniformity_on_a_marginal_body():
     Z = sample_uniform(K, 2000, rng=5)
     u = K.gauge(Z) ** K.dim
     assert stats.kstest(u, "uniform").pvalue > 1e-3
+
+
+def test_cross_structure_found_with_many_interior_columns():
+    """Many columns (n > 16 r): the one-solve test finds G·B₁^r with interior columns."""
+    rng = np.random.default_rng(3)
+    G = rng.standard_normal((5, 5))
+    W = rng.standard_normal((5, 200))
+    W *= rng.uniform(0.1, 0.99, 200) / np.abs(W).sum(axis=0)
+    found = detect(SymmetricHull(np.hstack([G, G @ W])).frame)
+    assert found is not None and found.kind == "cross-polytope"
