@@ -14,6 +14,11 @@ Data layout (all kernels):
 * ``ctr``  -- ``int64[4]``: pivots since refactorisation, total pivots,
   refactorisations, Bland (anti-cycling) activations.
 
+* ``cp``, ``cm`` -- (internal kernels) costs of the columns ``+f_j`` and ``-f_j``; empty
+  arrays mean the true unit costs. Only :func:`solve` runs pivots on perturbed costs
+  (and restores the unit ones before it returns), so every state seen outside a kernel
+  has ``λ = B⁻ᵀ 1`` exactly as above.
+
 Every kernel returns a status: ``OK`` or a negative failure code; the Python layer
 turns failures into clear exceptions.
 """
@@ -180,7 +185,10 @@ def crash(Ft, direction, basis, seed, cp, cm):
                 fl += Ft[j, i] * lam[i]
             if not abs(fv) > 1e-7 * fn[j]:
                 continue
-            st = (cp[j] - fl) / fv if fv > 0.0 else (cm[j] + fl) / -fv
+            if cp.shape[0] == 0:
+                st = (1.0 - fl) / fv if fv > 0.0 else (1.0 + fl) / -fv
+            else:
+                st = (cp[j] - fl) / fv if fv > 0.0 else (cm[j] + fl) / -fv
             if st < 0.0:
                 st = 0.0
             if st < smin - 1e-12 * (1.0 + smin):
@@ -224,7 +232,10 @@ def _set_duals(Ft, basis, Binv, lam, g, cp, cm):
         s = 0.0
         for k in range(r):
             c = basis[k]
-            s += Binv[k, i] * (cp[c] if c < n else cm[c - n])
+            if cp.shape[0] == 0:
+                s += Binv[k, i]
+            else:
+                s += Binv[k, i] * (cp[c] if c < n else cm[c - n])
         lam[i] = s
     for j in range(n):
         s = 0.0
@@ -248,8 +259,8 @@ def _refactor_once(Ft, basis, Binv, lam, g, cp, cm):
 @njit(cache=True, nogil=True)
 def refactor(Ft, basis, Binv, lam, g, ctr):
     """:func:`refactor_c` with the gauge LP's unit costs."""
-    ones = np.ones(Ft.shape[0])
-    return refactor_c(Ft, basis, Binv, lam, g, ctr, ones, ones)
+    unit = np.empty(0)
+    return refactor_c(Ft, basis, Binv, lam, g, ctr, unit, unit)
 
 
 @njit(cache=True, nogil=True)
@@ -324,12 +335,16 @@ def _ratio_test(alpha, g, cp, cm, atol, bland):
     in the first pass (the signs of alpha are random: branches mispredict).
     """
     n = alpha.shape[0]
+    unit = cp.shape[0] == 0
     slack = 0.0 if bland else DUAL_TOL
     bound = np.inf
     for j in range(n):
         a = alpha[j]
         aa = abs(a)
-        d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
+        if unit:
+            d = 1.0 + (g[j] if a > 0.0 else -g[j])
+        else:
+            d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
         t = (d + slack) / aa if aa > atol else np.inf
         bound = min(bound, t)
     if bound == np.inf:
@@ -343,7 +358,10 @@ def _ratio_test(alpha, g, cp, cm, atol, bland):
         aa = abs(a)
         if aa <= atol:
             continue
-        d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
+        if unit:
+            d = 1.0 + (g[j] if a > 0.0 else -g[j])
+        else:
+            d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
         if d <= bound * aa:
             code = j + n if a > 0.0 else j
             if bland:
@@ -369,12 +387,12 @@ def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
         for i in range(r):
             col[i] = Ft[q, i]
         aq = alpha[q]
-        dq = cp[q] - g[q]
+        dq = (1.0 if cp.shape[0] == 0 else cp[q]) - g[q]
     else:
         for i in range(r):
             col[i] = -Ft[q - n, i]
         aq = -alpha[q - n]
-        dq = cm[q - n] + g[q - n]
+        dq = (1.0 if cp.shape[0] == 0 else cm[q - n]) + g[q - n]
     # dual simplex: θ >= 0 (Harris may pick dq slightly < 0); primal cleanup: dq < 0
     theta = (max(dq, 0.0) if clamp else dq) / (-aq)
     _matvec(Binv, col, u)
@@ -657,7 +675,7 @@ def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     _matvec(Binv, y, w)
     if _leaving_row(Binv, basis, w, False) < 0:
         return OK
-    ones = np.ones(n)
+    ones = np.empty(0)   # empty cost arrays: the true unit costs
     cp = np.empty(n)
     cm = np.empty(n)
     used = 0
@@ -698,7 +716,7 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     alpha = np.empty(n)
     col = np.empty(r)
     tmp = np.empty(r)
-    ones = np.ones(n)
+    ones = np.empty(0)   # empty cost arrays: the true unit costs
     s = 0.0
     stall = 0
     bland = False
