@@ -56,6 +56,7 @@ BODIES = {
     "marg2_mixed": lambda: workloads.marginals((2, 3, 4, 2), 2),
     "marg3_mixed": lambda: workloads.marginals((2, 3, 2, 2), 3),
     "marg2_bin7": lambda: workloads.marginals((2,) * 7, 2),
+    "marg3_bin7": lambda: workloads.marginals((2,) * 7, 3),
     "width_range": lambda: workloads.width_range(40, 5),
     "hier_3ary": lambda: hierarchical(27, 3),
     "hier_2ary": lambda: hierarchical(32, 2),
@@ -115,6 +116,20 @@ def test_marginals_of_8_binary_attributes_gauges():
     assert np.all(np.isfinite(g)) and np.all(g > 0)
     Y = in_span_points(F, 8, rng)
     np.testing.assert_allclose(K.gauge(Y), ReferenceOracle(F).gauge(Y), rtol=1e-9)
+
+
+def test_marginals_of_10_binary_attributes_gauges():
+    """Rank 56, n 1024: 'numerical breakdown' in rounding before."""
+    F = workloads.marginals((2,) * 10, 2)
+    K = SymmetricHull(F)
+    rng = np.random.default_rng(1)
+    Y = in_span_points(F, 6, rng)
+    np.testing.assert_allclose(K.gauge(Y), ReferenceOracle(F).gauge(Y), rtol=1e-9)
+    fr = K.frame
+    V = rng.standard_normal((30, fr.r))
+    g, _ = fr.gauges(V, state=fr.crash_basis())
+    assert np.all(np.isfinite(g)) and np.all(g > 0)
+    assert K.exact_structure is None
 
 
 def test_singular_basis_is_repaired_not_raised():
