@@ -48,60 +48,61 @@ STALL = 25           # degenerate pivots in a row before switching to Bland's ru
 
 @njit(cache=True, nogil=True, fastmath=_FM)
 def _invert(B, Binv):
-    """``Binv ← B⁻¹`` by Gauss–Jordan elimination with partial pivoting (B is overwritten).
+    """``Binv ← B⁻¹`` by in-place Gauss–Jordan elimination with partial (row) pivoting.
 
     Numba-native on purpose: ``np.linalg.inv`` goes to multithreaded OpenBLAS for r > 64,
-    which costs milliseconds per call on a loaded machine. Returns -1 on success, else the
-    first column ``k`` of B that is (numerically) dependent on columns ``0..k-1``:
-    no row left has a pivot above ``SINGULAR_TOL`` times the column's norm.
+    which costs milliseconds per call on a loaded machine. r³ flops on contiguous rows.
+    B is left unchanged. Returns -1 on success, else the first column ``k`` of B that is
+    (numerically) dependent on columns ``0..k-1``: no row left has a pivot above
+    ``SINGULAR_TOL`` times the column's norm.
     """
     r = B.shape[0]
-    norms = np.empty(r)
-    rb = np.empty(r)
-    rx = np.empty(r)
-    for k in range(r):
-        s = 0.0
-        for i in range(r):
-            s += B[i, k] * B[i, k]
-        norms[k] = math.sqrt(s)
+    A = Binv
+    rowk = np.empty(r)
+    swaps = np.empty(r, np.int64)
     for i in range(r):
-        for k in range(r):
-            Binv[i, k] = 0.0
-        Binv[i, i] = 1.0
+        for j in range(r):
+            A[i, j] = B[i, j]
     for k in range(r):
+        nk = 0.0
+        for i in range(r):
+            nk += B[i, k] * B[i, k]
+        nk = math.sqrt(nk)
         p = k
-        best = abs(B[k, k])
+        best = abs(A[k, k])
         for i in range(k + 1, r):
-            a = abs(B[i, k])
+            a = abs(A[i, k])
             if a > best:
                 best = a
                 p = i
-        if not best > SINGULAR_TOL * norms[k]:
+        if not best > SINGULAR_TOL * nk:
             return k
+        swaps[k] = p
         if p != k:
             for j in range(r):
-                t = B[k, j]
-                B[k, j] = B[p, j]
-                B[p, j] = t
-                t = Binv[k, j]
-                Binv[k, j] = Binv[p, j]
-                Binv[p, j] = t
-        inv = 1.0 / B[k, k]
+                t = A[k, j]
+                A[k, j] = A[p, j]
+                A[p, j] = t
+        inv = 1.0 / A[k, k]
+        A[k, k] = 1.0
         for j in range(r):
-            B[k, j] *= inv
-            Binv[k, j] *= inv
-        # pivot row copied out: the row updates below then provably do not alias (SIMD)
-        for j in range(r):
-            rb[j] = B[k, j]
-            rx[j] = Binv[k, j]
+            A[k, j] *= inv
+            rowk[j] = A[k, j]
         for i in range(r):
             if i != k:
-                f = B[i, k]
+                f = A[i, k]
                 if f != 0.0:
-                    for j in range(k, r):
-                        B[i, j] -= f * rb[j]
+                    A[i, k] = 0.0
                     for j in range(r):
-                        Binv[i, j] -= f * rx[j]
+                        A[i, j] -= f * rowk[j]
+    # row swaps of B are column swaps of its inverse, undone in reverse order
+    for k in range(r - 1, -1, -1):
+        p = swaps[k]
+        if p != k:
+            for i in range(r):
+                t = A[i, k]
+                A[i, k] = A[i, p]
+                A[i, p] = t
     return -1
 
 
