@@ -14,6 +14,11 @@ Data layout (all kernels):
 * ``ctr``  -- ``int64[4]``: pivots since refactorisation, total pivots,
   refactorisations, Bland (anti-cycling) activations.
 
+* ``cp``, ``cm`` -- (internal kernels) costs of the columns ``+f_j`` and ``-f_j``; empty
+  arrays mean the true unit costs. Only :func:`solve` runs pivots on perturbed costs
+  (and restores the unit ones before it returns), so every state seen outside a kernel
+  has ``λ = B⁻ᵀ 1`` exactly as above.
+
 Every kernel returns a status: ``OK`` or a negative failure code; the Python layer
 turns failures into clear exceptions.
 """
@@ -26,6 +31,8 @@ from numba import njit
 OK = 0
 PIVOT_LIMIT = -1
 NO_ENTERING = -2
+SINGULAR = -3        # singular basis that a fresh crash basis could not repair
+REPAIRED = 1         # refactor: basis replaced by a fresh (dual feasible) crash basis
 
 REFACTOR_EVERY = 100
 DUAL_TOL = 1e-9      # allowed dual infeasibility |f_jᵀλ| <= 1 + DUAL_TOL (Harris)
@@ -34,14 +41,74 @@ PRIMAL_TOL = 1e-11
 # Reassociation lets LLVM vectorise the dot-product reductions; no flag that changes
 # inf/NaN semantics is enabled (the ratio tests compare against np.inf).
 _FM = {"reassoc", "contract"}   # relative to max |w|
+SINGULAR_TOL = 1e-11  # Gauss–Jordan pivot below this times the column norm: dependent column
+PERTURB = 5e-7       # cost perturbation of the dual phase: δ_j in [PERTURB, 2·PERTURB)
 STALL = 25           # degenerate pivots in a row before switching to Bland's rule
 
 
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _invert(B, Binv):
+    """``Binv ← B⁻¹`` by in-place Gauss–Jordan elimination with partial (row) pivoting.
+
+    Numba-native on purpose: ``np.linalg.inv`` goes to multithreaded OpenBLAS for r > 64,
+    which costs milliseconds per call on a loaded machine. r³ flops on contiguous rows.
+    B is left unchanged. Returns -1 on success, else the first column ``k`` of B that is
+    (numerically) dependent on columns ``0..k-1``: no row left has a pivot above
+    ``SINGULAR_TOL`` times the column's norm.
+    """
+    r = B.shape[0]
+    A = Binv
+    rowk = np.empty(r)
+    swaps = np.empty(r, np.int64)
+    for i in range(r):
+        for j in range(r):
+            A[i, j] = B[i, j]
+    for k in range(r):
+        nk = 0.0
+        for i in range(r):
+            nk += B[i, k] * B[i, k]
+        nk = math.sqrt(nk)
+        p = k
+        best = abs(A[k, k])
+        for i in range(k + 1, r):
+            a = abs(A[i, k])
+            if a > best:
+                best = a
+                p = i
+        if not best > SINGULAR_TOL * nk:
+            return k
+        swaps[k] = p
+        if p != k:
+            for j in range(r):
+                t = A[k, j]
+                A[k, j] = A[p, j]
+                A[p, j] = t
+        inv = 1.0 / A[k, k]
+        A[k, k] = 1.0
+        for j in range(r):
+            A[k, j] *= inv
+            rowk[j] = A[k, j]
+        for i in range(r):
+            if i != k:
+                f = A[i, k]
+                if f != 0.0:
+                    A[i, k] = 0.0
+                    for j in range(r):
+                        A[i, j] -= f * rowk[j]
+    # row swaps of B are column swaps of its inverse, undone in reverse order
+    for k in range(r - 1, -1, -1):
+        p = swaps[k]
+        if p != k:
+            for i in range(r):
+                t = A[i, k]
+                A[i, k] = A[i, p]
+                A[i, p] = t
+    return -1
+
+
 @njit(cache=True, nogil=True)
-def refactor(Ft, basis, Binv, lam, g, ctr):
-    """Recompute ``B⁻¹``, ``λ`` and ``g`` from the basis (cures drift of the updates)."""
+def _basis_matrix(Ft, basis, B):
     n, r = Ft.shape
-    B = np.empty((r, r))
     for k in range(r):
         c = basis[k]
         if c < n:
@@ -50,19 +117,179 @@ def refactor(Ft, basis, Binv, lam, g, ctr):
         else:
             for i in range(r):
                 B[i, k] = -Ft[c - n, i]
-    Binv[:, :] = np.linalg.inv(B)
+
+
+@njit(cache=True, nogil=True)
+def _next_rand(state):
+    """xorshift64*: deterministic pseudo-random doubles in [-1, 1) for the crash walk."""
+    x = state[0]
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    state[0] = x
+    v = (x * np.uint64(2685821657736338717)) >> np.uint64(11)
+    return float(v) * (2.0 / 9007199254740992.0) - 1.0
+
+
+@njit(cache=True, nogil=True)
+def crash(Ft, direction, basis, seed, cp, cm):
+    """A dual feasible, nonsingular basis: walk inside ``{λ : f_jᵀλ <= cp_j, -f_jᵀλ <= cm_j}``
+    (the polar ``{|Fᵀλ| <= 1}`` for unit costs).
+
+    From λ = 0 move along ``direction`` (projected off the normals already tight) until a
+    new constraint ``|f_iᵀλ| = 1`` becomes tight; r steps give a vertex whose tight columns
+    (with their signs) form the basis. Used to repair a singular basis (direction: the
+    old λ). Returns False if F has no r independent columns at the crash tolerance.
+    """
+    n, r = Ft.shape
+    Q = np.zeros((r, r))
+    lam = np.zeros(r)
+    v0 = direction.copy()
+    v = np.empty(r)
+    rs = np.empty(1, np.uint64)
+    rs[0] = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
+    fn = np.empty(n)
+    for j in range(n):
+        s = 0.0
+        for i in range(r):
+            s += Ft[j, i] * Ft[j, i]
+        fn[j] = math.sqrt(s)
+    for m in range(r):
+        for attempt in range(4):
+            for rep in range(2):   # project off the tight normals (twice: Gram–Schmidt)
+                for i in range(r):
+                    v[i] = v0[i] if rep == 0 else v[i]
+                for k in range(m):
+                    s = 0.0
+                    for i in range(r):
+                        s += Q[i, k] * v[i]
+                    for i in range(r):
+                        v[i] -= s * Q[i, k]
+            vn = math.sqrt(_dot(v, v))
+            v0n = math.sqrt(_dot(v0, v0))
+            if vn > 1e-8 * v0n and vn > 0.0:
+                break
+            for i in range(r):
+                v0[i] = _next_rand(rs)
+        if not vn > 0.0:
+            return False
+        for i in range(r):
+            v[i] /= vn
+        best = -1
+        smin = np.inf
+        bfv = 0.0
+        for j in range(n):
+            fv = 0.0
+            fl = 0.0
+            for i in range(r):
+                fv += Ft[j, i] * v[i]
+                fl += Ft[j, i] * lam[i]
+            if not abs(fv) > 1e-7 * fn[j]:
+                continue
+            if cp.shape[0] == 0:
+                st = (1.0 - fl) / fv if fv > 0.0 else (1.0 + fl) / -fv
+            else:
+                st = (cp[j] - fl) / fv if fv > 0.0 else (cm[j] + fl) / -fv
+            if st < 0.0:
+                st = 0.0
+            if st < smin - 1e-12 * (1.0 + smin):
+                smin = st
+                best = j
+                bfv = fv
+            elif st <= smin + 1e-12 * (1.0 + smin) and abs(fv) > abs(bfv):
+                best = j
+                bfv = fv
+                smin = min(smin, st)
+        if best < 0:
+            return False
+        for i in range(r):
+            lam[i] += smin * v[i]
+        basis[m] = best if bfv > 0.0 else best + n
+        for i in range(r):
+            v[i] = Ft[best, i]
+        for rep in range(2):
+            for k in range(m):
+                s = 0.0
+                for i in range(r):
+                    s += Q[i, k] * v[i]
+                for i in range(r):
+                    v[i] -= s * Q[i, k]
+        qn = math.sqrt(_dot(v, v))
+        if not qn > 0.0:
+            return False
+        for i in range(r):
+            Q[i, m] = v[i] / qn
+        if m + 1 < r:   # next direction: the original one (projected next round) or random
+            for i in range(r):
+                v0[i] = direction[i]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _set_duals(Ft, basis, Binv, lam, g, cp, cm):
+    """``λ = B⁻ᵀ c_B`` and ``g = Fᵀλ`` for the costs ``cp`` (of +f_j) and ``cm`` (of -f_j)."""
+    n, r = Ft.shape
     for i in range(r):
         s = 0.0
         for k in range(r):
-            s += Binv[k, i]
+            c = basis[k]
+            if cp.shape[0] == 0:
+                s += Binv[k, i]
+            else:
+                s += Binv[k, i] * (cp[c] if c < n else cm[c - n])
         lam[i] = s
     for j in range(n):
         s = 0.0
         for i in range(r):
             s += Ft[j, i] * lam[i]
         g[j] = s
+
+
+@njit(cache=True, nogil=True)
+def _refactor_once(Ft, basis, Binv, lam, g, cp, cm):
+    n, r = Ft.shape
+    B = np.empty((r, r))
+    _basis_matrix(Ft, basis, B)
+    k = _invert(B, Binv)
+    if k >= 0:
+        return k
+    _set_duals(Ft, basis, Binv, lam, g, cp, cm)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def refactor(Ft, basis, Binv, lam, g, ctr):
+    """:func:`refactor_c` with the gauge LP's unit costs."""
+    unit = np.empty(0)
+    return refactor_c(Ft, basis, Binv, lam, g, ctr, unit, unit)
+
+
+@njit(cache=True, nogil=True)
+def refactor_c(Ft, basis, Binv, lam, g, ctr, cp, cm):
+    """Recompute ``B⁻¹``, ``λ`` and ``g`` from the basis (cures drift of the updates).
+
+    A (numerically) singular basis is repaired: replaced by a fresh crash basis from the
+    current λ direction (dual feasible, nonsingular). Returns ``OK`` (basis unchanged),
+    ``REPAIRED`` (basis replaced: it is dual feasible but no longer optimal for any
+    particular point) or ``SINGULAR`` (repair failed).
+    """
     ctr[0] = 0
     ctr[2] += 1
+    if _refactor_once(Ft, basis, Binv, lam, g, cp, cm) < 0:
+        return OK
+    r = Ft.shape[1]
+    d = lam.copy()
+    if not math.sqrt(_dot(d, d)) > 0.0 or not np.all(np.isfinite(d)):
+        for i in range(r):
+            d[i] = 1.0
+    for attempt in range(3):
+        if crash(Ft, d, basis, ctr[1] + attempt, cp, cm) and _refactor_once(Ft, basis, Binv, lam, g, cp, cm) < 0:
+            return REPAIRED
+        rs = np.empty(1, np.uint64)
+        rs[0] = np.uint64(ctr[1] + 7 * attempt + 3)
+        for i in range(r):
+            d[i] = _next_rand(rs)
+    return SINGULAR
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
@@ -96,7 +323,7 @@ def _row_alpha(Ft, rho, alpha):
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _ratio_test(alpha, g, basis, atol, bland):
+def _ratio_test(alpha, g, cp, cm, atol, bland):
     """Dual ratio test over the 2n columns; returns the entering code or -1.
 
     Column ``+f_j`` has row entry ``alpha_j`` and reduced cost ``1 - g_j``; column
@@ -109,12 +336,16 @@ def _ratio_test(alpha, g, basis, atol, bland):
     in the first pass (the signs of alpha are random: branches mispredict).
     """
     n = alpha.shape[0]
+    unit = cp.shape[0] == 0
     slack = 0.0 if bland else DUAL_TOL
     bound = np.inf
     for j in range(n):
         a = alpha[j]
         aa = abs(a)
-        d = 1.0 + (g[j] if a > 0.0 else -g[j])
+        if unit:
+            d = 1.0 + (g[j] if a > 0.0 else -g[j])
+        else:
+            d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
         t = (d + slack) / aa if aa > atol else np.inf
         bound = min(bound, t)
     if bound == np.inf:
@@ -128,7 +359,10 @@ def _ratio_test(alpha, g, basis, atol, bland):
         aa = abs(a)
         if aa <= atol:
             continue
-        d = 1.0 + (g[j] if a > 0.0 else -g[j])
+        if unit:
+            d = 1.0 + (g[j] if a > 0.0 else -g[j])
+        else:
+            d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
         if d <= bound * aa:
             code = j + n if a > 0.0 else j
             if bland:
@@ -141,24 +375,27 @@ def _ratio_test(alpha, g, basis, atol, bland):
 
 
 @njit(cache=True, nogil=True)
-def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u):
+def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
     """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹.
 
-    Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns True if the
-    inverse was refactorised (then incremental updates must be recomputed instead).
+    Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns 0, or 1 if the
+    inverse was refactorised (then incremental updates must be recomputed instead), 2 if
+    a singular basis was replaced by a crash basis (then it must be re-solved), or
+    ``SINGULAR``.
     """
     n, r = Ft.shape
     if q < n:
         for i in range(r):
             col[i] = Ft[q, i]
         aq = alpha[q]
-        dq = 1.0 - g[q]
+        dq = (1.0 if cp.shape[0] == 0 else cp[q]) - g[q]
     else:
         for i in range(r):
             col[i] = -Ft[q - n, i]
         aq = -alpha[q - n]
-        dq = 1.0 + g[q - n]
-    theta = max(dq, 0.0) / (-aq)
+        dq = (1.0 if cp.shape[0] == 0 else cm[q - n]) + g[q - n]
+    # dual simplex: θ >= 0 (Harris may pick dq slightly < 0); primal cleanup: dq < 0
+    theta = (max(dq, 0.0) if clamp else dq) / (-aq)
     _matvec(Binv, col, u)
     up = u[p]
     # λ' = λ - θρ ; g' = g - θ alpha   (ρ is still row p of the old B⁻¹)
@@ -166,22 +403,35 @@ def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u):
         lam[i] -= theta * Binv[p, i]
     for j in range(n):
         g[j] -= theta * alpha[j]
+    _eta_update(Binv, u, p, up, col)
+    basis[p] = q
+    ctr[0] += 1
+    ctr[1] += 1
+    if ctr[0] >= REFACTOR_EVERY or abs(up - aq) > 1e-8 * (1.0 + abs(aq)):
+        st = refactor_c(Ft, basis, Binv, lam, g, ctr, cp, cm)
+        if st == OK:
+            return 1
+        return 2 if st == REPAIRED else SINGULAR
+    return 0
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _eta_update(Binv, u, p, up, rowp):
+    """``B⁻¹ ← E B⁻¹`` for the eta matrix of pivot row p (``u = B⁻¹a_q``, ``up = u[p]``).
+
+    Row p is copied to ``rowp`` first: the row updates then provably do not alias and
+    vectorise (3× faster than updating from row p in place)."""
+    r = Binv.shape[0]
     inv_up = 1.0 / up
     for i in range(r):
         Binv[p, i] *= inv_up
+        rowp[i] = Binv[p, i]
     for k in range(r):
         if k != p:
             f = u[k]
             if f != 0.0:
                 for i in range(r):
-                    Binv[k, i] -= f * Binv[p, i]
-    basis[p] = q
-    ctr[0] += 1
-    ctr[1] += 1
-    if ctr[0] >= REFACTOR_EVERY or abs(up - aq) > 1e-8 * (1.0 + abs(aq)):
-        refactor(Ft, basis, Binv, lam, g, ctr)
-        return True
-    return False
+                    Binv[k, i] -= f * rowp[i]
 
 
 @njit(cache=True, nogil=True)
@@ -200,18 +450,19 @@ def _row(Binv, p, rho):
 
 
 @njit(cache=True, nogil=True)
-def _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u):
+def _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm):
     """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update.
 
-    Returns -1 if no column can enter, 1 if B⁻¹ was refactorised, 0 otherwise (then
-    ``u = B⁻¹a_q`` of the old basis is valid for incremental updates).
+    Returns ``NO_ENTERING`` if no column can enter, ``SINGULAR``, 2 if the basis was
+    repaired (replaced), 1 if B⁻¹ was refactorised, 0 otherwise (then ``u = B⁻¹a_q`` of
+    the old basis is valid for incremental updates).
     """
     _row(Binv, p, rho)
     rn = _row_alpha(Ft, rho, alpha)
-    q = _ratio_test(alpha, g, basis, PIVOT_TOL * rn * fmax, bland)
+    q = _ratio_test(alpha, g, cp, cm, PIVOT_TOL * rn * fmax, bland)
     if q < 0:
-        return -1
-    return 1 if _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u) else 0
+        return NO_ENTERING
+    return _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True)
 
 
 @njit(cache=True, nogil=True)
@@ -227,11 +478,161 @@ def _anti_cycling(progress, stall, bland, ctr):
 
 
 @njit(cache=True, nogil=True)
-def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
-    """Dual simplex from the current (dual feasible) basis to an optimal one for ``y``.
+def _leaving_row(Binv, basis, w, bland):
+    """Dual pricing: the row with the largest dual steepest-edge score ``w_k²/‖ρ_k‖²``
+    among ``w_k < -PRIMAL_TOL·max|w|`` (Bland: the smallest basis code); -1 if none."""
+    r = w.shape[0]
+    wmax = 0.0
+    for k in range(r):
+        if abs(w[k]) > wmax:
+            wmax = abs(w[k])
+    tol = PRIMAL_TOL * wmax
+    inv = 1.0 / wmax if wmax > 0.0 else 1.0  # score on w/wmax: w² alone underflows for tiny y
+    p = -1
+    best = 0.0
+    for k in range(r):
+        if w[k] < -tol:
+            if bland:
+                if p < 0 or basis[k] < basis[p]:
+                    p = k
+            else:
+                nrm = 0.0
+                for i in range(r):
+                    nrm += Binv[k, i] * Binv[k, i]
+                wk = w[k] * inv
+                score = wk * wk / nrm
+                if score > best:
+                    best = score
+                    p = k
+    return p
 
-    On return with ``OK`` the basis is optimal: ``‖y‖_K = λ·y``.
+
+@njit(cache=True, nogil=True)
+def _mix(j):
+    """splitmix64 of ``j`` -> a double in [0, 1): the deterministic per-column perturbation."""
+    z = np.uint64(j) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True)
+def _perturbed_costs(Ft, basis, Binv, lam, g, cp, cm):
+    """Costs ``1 + δ`` (δ = PERTURB·(1 + U[0,1)), fixed per column and sign), duals for
+    them, and cost shifts for the nonbasic columns the perturbation made dual infeasible
+    (their reduced cost is set to their own δ): the basis stays dual feasible."""
+    n = Ft.shape[0]
+    for j in range(n):
+        cp[j] = 1.0 + PERTURB * (1.0 + _mix(2 * j))
+        cm[j] = 1.0 + PERTURB * (1.0 + _mix(2 * j + 1))
+    _set_duals(Ft, basis, Binv, lam, g, cp, cm)
+    _shift_costs(basis, g, cp, cm)
+
+
+@njit(cache=True, nogil=True)
+def _shift_costs(basis, g, cp, cm):
+    """Shift the cost of every nonbasic column with a negative reduced cost so that its
+    reduced cost becomes its own small δ (keeps the perturbed phase dual feasible after
+    the perturbation itself and after refactorisations that reveal drift)."""
+    n = g.shape[0]
+    isb = np.zeros(2 * n, np.bool_)
+    for k in range(basis.shape[0]):
+        isb[basis[k]] = True
+    for j in range(n):
+        if not isb[j] and cp[j] - g[j] < 0.0:
+            cp[j] = g[j] + PERTURB * (1.0 + _mix(2 * j))
+        if not isb[j + n] and cm[j] + g[j] < 0.0:
+            cm[j] = -g[j] + PERTURB * (1.0 + _mix(2 * j + 1))
+
+
+@njit(cache=True, nogil=True)
+def _primal_cleanup(Ft, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
+    """Primal simplex with the true (unit) costs from a primal feasible basis.
+
+    Removes the dual infeasibilities (``|f_jᵀλ| > 1 + DUAL_TOL``) left by the cost
+    perturbation; they are tiny, so few pivots. Dantzig pricing, Harris ratio test;
+    Bland's rule after STALL pivots without progress.
     """
+    n, r = Ft.shape
+    w = np.empty(r)
+    u = np.empty(r)
+    u2 = np.empty(r)
+    col = np.empty(r)
+    rho = np.empty(r)
+    alpha = np.empty(n)
+    stall = 0
+    bland = False
+    obj = _dot(lam, y)
+    for it in range(budget + 1):
+        q = -1
+        dmin = -DUAL_TOL
+        for j in range(n):
+            d1 = 1.0 - g[j]
+            d2 = 1.0 + g[j]
+            if bland:
+                if d1 < -DUAL_TOL and (q < 0 or j < q):
+                    q = j
+                if d2 < -DUAL_TOL and (q < 0 or j + n < q):
+                    q = j + n
+            else:
+                if d1 < dmin:
+                    dmin = d1
+                    q = j
+                if d2 < dmin:
+                    dmin = d2
+                    q = j + n
+        if q < 0:
+            return OK
+        if it == budget:
+            return PIVOT_LIMIT
+        if q < n:
+            for i in range(r):
+                col[i] = Ft[q, i]
+        else:
+            for i in range(r):
+                col[i] = -Ft[q - n, i]
+        _matvec(Binv, col, u)
+        _matvec(Binv, y, w)
+        umax = 0.0
+        wmax = 0.0
+        for k in range(r):
+            umax = max(umax, abs(u[k]))
+            wmax = max(wmax, abs(w[k]))
+        utol = 1e-9 * umax
+        ptol = PRIMAL_TOL * wmax
+        bound = np.inf
+        for k in range(r):
+            if u[k] > utol:
+                bound = min(bound, (max(w[k], 0.0) + ptol) / u[k])
+        if bound == np.inf:
+            return NO_ENTERING
+        p = -1
+        for k in range(r):
+            if u[k] > utol and max(w[k], 0.0) <= bound * u[k]:
+                if p < 0:
+                    p = k
+                elif bland:
+                    if basis[k] < basis[p]:
+                        p = k
+                elif u[k] > u[p]:
+                    p = k
+        _row(Binv, p, rho)
+        _row_alpha(Ft, rho, alpha)
+        st = _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u2, ones, ones, False)
+        if st < 0:
+            return st
+        if st == 2:   # basis replaced: back to the dual simplex (unit costs)
+            return REPAIRED
+        new_obj = _dot(lam, y)
+        stall, bland = _anti_cycling(new_obj < obj - 1e-13 * (1.0 + abs(obj)), stall, bland, ctr)
+        obj = new_obj
+    return PIVOT_LIMIT
+
+
+@njit(cache=True, nogil=True)
+def _dual_phase(Ft, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
+    """Dual simplex pivots (costs cp, cm) until ``B⁻¹y >= 0``; returns (status, pivots)."""
     n, r = Ft.shape
     w = np.empty(r)
     rho = np.empty(r)
@@ -241,39 +642,62 @@ def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     stall = 0
     bland = False
     obj = _dot(lam, y)
-    for it in range(max_pivots + 1):
+    for it in range(budget + 1):
         _matvec(Binv, y, w)
-        wmax = 0.0
-        for k in range(r):
-            if abs(w[k]) > wmax:
-                wmax = abs(w[k])
-        tol = PRIMAL_TOL * wmax
-        inv = 1.0 / wmax if wmax > 0.0 else 1.0  # score on w/wmax: w² alone underflows for tiny y
-        p = -1
-        best = 0.0
-        for k in range(r):
-            if w[k] < -tol:
-                if bland:
-                    if p < 0 or basis[k] < basis[p]:
-                        p = k
-                else:
-                    nrm = 0.0
-                    for i in range(r):
-                        nrm += Binv[k, i] * Binv[k, i]
-                    wk = w[k] * inv
-                    score = wk * wk / nrm
-                    if score > best:
-                        best = score
-                        p = k
+        p = _leaving_row(Binv, basis, w, bland)
         if p < 0:
-            return OK
-        if it == max_pivots:
-            return PIVOT_LIMIT
-        if _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u) < 0:
-            return NO_ENTERING
+            return OK, it
+        if it == budget:
+            return PIVOT_LIMIT, it
+        st = _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm)
+        if st < 0:
+            return st, it
+        if st >= 1:   # refactorised: fresh duals may show drift, absorb it in the shifts
+            _shift_costs(basis, g, cp, cm)
         new_obj = _dot(lam, y)
         stall, bland = _anti_cycling(new_obj > obj + 1e-13 * (1.0 + abs(obj)), stall, bland, ctr)
         obj = new_obj
+    return PIVOT_LIMIT, budget
+
+
+@njit(cache=True, nogil=True)
+def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
+    """Dual simplex from the current (dual feasible) basis to an optimal one for ``y``.
+
+    Degenerate bodies (many ties: 0/1 workloads) are handled as production dual simplex
+    codes do: the pivots run on slightly perturbed costs ``1 + δ_j`` (fixed per column,
+    with cost shifting where the perturbation would break dual feasibility), which makes
+    every dual step strictly positive (no stalling, no cycling); then the true costs are
+    restored and a few primal simplex pivots remove the dual infeasibilities this leaves.
+    On return with ``OK`` the basis is optimal for the true LP: ``‖y‖_K = λ·y``.
+    """
+    n, r = Ft.shape
+    w = np.empty(r)
+    _matvec(Binv, y, w)
+    if _leaving_row(Binv, basis, w, False) < 0:
+        return OK
+    ones = np.empty(0)   # empty cost arrays: the true unit costs
+    cp = np.empty(n)
+    cm = np.empty(n)
+    used = 0
+    for rnd in range(4):
+        _perturbed_costs(Ft, basis, Binv, lam, g, cp, cm)
+        st, piv = _dual_phase(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots - used, cp, cm)
+        used += piv
+        _set_duals(Ft, basis, Binv, lam, g, ones, ones)   # back to the true costs
+        if st != OK:
+            return st
+        c0 = ctr[1]
+        st = _primal_cleanup(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots - used, ones)
+        used += ctr[1] - c0
+        if st == REPAIRED:
+            continue
+        if st != OK:
+            return st
+        # the primal pivots kept B⁻¹y >= 0 up to tolerance; confirm (else another round)
+        _matvec(Binv, y, w)
+        if _leaving_row(Binv, basis, w, False) < 0:
+            return OK
     return PIVOT_LIMIT
 
 
@@ -293,6 +717,7 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     alpha = np.empty(n)
     col = np.empty(r)
     tmp = np.empty(r)
+    ones = np.empty(0)   # empty cost arrays: the true unit costs
     s = 0.0
     stall = 0
     bland = False
@@ -337,10 +762,17 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
             return PIVOT_LIMIT
         advanced = s_row > s + 1e-13 * (1.0 + abs(s))
         s = s_row
-        status = _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp)
+        status = _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones)
         if status < 0:
-            return NO_ENTERING
-        if status == 1:
+            return status
+        if status == 2:
+            # the basis was replaced: make it optimal again at the current point x + s·u
+            for k in range(r):
+                tmp[k] = x[k] + s * u[k]
+            st = solve(Ft, fmax, basis, Binv, lam, g, ctr, tmp, max_pivots)
+            if st != OK:
+                return st
+        if status >= 1:
             _matvec(Binv, x, wx)
             _matvec(Binv, u, wu)
         else:

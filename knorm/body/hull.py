@@ -11,6 +11,7 @@ from . import _simplex as sx
 _STATUS = {
     sx.PIVOT_LIMIT: "exceeded its pivot limit",
     sx.NO_ENTERING: "found no entering column (numerical breakdown)",
+    sx.SINGULAR: "met a singular basis it could not repair",
 }
 
 
@@ -154,7 +155,7 @@ class Frame:
         state = OracleState(
             np.array(basis, dtype=np.int64), np.empty((r, r)), np.empty(r), np.empty(n), np.zeros(4, np.int64)
         )
-        sx.refactor(self.Ft, *state.args())
+        self.check(sx.refactor(self.Ft, *state.args()), "a starting basis")
         state.ctr[2] = 0
         return state
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .hull import OracleError
+
 CROSS = "cross-polytope"
 BOX = "box"
 
@@ -39,11 +41,33 @@ class ExactStructure:
         return s * self.G @ self.G.T
 
 
+# above this many columns per dimension, gauging every column (n solves) costs more than
+# the detection is worth: only the one-solve sufficient test of _cross_fast is tried
+FULL_CROSS_COLUMNS = 16
+
+
+def _cross_fast(frame, tol):
+    """One solve: if K = G·B₁^r, the optimal basis of a generic direction is G up to signs
+    (unless K has boundary columns that are not vertices: then this test just says None).
+    Verified: every column must have coefficients of ℓ1 norm <= 1 in that basis."""
+    Ft = frame.Ft
+    n, r = Ft.shape
+    y = np.random.default_rng(1).standard_normal(r)
+    st = frame.solve(y, frame.crash_basis())
+    G = Ft[st.basis % n].T
+    W = np.linalg.solve(G, Ft.T)
+    if np.all(np.abs(W).sum(axis=0) <= 1.0 + tol):
+        return ExactStructure(CROSS, G)
+    return None
+
+
 def _cross(frame, tol):
     Ft = frame.Ft  # (n, r): columns of F as rows
     n, r = Ft.shape
     if n == r:
         return ExactStructure(CROSS, Ft.T.copy())
+    if n > FULL_CROSS_COLUMNS * r:
+        return _cross_fast(frame, tol)
     g, _ = frame.gauges(Ft)
     cand = np.flatnonzero(g >= 1.0 - tol)
     if len(cand) < r:
@@ -97,8 +121,18 @@ def _box(frame, tol, max_dim, rng):
 
 
 def detect(frame, *, tol=1e-9, max_box_dim=16):
-    """The exact structure of a frame's body, or None (then sample by MCMC)."""
-    found = _cross(frame, tol)
-    if found is None:
-        found = _box(frame, tol, max_box_dim, np.random.default_rng(0))
-    return found
+    """The exact structure of a frame's body, or None (then sample by MCMC).
+
+    Never fails on a body it cannot classify: any numerical failure inside (oracle error,
+    singular or non-finite linear algebra) means "no exact structure", and the caller
+    samples by MCMC instead. A structure is only returned once verified.
+    """
+    for probe in (lambda: _cross(frame, tol), lambda: _box(frame, tol, max_box_dim, np.random.default_rng(0))):
+        try:
+            with np.errstate(all="ignore"):
+                found = probe()
+        except (OracleError, np.linalg.LinAlgError, ValueError, FloatingPointError, ZeroDivisionError):
+            found = None
+        if found is not None and np.all(np.isfinite(found.G)):
+            return found
+    return None
