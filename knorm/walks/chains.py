@@ -16,13 +16,15 @@ WALKS = {
 
 BALL_RADIUS = 1.5  # tuned at d = 20: acceptance ≈ 0.4, best ESS per second
 # Billiard trajectory length: uniform on [(1−a)·L, (1+a)·L], L = BILLIARD_LENGTH·R,
-# a = BILLIARD_JITTER. Tuned on random ±1 F (n = 5r, r = 40–80): pivots per step grow
-# linearly in L; at the same mean 2R, the uniform law halves τ (of the coordinates and
-# of |z|²) against Exp(mean 2R) (the previous default), so ESS per pivot ≈ 1.8× higher;
-# shorter means (1.25–1.5R) lose more in τ than they save in pivots.
+# a = BILLIARD_JITTER. Tuned on random ±1 F (n = 5r, r = 40–80, rounded): pivots per
+# step grow linearly in L (≈ 136, 245, 380 per R at r = 40, 60, 80); at the same mean 2R
+# the uniform law gives τ ≈ 1.2–1.3 (coordinates) and 1.4–1.6 (|z|²) per step against
+# 2.2–2.9 and 2.4–2.8 for Exp(mean 2R), the previous default: ≈ 2× the ESS per pivot,
+# and thinning 1 instead of 2 in the sampler. Means of 1.25–1.5R lose more in τ than
+# they save in pivots; 2.5–3R cost more pivots for little τ.
 BILLIARD_LENGTH = 2.0
 BILLIARD_JITTER = 0.5
-BILLIARD_MAX_REFLECTIONS = 10  # per dimension: never reached at r <= 80 (≤ 10 reflections per step)
+BILLIARD_MAX_REFLECTIONS = 10  # per dimension; never reached at r = 40–80 (6–9 reflections per step)
 BLOCK = 512  # steps of random inputs drawn at a time per chain
 
 

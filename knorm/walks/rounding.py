@@ -59,12 +59,15 @@ def per_step_tau(tau_thinned, thin):
 
 def noise_spread(r, n_points):
     """Eigenvalue spread max/min of the sample covariance of ``n_points`` iid isotropic
-    points in dimension r (Marchenko–Pastur edges): ((1+√(r/N)) / (1−√(r/N)))²."""
+    points in dimension r (Marchenko–Pastur edges): ((1+√(r/N)) / (1−√(r/N)))²; inf if N <= r."""
     q = np.sqrt(r / n_points)
+    if q >= 1.0:
+        return np.inf
     return ((1 + q) / (1 - q)) ** 2
 
 
 WARMUP_TAUS = 20  # steps before the first record used: at least 20·τ (as the Sampler's warm-up)
+MIN_EFFECTIVE = 4  # the spread is judged on at least 4·r effective points (noise spread ≤ 9)
 TAU_GUESS = 2.0  # τ per step of the billiard walk in a roughly round body (1.2–3 measured at r = 40–80)
 
 
@@ -90,8 +93,10 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
     Stops when (1) the records used came after at least ``WARMUP_TAUS``·τ steps per
     chain, τ measured on those records (:func:`chain_tau`): the start is forgotten;
     and (2) the eigenvalue spread of S is below ``spread_factor`` times the spread that
-    sampling noise alone gives for isotropic points (:func:`noise_spread`, ≈ 3.7 at 10
-    points per dimension); or after ``max_iter`` iterations. Seeded with a fixed seed
+    sampling noise alone gives for isotropic points (:func:`noise_spread` of the
+    effective sample, records/τ: ≈ 4.5 at 10 records per dimension and τ = 1.3), judged
+    on at least ``MIN_EFFECTIVE``·r effective points (else the next iteration records
+    twice as many steps, up to 8×); or after ``max_iter`` iterations. Seeded with a fixed seed
     and a fixed chain count: the rounding of a body is deterministic (whatever
     ``workers``), so caching it never changes seeded results.
     """
@@ -103,6 +108,7 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
     per_chain = max(8, -(-n_points // chains))
     warmup = int(np.ceil(WARMUP_TAUS * TAU_GUESS))
     before = warmup  # steps per chain before the current iteration's first record
+    steps = per_chain  # records per chain in this iteration
     pts = None
     spread = tau = np.inf
     it = 0
@@ -114,7 +120,7 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
         params = default_params("billiard", frame)
         if pts is None:
             run_chains(cs, "billiard", warmup, warmup, params, workers)
-        rec = run_chains(cs, "billiard", per_chain, 1, params, workers)
+        rec = run_chains(cs, "billiard", steps, 1, params, workers)
         Z = rec.reshape(-1, r)
         S = np.cov(Z, rowvar=False).reshape(r, r)
         ev = np.linalg.eigvalsh(S)
@@ -124,8 +130,11 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
         pts = np.linalg.solve(L, np.array([c.x for c in cs]).T).T  # chain states, new frame
         tau = chain_tau(np.linalg.solve(L, Z.T).T.reshape(rec.shape))
         forgotten = before >= WARMUP_TAUS * tau
-        before += per_chain
-        if forgotten and spread < spread_factor * noise_spread(r, len(Z)):
+        before += steps
+        n_eff = len(Z) / tau
+        if forgotten and n_eff >= MIN_EFFECTIVE * r and spread < spread_factor * noise_spread(r, n_eff):
             break
+        if n_eff < MIN_EFFECTIVE * r:  # too few effective points to judge the spread: more records
+            steps = min(2 * steps, 8 * per_chain)
     return Rounding(T=T, frame=_frame_for(base, T), covariance=T @ T.T, iterations=it,
                     eigen_spread=spread, points=pts, tau=tau)
