@@ -104,3 +104,20 @@ def test_uniform_trajectory_lengths_stay_in_their_interval():
         c = Chain(K.frame, np.zeros(3), np.random.default_rng(seed))
         lengths.append(np.linalg.norm(run_chains([c], "billiard", 1, 1, p)[0][0]))
     assert 0.025 - 1e-12 <= min(lengths) and max(lengths) <= 0.075 + 1e-12
+
+
+def test_rounding_of_a_body_far_from_its_start_stops_once_the_spread_is_noise():
+    """Σ₀ = F Fᵀ/n is dominated by 300 columns near e₁; the rounding corrects it and stops
+    (the spread judged on the effective sample) instead of running all 8 iterations."""
+    g = np.random.default_rng(5)
+    r = 20
+    F = np.hstack([g.choice([-1.0, 1.0], size=(r, 100)), 3 * np.eye(r)[:, :1] + 0.05 * g.standard_normal((r, 300))])
+    K = SymmetricHull(F)
+    rnd = round_body(K.frame, chains=8)
+    assert rnd.iterations <= 4
+    assert rnd.tau <= 4.0
+    from knorm.walks.rounding import noise_spread
+
+    n_eff = 8 * 25 / rnd.tau
+    assert rnd.eigen_spread < 1.5 * noise_spread(r, n_eff)
+    assert noise_spread(r, r) == np.inf
