@@ -171,8 +171,10 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, offset
     ``offset``: steps of the current run already taken (the record counts from the run's
     start, so a run may be split into several calls).
 
-    ``params``: ball ``[δ]``; billiard ``[τ, max_reflections, radius]`` (length ~ Exp(mean τ),
-    in ``K ∩ radius·B₂``; ``inf``: all of K);
+    ``params``: ball ``[δ]``; billiard ``[L, max_reflections, radius(, a)]``: trajectory
+    length uniform on ``[(1−a)L, (1+a)L]`` (``0 <= a <= 1``) or, without ``a`` or with
+    ``a < 0``, ~ Exp(mean L); in ``K ∩ radius·B₂`` (``inf``: all of K). Any length law
+    independent of the state keeps the walk reversible (the billiard flow is);
     hit-and-run / coordinate ``[radius]``: sample ``K ∩ radius·B₂`` (``inf``: all of K).
     Returns a status of ``knorm.body._simplex``.
     """
@@ -206,7 +208,10 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, offset
             nrm = np.sqrt(nrm)
             for j in range(r):
                 u[j] = normals[i, j] / nrm
-            length = -params[0] * np.log(1.0 - unif[i, 0])
+            if params.shape[0] > 3 and params[3] >= 0.0:
+                length = params[0] * (1.0 - params[3] + 2.0 * params[3] * unif[i, 0])
+            else:
+                length = -params[0] * np.log(1.0 - unif[i, 0])
             st = _billiard_step(
                 Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, params[1], params[2], max_piv, mv,
                 stats,

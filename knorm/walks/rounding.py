@@ -26,7 +26,7 @@ class Rounding:
     in-frame covariance estimate (≈ 1 when isotropic, up to sampling noise);
     ``points``: the final states of the rounding's chains (new frame), stationary
     starting points for later runs; ``tau``: integrated autocorrelation time (per
-    step) of the billiard walk measured on the last iteration.
+    step) of the billiard walk measured on the last iteration (:func:`chain_tau`).
     """
 
     T: np.ndarray
@@ -59,33 +59,58 @@ def per_step_tau(tau_thinned, thin):
 
 def noise_spread(r, n_points):
     """Eigenvalue spread max/min of the sample covariance of ``n_points`` iid isotropic
-    points in dimension r (Marchenko–Pastur edges): ((1+√(r/N)) / (1−√(r/N)))²."""
+    points in dimension r (Marchenko–Pastur edges): ((1+√(r/N)) / (1−√(r/N)))²; inf if N <= r."""
     q = np.sqrt(r / n_points)
+    if q >= 1.0:
+        return np.inf
     return ((1 + q) / (1 - q)) ** 2
 
 
-def round_body(base, *, chains=4, samples_per_dim=10, max_iter=8, spread_factor=1.5, workers=None):
+WARMUP_TAUS = 20  # steps before the first record used: at least 20·τ (as the Sampler's warm-up)
+MIN_EFFECTIVE = 4  # the spread is judged on at least 4·r effective points (noise spread ≤ 9)
+TAU_GUESS = 2.0  # τ per step of the billiard walk in a roughly round body (1.2–3 measured at r = 40–80)
+
+
+def chain_tau(rec):
+    """Per-step integrated autocorrelation time of records ``(chains, k, r)`` taken at every step:
+    the largest over the coordinates and the squared radius ``|z|²`` (a slow radial
+    functional the coordinates miss when the walk is antithetic), at least 1."""
+    total = rec.shape[0] * rec.shape[1]
+    e = min(float(np.min(_ess(rec))), float(np.min(_ess(np.sum(rec**2, axis=2)[..., None]))))
+    return max(1.0, total / e)
+
+
+def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=1.5, workers=None):
     """Estimate Cov(Uniform K) by billiard walks in successively rounded frames.
 
-    Starts from ``Σ₀ = F Fᵀ / n``; each iteration runs ``chains`` billiard chains
-    (warm-up 2·r steps, then every 2nd step),
-    collects ``samples_per_dim·r`` points, estimates the in-frame covariance ``S`` and
-    updates ``T ← T·chol(S)``. Stops when the eigenvalue spread of S is below
-    ``spread_factor`` times the spread that sampling noise alone gives for isotropic
-    points (:func:`noise_spread`, ≈ 3.7 at 10 points per dimension), or after
-    ``max_iter`` iterations. Seeded with a fixed seed: the
-    rounding of a body is deterministic, so caching it never changes seeded results.
+    Starts from ``Σ₀ = F Fᵀ / n`` and ``chains`` billiard chains at the centre, which run
+    ``WARMUP_TAUS·TAU_GUESS`` = 40 steps of warm-up. Each iteration then records every
+    step of the chains, ``samples_per_dim·r`` points in all, estimates the in-frame
+    covariance ``S`` and updates ``T ← T·chol(S)``. The chains go on from where they
+    stopped in the next frame: uniformity is invariant under linear maps, so their
+    states stay stationary and need no new warm-up.
+
+    Stops when (1) the records used came after at least ``WARMUP_TAUS``·τ steps per
+    chain, τ measured on those records (:func:`chain_tau`): the start is forgotten;
+    and (2) the eigenvalue spread of S is below ``spread_factor`` times the spread that
+    sampling noise alone gives for isotropic points (:func:`noise_spread` of the
+    effective sample, records/τ: ≈ 4.5 at 10 records per dimension and τ = 1.3), judged
+    on at least ``MIN_EFFECTIVE``·r effective points (else the next iteration records
+    twice as many steps, up to 8×); or after ``max_iter`` iterations. Seeded with a fixed seed
+    and a fixed chain count: the rounding of a body is deterministic (whatever
+    ``workers``), so caching it never changes seeded results.
     """
     r = base.r
     rng = np.random.default_rng(ROUNDING_SEED)
     Fr = base.Ft.T
     T = np.linalg.cholesky(Fr @ Fr.T / base.n + 1e-12 * np.eye(r))
     n_points = max(samples_per_dim * r, 100)
-    per_chain = -(-n_points // chains)
-    thin = 2
-    warmup = 2 * r
+    per_chain = max(8, -(-n_points // chains))
+    warmup = int(np.ceil(WARMUP_TAUS * TAU_GUESS))
+    before = warmup  # steps per chain before the current iteration's first record
+    steps = per_chain  # records per chain in this iteration
     pts = None
-    spread = np.inf
+    spread = tau = np.inf
     it = 0
     for it in range(1, max_iter + 1):
         frame = _frame_for(base, T)
@@ -93,8 +118,9 @@ def round_body(base, *, chains=4, samples_per_dim=10, max_iter=8, spread_factor=
         starts = [np.zeros(r)] * chains if pts is None else list(pts)
         cs = [Chain(frame, x0, g) for x0, g in zip(starts, gens)]
         params = default_params("billiard", frame)
-        run_chains(cs, "billiard", warmup if pts is None else r, r, params, workers)
-        rec = run_chains(cs, "billiard", per_chain * thin, thin, params, workers)
+        if pts is None:
+            run_chains(cs, "billiard", warmup, warmup, params, workers)
+        rec = run_chains(cs, "billiard", steps, 1, params, workers)
         Z = rec.reshape(-1, r)
         S = np.cov(Z, rowvar=False).reshape(r, r)
         ev = np.linalg.eigvalsh(S)
@@ -102,10 +128,13 @@ def round_body(base, *, chains=4, samples_per_dim=10, max_iter=8, spread_factor=
         L = np.linalg.cholesky(S)
         T = T @ L
         pts = np.linalg.solve(L, np.array([c.x for c in cs]).T).T  # chain states, new frame
-        tau_thin = rec.shape[0] * rec.shape[1] / float(np.min(_ess(np.linalg.solve(L, rec.reshape(-1, r).T).T
-                                                                   .reshape(rec.shape))))
-        tau = per_step_tau(tau_thin, thin)
-        if spread < spread_factor * noise_spread(r, len(Z)):
+        tau = chain_tau(np.linalg.solve(L, Z.T).T.reshape(rec.shape))
+        forgotten = before >= WARMUP_TAUS * tau
+        before += steps
+        n_eff = len(Z) / tau
+        if forgotten and n_eff >= MIN_EFFECTIVE * r and spread < spread_factor * noise_spread(r, n_eff):
             break
+        if n_eff < MIN_EFFECTIVE * r:  # too few effective points to judge the spread: more records
+            steps = min(2 * steps, 8 * per_chain)
     return Rounding(T=T, frame=_frame_for(base, T), covariance=T @ T.T, iterations=it,
                     eigen_spread=spread, points=pts, tau=tau)
