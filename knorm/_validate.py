@@ -33,3 +33,16 @@ def check_memory(name, value, nbytes):
         need = f"{nbytes / 2**30:.3g}" if nbytes < 10**300 else "more than 1e290"
         raise ValueError(f"{name}={value!r} needs about {need} GiB, more than the "
                          f"{limit / 2**30:.3g} GiB allowed (half the physical memory)")
+
+
+def as_real_array(name, value, *, allow_object=False):
+    """``np.asarray(value)`` if it holds real numbers (bool, int, float), else a one-line
+    ValueError naming ``name`` (complex, strings, ragged input; object arrays unless
+    ``allow_object``, for callers that convert them element by element)."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{name} could not be converted to an array: {exc}") from None
+    if np.iscomplexobj(arr) or arr.dtype.kind not in ("biufO" if allow_object else "biuf"):
+        raise ValueError(f"{name} must be real numbers (a numeric array), got dtype {arr.dtype}")
+    return arr

@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 
+from .._validate import as_real_array
 from . import _simplex as sx
 
 _STATUS = {
@@ -26,16 +27,7 @@ class OracleError(RuntimeError):
 
 def validate_matrix(F, name="F"):
     """Return ``F`` as a finite float64 2-D array or raise ``ValueError`` saying why."""
-    try:
-        arr = np.asarray(F)
-    except Exception as exc:  # pragma: no cover - exotic array-likes
-        raise ValueError(f"{name} could not be converted to an array: {exc}") from None
-    if arr.dtype == object:
-        raise ValueError(f"{name} must be a real numeric array, got dtype object")
-    if np.iscomplexobj(arr):
-        raise ValueError(f"{name} must be real, got complex dtype {arr.dtype}")
-    if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    arr = as_real_array(name, F)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D (d queries x n cells), got {arr.ndim}-D shape {arr.shape}")
     if arr.size == 0:
@@ -330,12 +322,7 @@ class SymmetricHull:
         return z / self._unit, k, off
 
     def _check_points(self, y, name):
-        try:
-            arr = np.asarray(y)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{name} could not be converted to an array: {exc}") from None
-        if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
-            raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+        arr = as_real_array(name, y)
         if arr.ndim not in (1, 2) or arr.shape[-1] != self.ambient_dim:
             raise ValueError(
                 f"{name} must have shape ({self.ambient_dim},) or (m, {self.ambient_dim}); got {arr.shape}"

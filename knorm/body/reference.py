@@ -13,6 +13,7 @@ is scaled by a power of two to unit size first (exact) and the answers scaled ba
 import numpy as np
 from scipy.optimize import linprog
 
+from .._validate import as_real_array
 from .hull import _check_tol, _exponent, _row_exponents, validate_matrix
 
 METHODS = ("highs", "osqp")
@@ -40,12 +41,7 @@ class ReferenceOracle:
         self._qp = None
 
     def _points(self, y, name, single=False):
-        try:
-            arr = np.asarray(y)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{name} could not be converted to an array: {exc}") from None
-        if np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
-            raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+        arr = as_real_array(name, y)
         if arr.ndim not in ((1,) if single else (1, 2)) or arr.shape[-1] != self.d:
             want = f"({self.d},)" + ("" if single else f" or (m, {self.d})")
             raise ValueError(f"{name} must have shape {want}; got {arr.shape}")

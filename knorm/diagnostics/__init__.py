@@ -12,17 +12,14 @@ value per coordinate ``k``), at least 4 draws per chain; anything else is a Valu
 import numpy as np
 from scipy import stats
 
+from .._validate import as_real_array
+
 __all__ = ["rhat", "ess", "autocorrelation_time"]
 
 
 def _as_chains(x):
     """Draws as a finite float64 array (chains, draws[, k]) or a one-line ValueError."""
-    try:
-        a = np.asarray(x)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"draws could not be converted to an array: {exc}") from None
-    if np.iscomplexobj(a) or a.dtype.kind not in "biufO":
-        raise ValueError(f"draws must be real numbers, got dtype {a.dtype}")
+    a = as_real_array("draws", x, allow_object=True)
     try:
         with np.errstate(over="ignore"):
             a = a.astype(np.float64)
