@@ -27,11 +27,13 @@ def memory_limit():
 
 
 def check_memory(name, value, nbytes):
-    """ValueError naming ``name`` if ``nbytes`` (estimated before allocating) exceeds :func:`memory_limit`."""
+    """ValueError naming ``name`` (and ``value``, unless None) if ``nbytes`` (estimated
+    before allocating) exceeds :func:`memory_limit`."""
     limit = memory_limit()
     if nbytes > limit:
         need = f"{nbytes / 2**30:.3g}" if nbytes < 10**300 else "more than 1e290"
-        raise ValueError(f"{name}={value!r} needs about {need} GiB, more than the "
+        label = name if value is None else f"{name}={value!r}"
+        raise ValueError(f"{label} needs about {need} GiB, more than the "
                          f"{limit / 2**30:.3g} GiB allowed (half the physical memory)")
 
 

@@ -246,7 +246,7 @@ def check_memory(option, count, d, copies, what=None, hint="ask for fewer, in se
     working copies the computation holds, exceed the memory allowed
     (:func:`knorm._validate.check_memory`: half the physical memory)."""
     try:
-        _check_memory(option, count, count * d * 8 * copies)
+        _check_memory(option, count if what is None else None, count * d * 8 * copies)
     except ValueError as exc:
         raise CLIError(f"{exc}: {what or 'the output'}, {_num(count)} × {_num(d)} values in {copies} working "
                        f"copies; {hint}") from None
