@@ -5,11 +5,21 @@ import os
 import numpy as np
 
 
+def is_real(value):
+    """A real scalar: Python or numpy int or float (bools are refused: True is not a number here)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+
+
+def is_int(value):
+    """A Python or numpy integer (bools refused)."""
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer))
+
+
 def positive_int(name, value, *, allow_none=False):
     """``value`` as an int >= 1 (bools and floats refused), or None if ``allow_none``."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(f"{name} must be {'None or ' if allow_none else ''}a positive integer, got {value!r}")
     return int(value)
 

@@ -24,7 +24,6 @@ sampler (so ``refutes(any claim)`` is True); they never silently return 0.
 """
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +31,7 @@ from scipy import stats
 from scipy.spatial import KDTree
 
 from ._rng import as_generator
+from ._validate import is_int, is_real
 
 
 @dataclass
@@ -86,14 +86,14 @@ def _epsilon_bound(k_p, k_q, n_p, n_q, delta, alpha):
 
 
 def _check_common(alpha, delta):
-    if not (isinstance(alpha, numbers.Real) and 0 < alpha < 1):
+    if not (is_real(alpha) and 0 < alpha < 1):
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if not (isinstance(delta, numbers.Real) and 0 <= delta < 1):
+    if not (is_real(delta) and 0 <= delta < 1):
         raise ValueError(f"delta must be in [0, 1), got {delta!r}")
 
 
 def _int_at_least(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+    if not is_int(value) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
 
@@ -166,7 +166,7 @@ def repeated_answer(atol=0.0):
     is a defect (e.g. a reused noise vector). It is evidence of privacy loss only when
     its frequency differs between x and x'; report the hits under both.
     """
-    if not (isinstance(atol, numbers.Real) and 0 <= atol < math.inf):
+    if not (is_real(atol) and 0 <= atol < math.inf):
         raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
 
     def answer_repeated(W):
@@ -188,7 +188,7 @@ def fx_on_line(fx, tol=1e-9):
     fx = np.atleast_1d(np.asarray(fx, dtype=float))
     if fx.ndim != 1 or not np.all(np.isfinite(fx)):
         raise ValueError(f"fx must be a finite 1-D vector (no NaN or inf), got shape {fx.shape}")
-    if not (isinstance(tol, numbers.Real) and 0 < tol < 1):
+    if not (is_real(tol) and 0 < tol < 1):
         raise ValueError(f"tol must be in (0, 1), got {tol!r}")
 
     def on_line(W):

@@ -29,7 +29,7 @@ from scipy import special
 from scipy.linalg import qr
 
 from ._rng import as_generator
-from ._validate import positive_int
+from ._validate import is_real, positive_int
 from .diagnostics import ess as _ess
 from .mechanisms._base import check_epsilon
 from .walks.chains import BILLIARD_LENGTH, Chain, body_radius, run_chains
@@ -104,7 +104,7 @@ METHODS = ("auto", "exact", "mc")
 
 def _real(name, value, lo, hi):
     """``value`` as a float in the open interval (lo, hi), or a one-line ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not is_real(value):
         raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {value!r}")
     if not (np.isfinite(value) and lo < value < hi):
         raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {value!r}")

@@ -14,6 +14,7 @@ Each :meth:`release` answers every respondent once; ``privacy`` composes the cal
 import numpy as np
 
 from ._rng import as_generator
+from ._validate import is_int, is_real
 from .mechanisms._base import Accounted, PrivacyClaim, check_epsilon
 
 LOCAL = "one respondent's value changes"
@@ -47,7 +48,7 @@ class RandomizedResponse(Accounted):
     """
 
     def __init__(self, *, k=2, epsilon, rng=None, accountant=None):
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+        if not is_int(k) or k < 2:
             raise ValueError(f"k must be an integer >= 2, got {k!r}")
         self.k = int(k)
         self.epsilon = check_epsilon(epsilon)
@@ -102,12 +103,11 @@ class FiniteDomainMechanism(Accounted):
     """
 
     def __init__(self, m, *, epsilon, delta=0.0, rng=None, accountant=None):
-        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+        if not is_int(m) or m < 1:
             raise ValueError(f"m must be a positive integer (m + 1 values), got {m!r}")
         self.m = int(m)
         self.epsilon = check_epsilon(epsilon)
-        if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)) \
-                or not 0.0 <= delta < 1.0:
+        if not is_real(delta) or not 0.0 <= delta < 1.0:
             raise ValueError(f"delta must be a number in [0, 1), got {delta!r}")
         self.delta = float(delta)
         # (1 − δ)/(m + e^ε) = (1 − δ)e^{−ε}/(1 + m e^{−ε}): no overflow for large ε

@@ -15,6 +15,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from ._rng import as_generator
+from ._validate import is_real
 from .mechanisms._base import Accounted, PrivacyClaim, check_delta, check_epsilon
 
 JITTER = 1e-10  # relative diagonal regularisation of kernel matrices
@@ -42,8 +43,7 @@ class GaussianKDEMechanism(Accounted):
             x = x[:, None]
         if x.ndim != 2 or x.shape[0] < 1 or not np.all(np.isfinite(x)):
             raise ValueError("data must be a finite array of shape (n,) or (n, m) with n >= 1")
-        if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(bandwidth) or bandwidth <= 0:
+        if not is_real(bandwidth) or not np.isfinite(bandwidth) or bandwidth <= 0:
             raise ValueError(f"bandwidth must be a positive finite number, got {bandwidth!r}")
         self.data = x
         self.n, self.m = x.shape

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
+from ._validate import is_real
+
 __all__ = ["tradeoff_eps_delta", "tradeoff_gdp", "gdp_delta", "gdp_epsilon", "gdp_mu_for", "gdp_compose",
            "group_gdp", "basic_composition", "advanced_composition", "group_privacy", "gaussian_mu",
            "BudgetAccountant", "BudgetExceededError", "Spend"]
@@ -26,7 +28,7 @@ def _real(name, v):
     """A real scalar (Python or numpy, 0-d arrays included) as float; bools and strings refused."""
     if isinstance(v, np.ndarray) and v.ndim == 0:
         v = v[()]
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+    if not is_real(v):
         raise ValueError(f"{name} must be a real number, got {v!r}")
     return float(v)
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ._rng import as_generator
-from ._validate import positive_int
+from ._validate import is_real, positive_int
 
 __all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "random_pm1", "random_bernoulli", "by_name",
            "MAX_ENTRIES"]
@@ -101,7 +101,7 @@ def marginals(shape, k):
 
 
 def _p(p):
-    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0.0 < p <= 1.0:
+    if not is_real(p) or not 0.0 < p <= 1.0:
         raise ValueError(f"p must be a number in (0, 1], got {p!r}")
     return float(p)
 

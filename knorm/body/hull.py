@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from .._validate import as_real_array
+from .._validate import as_real_array, is_real
 from . import _simplex as sx
 
 _STATUS = {
@@ -61,7 +61,7 @@ def _row_exponents(Y):
 
 
 def _check_tol(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not is_real(value):
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     if not np.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")

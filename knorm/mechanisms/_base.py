@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .._rng import as_generator, noise_source
-from .._validate import check_memory, positive_int
+from .._validate import check_memory, is_real, positive_int
 from ..privacy import BudgetAccountant
 from ..body.hull import validate_matrix
 
@@ -14,7 +14,7 @@ NEIGHBOURS = "‖x − x'‖₁ ≤ 1"
 
 
 def check_epsilon(epsilon):
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
+    if not is_real(epsilon):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
     if not np.isfinite(epsilon) or epsilon <= 0:
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
@@ -22,7 +22,7 @@ def check_epsilon(epsilon):
 
 
 def check_delta(delta):
-    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)):
+    if not is_real(delta):
         raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
     if not (0.0 < delta < 1.0):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")

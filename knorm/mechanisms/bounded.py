@@ -3,6 +3,7 @@
 import numpy as np
 
 from .._rng import as_generator
+from .._validate import is_real
 from ..body.hull import validate_matrix
 from ._base import Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_size
 
@@ -19,8 +20,7 @@ class BoundedLaplaceMechanism(Accounted):
     """
 
     def __init__(self, lower, upper, *, epsilon, delta, clip=True, rng=None, accountant=None):
-        if any(isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating))
-               for b in (lower, upper)):
+        if not (is_real(lower) and is_real(upper)):
             raise ValueError(f"lower and upper must be real numbers, got {lower!r} and {upper!r}")
         lower, upper = float(lower), float(upper)
         if not (np.isfinite(lower) and np.isfinite(upper) and lower < upper):
@@ -46,7 +46,7 @@ class BoundedLaplaceMechanism(Accounted):
 
     def release(self, value, size=None):
         """Private value(s) for a true ``value`` in D."""
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        if not is_real(value):
             raise ValueError(f"value must be a real number in [{self.lower}, {self.upper}], got {value!r}")
         v = float(value)
         if not (self.lower <= v <= self.upper):
