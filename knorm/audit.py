@@ -1,4 +1,4 @@
-"""Empirical privacy audit: a statistical lower bound on ε from samples (MATH.md §7).
+"""Empirical privacy audit: a statistical lower bound on ε from samples (docs/design.md §7).
 
 For neighbouring inputs the mechanism's outputs P (on x) and Q (on x') must satisfy
 ``P(S) <= e^ε Q(S) + δ`` for every event S. From ``N`` outputs (or windows of outputs)

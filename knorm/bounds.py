@@ -1,4 +1,4 @@
-"""Volumes of K and the volume lower bounds of MATH.md §5.
+"""Volumes of K and the volume lower bounds of docs/design.md §5.
 
 * :func:`volume` -- ``Vol_r(K)`` in the r-dimensional span of F (never in the ambient d
   dimensions when rank F < d). Exact for linear images of the cross-polytope and the

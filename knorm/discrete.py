@@ -1,4 +1,4 @@
-"""Discrete mechanisms of the source material (MATH.md §7), vectorised over respondents.
+"""Discrete mechanisms of the source material (docs/design.md §7), vectorised over respondents.
 
 * :class:`RandomizedResponse` -- two-coin (ln 3-DP) or k-ary with parameter ε: report
   the truth w.p. ``e^ε/(e^ε + k − 1)``, else one of the other k − 1 values uniformly.

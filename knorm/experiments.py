@@ -2,7 +2,7 @@
 
 * :func:`compare_oracles` -- ESS/s of hit-and-run with the facet-walk oracle vs the
   HiGHS LP oracle (same chain, same inputs), and the default walk's ESS/s per core.
-* :func:`table3` -- the corrected reference experiment of MATH.md §8.
+* :func:`table3` -- the corrected reference experiment of docs/design.md §8.
 """
 
 import csv
@@ -137,7 +137,7 @@ def run_cell(name, F, eps, x, releases, rng, body):
 
 def table3(ds=(40, 20), n=200, eps_list=(0.1, 1.0, 2.0), *, releases=100, seed=2019, out_dir=".",
            plot_path=True, out=print):
-    """The corrected reference experiment (MATH.md §8): table, CSV and optional plot.
+    """The corrected reference experiment (docs/design.md §8): table, CSV and optional plot.
 
     Writes ``table3.csv`` and ``table3.md`` (and ``table3.png`` with matplotlib) to
     ``out_dir``; returns the rows.

@@ -3,7 +3,7 @@
 For data ``x_1 … x_n ∈ R^m`` and bandwidth h, the Gaussian KDE
 ``f_d(t) = (1/n) Σ (2πh²)^{−m/2} exp(−‖t − x_i‖²/(2h²))`` lies in the RKHS of
 ``k(s, t) = exp(−‖s − t‖²/(2h²))``, and changing one record moves it by at most
-``Δ = √2 / (n (2πh²)^{m/2})`` in that RKHS norm (MATH.md §7). Releasing
+``Δ = √2 / (n (2πh²)^{m/2})`` in that RKHS norm (docs/design.md §7). Releasing
 ``f_d + c·G`` with ``G ~ GP(0, k)`` and ``c = √(2 ln(2/δ))·Δ/ε`` is (ε, δ)-DP (ε <= 1).
 
 A release is one GP draw: :class:`PrivateDensity` evaluates it at any points, jointly,

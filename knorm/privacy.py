@@ -1,4 +1,4 @@
-"""Privacy accounting: trade-off functions, Gaussian DP and composition (MATH.md §7).
+"""Privacy accounting: trade-off functions, Gaussian DP and composition (docs/design.md §7).
 
 * f-DP trade-off functions: :func:`tradeoff_eps_delta` (``f_{ε,δ}``) and
   :func:`tradeoff_gdp` (``G_μ``).

@@ -107,7 +107,7 @@ def _p(p):
 
 
 def random_pm1(d, n, *, rng=None):
-    """Random ``{-1, +1}`` matrix (d × n), the workload of MATH.md §5 and §8."""
+    """Random ``{-1, +1}`` matrix (d × n), the workload of docs/design.md §5 and §8."""
     d, n = positive_int("d", d), positive_int("n", n)
     _fits("n", n, d, n, f"random_pm1(d={d}, n)")
     return as_generator(rng).choice([-1.0, 1.0], size=(d, n))

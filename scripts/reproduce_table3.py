@@ -1,4 +1,4 @@
-"""Reproduce, and correct, the reference experiment of MATH.md §8 ("Table 3").
+"""Reproduce, and correct, the reference experiment of docs/design.md §8 ("Table 3").
 
 n = 200 records with synthetic ages 22–38, random F ∈ {−1, 1}^{d×n} for d = 40 and 20,
 ε ∈ {0.1, 1, 2}, 100 releases per cell. Columns: the old study's Laplace with scale 2/ε

@@ -1,4 +1,4 @@
-"""Volumes against bodies with known volume (MATH.md §6) and the lower-bound yardsticks."""
+"""Volumes against bodies with known volume (docs/design.md §6) and the lower-bound yardsticks."""
 
 import itertools
 import math

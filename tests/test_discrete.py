@@ -1,4 +1,4 @@
-"""Randomized response and the finite-domain mechanism (MATH.md §7)."""
+"""Randomized response and the finite-domain mechanism (docs/design.md §7)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Accounting (MATH.md §7): formulas, identities, and numbers from an established accountant."""
+"""Accounting (docs/design.md §7): formulas, identities, and numbers from an established accountant."""
 
 import numpy as np
 import pytest

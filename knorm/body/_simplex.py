@@ -1,4 +1,4 @@
-"""Numba kernels of the warm-started dual simplex ("facet walk"), MATH.md §2.
+"""Numba kernels of the warm-started dual simplex ("facet walk"), docs/design.md §2.4–§2.6.
 
 The gauge LP ``min 1ᵀw  s.t. [F, -F] w = y, w >= 0`` has fixed costs and matrix, so
 a dual feasible basis stays dual feasible for every right-hand side ``y``.

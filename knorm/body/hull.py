@@ -1,4 +1,4 @@
-"""The body ``K = F·B₁ⁿ`` and its exact oracle (MATH.md §2)."""
+"""The body ``K = F·B₁ⁿ`` and its exact oracle (docs/design.md §2)."""
 
 import contextlib
 import math
@@ -223,7 +223,7 @@ class SymmetricHull:
     F : ndarray (d, n')  -- the validated matrix (zero / duplicate columns removed).
 
     The oracle methods are exact: a warm-started dual simplex on the gauge LP
-    ``‖y‖_K = min{‖w‖₁ : Fw = y}`` (MATH.md §2). Any scale works: F is divided by the
+    ``‖y‖_K = min{‖w‖₁ : Fw = y}`` (docs/design.md §2). Any scale works: F is divided by the
     power of two ``2^e`` nearest above its largest entry (exact), the frame is
     ``span_basisᵀ F / _scale`` with ``_scale = 2^e·unit`` (unit = longest column of
     ``F·2^-e``), and every query point is itself scaled by a power of two before the

@@ -1,7 +1,7 @@
 """Reference oracles: one cold LP (HiGHS) or QP (OSQP via cvxpy) per query.
 
 They are slow and exist to cross-check the facet walk (tests, benchmarks) and for users
-who want an independent answer. MATH.md §2:
+who want an independent answer. docs/design.md §2.7:
 
 * LP   ``‖y‖_K = min{1ᵀw : [F, -F] w = y, w >= 0}`` (HiGHS through scipy.optimize.linprog);
 * QP   ``min ‖Fw - y‖² s.t. ‖w‖₁ <= 1``; ``y ∈ K`` iff the optimum is ~0 (OSQP through cvxpy).

@@ -24,7 +24,7 @@ class ExactStructure:
     G: np.ndarray  # (r, r), frame coordinates
 
     def sample_frame(self, size, rng):
-        """Exact uniform draws in frame coordinates (MATH.md §3 for the ℓ1 ball)."""
+        """Exact uniform draws in frame coordinates (docs/design.md §3.1 for the ℓ1 ball)."""
         r = self.G.shape[0]
         if self.kind == CROSS:
             g = rng.laplace(size=(size, r))  # density ∝ exp(-|t|)

@@ -1,4 +1,4 @@
-"""Differentially private mechanisms for linear queries (MATH.md §4).
+"""Differentially private mechanisms for linear queries (docs/design.md §4).
 
 Each takes ``F`` and keyword-only, validated parameters, ``rng=``, and offers
 ``release(x, size=None)``, ``sample_noise(size=None)``, ``expected_error()`` and a

@@ -171,7 +171,7 @@ def mc_norm_estimate(draws, factor=1.0, ess=None, method=""):
     return ErrorEstimate(value, stderr, False, method)
 
 class Accounted:
-    """Privacy accounting shared by every mechanism (MATH.md §1, §7; basic composition).
+    """Privacy accounting shared by every mechanism (docs/design.md §1, §7, §10; basic composition).
 
     A subclass sets ``self._claim``, the :class:`PrivacyClaim` of ONE answer, and calls
     :meth:`_spend` with the number of answers each release gives (after checking with

@@ -1,4 +1,4 @@
-"""Laplace and Gaussian baselines with sensitivities computed from F (MATH.md §4)."""
+"""Laplace and Gaussian baselines with sensitivities computed from F (docs/design.md §4.1, §4.2)."""
 
 import numpy as np
 from scipy import optimize, special
@@ -58,7 +58,7 @@ def analytic_gaussian_sigma(sensitivity, epsilon, delta):
     """Smallest σ with ``Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) <= δ`` (Balle & Wang 2018).
 
     The left side is the exact privacy profile δ(ε) of the Gaussian mechanism, i.e.
-    MATH.md §7's μ-GDP conversion with μ = Δ/σ; it decreases in σ.
+    docs/design.md §7's μ-GDP conversion with μ = Δ/σ; it decreases in σ.
     """
 
     def excess(log_sigma):

@@ -1,4 +1,4 @@
-"""Bounded 1-D Laplace and the Gaussian mechanism with a covariance matrix (MATH.md §7)."""
+"""Bounded 1-D Laplace and the Gaussian mechanism with a covariance matrix (docs/design.md §7)."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""The K-norm mechanism (MATH.md §4): density ∝ exp(−ε‖a − Fx‖_K)."""
+"""The K-norm mechanism (docs/design.md §4.3): density ∝ exp(−ε‖a − Fx‖_K)."""
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""NIM, the non-isotropic recursive K-norm mechanism (MATH.md §4)."""
+"""NIM, the non-isotropic recursive K-norm mechanism (docs/design.md §4.4)."""
 
 from dataclasses import dataclass
 
@@ -39,7 +39,7 @@ class NIMechanism(Mechanism):
     draw ``a`` from the K-norm mechanism of the level, release ``P_V a`` and recurse on
     U; at k = 1 release ``a``. The total ε is split equally over the levels (basic
     composition; ``privacy.composition`` says so). The number of levels is
-    ``⌊log₂ r⌋ + 1`` for r = rank F (MATH.md's ⌈log₂ d⌉ + 1 is an upper bound).
+    ``⌊log₂ r⌋ + 1`` for r = rank F (Hardt & Talwar's ⌈log₂ d⌉ + 1, docs/design.md §4.4, is an upper bound).
     The covariances depend on F only, never on x. ``walk``, ``bank_size``,
     ``sampler_options`` and ``accept_uncertified`` go to every level's K-norm mechanism
     (an uncertified MCMC run raises :class:`~knorm.ConvergenceError` unless

@@ -1,4 +1,4 @@
-"""Numba kernels of the random walks over K (MATH.md §3), one chain at a time.
+"""Numba kernels of the random walks over K (docs/design.md §3.2), one chain at a time.
 
 All randomness is drawn outside (numpy Generator) and passed in, so a seeded run is
 reproducible bit for bit whatever the threading. A chain's oracle state is

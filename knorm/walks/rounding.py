@@ -1,4 +1,4 @@
-"""Rounding: iterative covariance estimation of Uniform(K) (MATH.md §3).
+"""Rounding: iterative covariance estimation of Uniform(K) (docs/design.md §3.3).
 
 The walks run in the isotropic image ``T⁻¹K`` of the body, where ``T Tᵀ ≈ Σ`` is the
 covariance of Uniform(K) in span coordinates. Uniformity is preserved by linear maps,

@@ -1,4 +1,4 @@
-"""The exact oracle against HiGHS / OSQP and against bodies with known gauges (MATH.md §2, §6)."""
+"""The exact oracle against HiGHS / OSQP and against bodies with known gauges (docs/design.md §2, §6)."""
 
 import itertools
 
@@ -104,7 +104,7 @@ def test_osqp_projection_agrees_on_membership():
         qp.gauge(B[0])
 
 
-# ---- bodies with known truth (MATH.md §6) -----------------------------------------------
+# ---- bodies with known truth (docs/design.md §6) ----------------------------------------
 
 def test_cross_polytope_gauge_is_l1():
     rng = np.random.default_rng(0)

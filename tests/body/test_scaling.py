@@ -2,7 +2,7 @@
 
 ‖y‖_K is positively homogeneous and ``K(F·s) = s·K(F)``, so
 ``gauge_{F·s}(y·s·t) = t·gauge_F(y)`` exactly; the truth is the unscaled value, itself
-checked against HiGHS (MATH.md §2).
+checked against HiGHS (docs/design.md §2).
 """
 
 import numpy as np

@@ -56,7 +56,7 @@ def test_gp_kde_sensitivity_formula_and_noise():
     rng = np.random.default_rng(2)
     data = rng.standard_normal((50, 2))
     mech = GaussianKDEMechanism(data, bandwidth=0.5, epsilon=0.5, delta=1e-4, rng=3)
-    # Δ² = 2/(n (2πh²)^{m/2})² (MATH.md §7); the RKHS distance of two KDEs differing in one record
+    # Δ² = 2/(n (2πh²)^{m/2})² (docs/design.md §7); the RKHS distance of two KDEs differing in one record
     assert mech.sensitivity**2 == pytest.approx(2 / (50 * (2 * np.pi * 0.25)) ** 2)
     f = mech.release()
     grid = rng.uniform(-2, 2, size=(30, 2))

@@ -22,7 +22,7 @@ def cube_F(d):
 def test_laplace_sensitivity_and_scale():
     F = W.random_pm1(40, 200, rng=0)
     m = LaplaceMechanism(F, epsilon=0.5, rng=0)
-    assert m.sensitivity == 40.0  # Δ₁ = d for ±1 matrices (MATH.md §4)
+    assert m.sensitivity == 40.0  # Δ₁ = d for ±1 matrices (docs/design.md §4.1)
     assert m.scale == 80.0
     F2 = np.array([[1.0, -3.0], [2.0, 0.5]])
     assert LaplaceMechanism(F2, epsilon=1).sensitivity == 3.5
@@ -50,7 +50,7 @@ def test_classic_gaussian_sigma():
 
 @pytest.mark.parametrize("eps,delta", [(0.1, 1e-6), (1.0, 1e-5), (2.0, 1e-6), (8.0, 1e-3)])
 def test_analytic_gaussian_meets_the_gdp_profile_of_math_7(eps, delta):
-    """δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) with μ = Δ/σ (MATH.md §7) equals δ at σ*."""
+    """δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) with μ = Δ/σ (docs/design.md §7) equals δ at σ*."""
     sigma = analytic_gaussian_sigma(1.0, eps, delta)
     mu = 1.0 / sigma
     prof = lambda m: stats.norm.cdf(-eps / m + m / 2) - np.exp(eps) * stats.norm.cdf(-eps / m - m / 2)  # noqa: E731

@@ -1,4 +1,4 @@
-"""Every walk against the exact moments of MATH.md §6 and the exact law of the gauge.
+"""Every walk against the exact moments of docs/design.md §6 and the exact law of the gauge.
 
 Tolerances are Monte-Carlo standard errors: the sampler certifies min bulk ESS ≥ N/2, and
 each check uses SE = sd/√ESS with the smallest ESS it reports (checked to be at least N/2).
