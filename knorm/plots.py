@@ -30,7 +30,7 @@ from ._validate import as_real_array, is_int, positive_int
 from .diagnostics import _as_chains, _autocov, autocorrelation_time, ess, rhat
 
 __all__ = ["trace", "rank", "autocorrelation", "ess_rhat", "chains", "expected_errors", "error_vs_epsilon",
-           "nim_spectrum", "table3_figure", "scaling_figure"]
+           "nim_spectrum", "table3_figure", "scaling_figure", "save"]
 
 RHAT_TARGET = 1.01  # the sampler's certification (knorm.walks.sampler.Sampler)
 DPI = 110
@@ -59,7 +59,8 @@ def _axes(ax, count, size):
     return axes[0].figure, axes
 
 
-def _save(fig, path):
+def save(fig, path):
+    """Save ``fig`` to ``path`` (unless None) atomically, in the format of its suffix; returns ``fig``."""
     if path is not None:
         path = Path(path)
         fmt = path.suffix.lstrip(".").lower() or None
@@ -102,7 +103,7 @@ def trace(source, coord=0, *, ax=None, path=None):
     a.set_title(f"trace of z[{k}], {z.shape[0]} chains × {z.shape[1]} draws")
     if z.shape[0] <= 10:
         a.legend(fontsize=7, ncol=min(z.shape[0], 5), loc="upper right")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def rank(source, coord=0, *, bins=20, ax=None, path=None):
@@ -132,7 +133,7 @@ def rank(source, coord=0, *, bins=20, ax=None, path=None):
     a.set_ylabel("draws per bin")
     a.set_title(f"rank plot of z[{k}] ({m} chains; flat = chains agree)")
     a.legend(fontsize=7, loc="upper right")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def autocorrelation(source, coords=None, *, max_lag=None, ax=None, path=None):
@@ -155,7 +156,7 @@ def autocorrelation(source, coords=None, *, max_lag=None, ax=None, path=None):
     a.set_ylabel("autocorrelation")
     a.set_title(f"autocorrelation, {z.shape[0]} chains")
     a.legend(fontsize=7)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def ess_rhat(source, *, ax=None, path=None):
@@ -168,6 +169,7 @@ def ess_rhat(source, *, ax=None, path=None):
     total = z.shape[0] * z.shape[1]
     a.bar(idx, e, color="C0")
     a.axhline(total / 2, color="C3", ls="--", label=f"target {total / 2:g} (draws/2)")
+    a.set_ylim(0, 1.3 * max(float(np.max(e)), total / 2))  # room for the legend above the bars
     a.set_ylabel("bulk ESS")
     a.set_title(f"bulk ESS of {total} draws")
     b.plot(idx, rh, "o", color="C0", ms=4)
@@ -177,10 +179,10 @@ def ess_rhat(source, *, ax=None, path=None):
     b.set_title("rank-normalised split R-hat")
     for ax_ in (a, b):
         ax_.set_xlabel("coordinate")
-        ax_.legend(fontsize=7)
+        ax_.legend(fontsize=7, loc="upper right")
         if len(idx) <= 20:
             ax_.set_xticks(idx)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def chains(source, coord=0, *, path=None):
@@ -196,7 +198,7 @@ def chains(source, coord=0, *, path=None):
     rank(z, coord, ax=axes[1, 0])
     autocorrelation(z, ax=axes[1, 1])
     ess_rhat(z, ax=axes[2])
-    return _save(fig, path)
+    return save(fig, path)
 
 
 # -- errors and spectra of a workload -------------------------------------------------------------
@@ -272,7 +274,7 @@ def error_vs_epsilon(F=None, epsilons=(0.1, 0.3, 1.0, 3.0), *, errors=None, ax=N
     a.set_title("expected error vs ε (data-independent)")
     a.legend(fontsize=8, title="error bars: ±2 SE (Monte Carlo)", title_fontsize=7)
     a.grid(True, which="both", alpha=0.3)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def nim_spectrum(mechanism, *, ax=None, path=None):
@@ -292,7 +294,7 @@ def nim_spectrum(mechanism, *, ax=None, path=None):
     a.set_title("NIM: spectrum per level")
     a.legend(fontsize=7)
     a.grid(True, which="both", alpha=0.3)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 # -- the figures of the experiments ---------------------------------------------------------------
@@ -337,7 +339,7 @@ def table3_figure(rows, *, n=None, releases=None, ax=None, path=None):
         a.grid(True, which="both", alpha=0.3)
     bars = "bars: ±2 SE" + (f" over {releases} releases" if releases else " over the releases")
     axes[0].legend(fontsize=7, title=bars, title_fontsize=7)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def scaling_figure(rows, *, ax=None, path=None):
@@ -379,4 +381,4 @@ def scaling_figure(rows, *, ax=None, path=None):
     fac_handles.append(Line2D([], [], color="0.3", ls="", marker="o", mfc="none", label="run < 20τ"))
     axes[0].legend(handles=walk_handles, fontsize=7, title="walk", title_fontsize=7)
     axes[1].legend(handles=fac_handles, fontsize=7, title="n (columns of F)", title_fontsize=7)
-    return _save(fig, path)
+    return save(fig, path)
