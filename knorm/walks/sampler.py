@@ -452,7 +452,8 @@ class Sampler:
         sampler may show them freely. A mechanism's sampler is another matter: its
         released draws became noise, so its records are as secret as that noise.
         """
-        span = self.rounding.to_span(self._kept_records(discard, thin))
+        records = self._kept_records(discard, thin)
+        span = self.rounding.to_span(records)
         return span.reshape(-1, span.shape[-1]) if flat else span
 
     def get_record_index(self, *, discard=0, thin=1):
