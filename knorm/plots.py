@@ -175,8 +175,12 @@ def ess_rhat(source, *, ax=None, path=None):
     b.plot(idx, rh, "o", color="C0", ms=4)
     b.axhline(RHAT_TARGET, color="C3", ls="--", label=f"target < {RHAT_TARGET}")
     b.axhline(1.0, color="0.5", lw=0.8)
+    finite = rh[np.isfinite(rh)]
+    lo, hi = min(1.0, *finite), max(RHAT_TARGET, *finite)
+    b.set_ylim(lo - 0.1 * (hi - lo), hi + 0.3 * (hi - lo))  # room for the legend above the target
     b.set_ylabel("split R-hat")
-    b.set_title("rank-normalised split R-hat")
+    b.set_title("rank-normalised split R-hat" + (f" ({len(rh) - len(finite)} infinite)" if len(finite) < len(rh)
+                                                 else ""))
     for ax_ in (a, b):
         ax_.set_xlabel("coordinate")
         ax_.legend(fontsize=7, loc="upper right")

@@ -192,3 +192,12 @@ def test_cli_plot_without_matplotlib_fails_before_any_work(tmp_path, capsys, mon
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     rc, stdout, err = run(["plot", "chains", "--out", str(tmp_path / "c.png")], capsys)
     assert rc == 1 and "knorm[plot]" in err and stdout == ""
+
+
+def test_experiments_write_their_figures(tmp_path):
+    from knorm.experiments import scaling, table3
+
+    table3((4,), 10, (0.5, 1.0), releases=5, out_dir=tmp_path, out=lambda *a: None)
+    scaling((4,), (1, 2), ("billiard", "ball"), seconds=0.05, out_dir=tmp_path, out=lambda *a: None)
+    for name in ("table3.png", "scaling.png"):
+        assert (tmp_path / name).read_bytes().startswith(PNG)
