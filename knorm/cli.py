@@ -754,8 +754,9 @@ def cmd_plot(args):
                                      rng=args.seed)
         for name, row in errs.items():
             if name != "epsilons":
-                print(f"  {name:9s} " + "  ".join(f"ε={e:g}: {r.value:.4g}" + ("" if r.exact else f" ± {r.stderr:.2g}")
-                                                 for e, r in zip(eps, row)))
+                cells = (f"ε={e:g}: {r.value:.4g}" + ("" if r.exact else f" ± {r.stderr:.2g}")
+                         for e, r in zip(eps, row))
+                print(f"  {name:9s} " + "  ".join(cells))
         fig = plots.error_vs_epsilon(errors=errs)
     elif args.what == "nim-spectrum":
         from .mechanisms import NIMechanism

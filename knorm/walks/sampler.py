@@ -212,6 +212,10 @@ class Sampler:
     Memory is estimated before anything is allocated: a request that would need more
     than half the physical memory (``size``, ``min_draws``, ``chains``) is refused with
     a ValueError.
+
+    **Chains.** The pool of the last run stays (until the next run starts):
+    :meth:`get_chain`, :meth:`get_record_index`, :meth:`chain_diagnostics`,
+    :meth:`to_inference_data`.
     """
 
     def __init__(self, body_or_F, *, walk="billiard", chains=None, rng=None, min_draws=1000, max_steps=None,
@@ -425,7 +429,7 @@ class Sampler:
     def _kept_records(self, discard, thin):
         """The last run's pool (chains, k, r) in frame units, ``discard`` / ``thin`` applied (a view)."""
         if self._kept is None:
-            raise RuntimeError("the sampler has no chains yet: call run() or sample() first")
+            raise RuntimeError("the sampler has no finished run to show: call run() or sample() first")
         if not is_int(discard) or discard < 0:
             raise ValueError(f"discard must be a non-negative integer, got {discard!r}")
         thin = positive_int("thin", thin)
