@@ -169,27 +169,13 @@ def table3(ds=(40, 20), n=200, eps_list=(0.1, 1.0, 2.0), *, releases=100, seed=2
 
 
 def plot(rows, ds, n, releases, path, out=print):
-    plt = _pyplot(out)
-    if plt is None:
+    """``table3.png``: :func:`knorm.plots.table3_figure` (invalid baseline last and marked)."""
+    if _pyplot(out) is None:
         return
-    fig, axes = plt.subplots(1, len(ds), figsize=(5.5 * len(ds), 4.2), squeeze=False)
-    for ax, d in zip(axes[0], ds):
-        for name in COLUMNS:
-            pts = [r for r in rows if r["d"] == d and r["mechanism"] == name]
-            ax.errorbar([r["epsilon"] for r in pts], [r["mean_l2_error"] for r in pts],
-                        yerr=[2 * r["stderr"] for r in pts], marker="o", capsize=3, label=name,
-                        linestyle="--" if "not" in name else "-")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("ε")
-        ax.set_ylabel("mean ℓ₂ error")
-        ax.set_title(f"random ±1 F, d = {d}, n = {n}, {releases} releases")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    out(f"wrote {path}")
+    from .plots import table3_figure
 
+    table3_figure([r for r in rows if r["d"] in ds], n=n, releases=releases, path=path)
+    out(f"wrote {path}")
 
 
 def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=("billiard", "hit_and_run", "coordinate", "ball"), *,
@@ -251,25 +237,12 @@ def _measure_walk(rnd, walk, seconds, chains, seed):
 
 
 def _plot_scaling(rows, walks, factors, path, out=print):
-    plt = _pyplot(out)
-    if plt is None:
+    """``scaling.png``: :func:`knorm.plots.scaling_figure` (colour by walk; ESS/s, pivots per step, τ)."""
+    if _pyplot(out) is None or not rows:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for walk in walks:
-        for fac, ls in zip(factors, ["-", "--", ":"]):
-            pts = [r for r in rows if r["walk"] == walk and r["n"] == fac * r["d"]]
-            axes[0].plot([r["d"] for r in pts], [r["ess_per_s"] for r in pts], ls, marker="o",
-                         label=f"{walk}, n={fac}d")
-            axes[1].plot([r["d"] for r in pts], [r["pivots_per_step"] for r in pts], ls, marker="o")
-    for ax, lab in zip(axes, ["min-coordinate ESS/s (2 chains)", "pivots per step"]):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("d")
-        ax.set_ylabel(lab)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from .plots import scaling_figure
+
+    scaling_figure([r for r in rows if r["walk"] in walks and r["n"] // r["d"] in factors], path=path)
     out(f"wrote {path}")
 
 

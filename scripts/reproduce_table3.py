@@ -13,8 +13,12 @@ body's rounding is computed once per workload, in its first K-norm cell).
 """
 
 import argparse
+import os
+import sys
 
-from knorm.experiments import table3
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's knorm
+
+from knorm.experiments import table3  # noqa: E402
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -4,17 +4,25 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from .._rng import as_generator
-from .._validate import check_memory, positive_int
+from .._validate import check_memory, is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from .chains import BLOCK, Chain, default_params, run_chains, walk_id
 from .checkpoint import CHAIN_KEYS, fingerprint
 from .rounding import round_body
+
+
+class ChainDiagnostics(NamedTuple):
+    """Per-coordinate diagnostics of a sampler's chains (:meth:`Sampler.chain_diagnostics`)."""
+
+    ess: np.ndarray
+    rhat: np.ndarray
 
 
 class ConvergenceWarning(UserWarning):
@@ -204,6 +212,10 @@ class Sampler:
     Memory is estimated before anything is allocated: a request that would need more
     than half the physical memory (``size``, ``min_draws``, ``chains``) is refused with
     a ValueError.
+
+    **Chains.** The pool of the last run stays (until the next run starts):
+    :meth:`get_chain`, :meth:`get_record_index`, :meth:`chain_diagnostics`,
+    :meth:`to_inference_data`.
     """
 
     def __init__(self, body_or_F, *, walk="billiard", chains=None, rng=None, min_draws=1000, max_steps=None,
@@ -229,6 +241,7 @@ class Sampler:
         self.warm = False
         self._records = 0  # records per chain made so far (all runs, discarded pools included)
         self.last_info = None
+        self._kept = None  # (records, index of the first) of the last run's pool: get_chain
 
     # -- memory estimates (bytes) ---------------------------------------------------
     def _chain_bytes(self):
@@ -313,6 +326,7 @@ class Sampler:
         size = positive_int("size", size)
         pool = max(2 * size, self.min_draws)
         check_memory("size", size, self._pool_bytes(pool))
+        self._kept = None  # the previous run's records go before this run allocates its pool
         self._setup()
         cs, nchains, r, walk = self.chains, self.nchains, self.frame.r, self.walk
         per_chain = max(4, _even(-(-pool // nchains)))  # the diagnostics need 4 records per chain
@@ -379,6 +393,7 @@ class Sampler:
             save(force=True)
         keep, dropped = self._select(draws, commit=True)
         self._records = offset + draws.shape[1]
+        self._kept = (draws, offset)
         out = amb[keep[:, 0], keep[:, 1]]
         sources = keep + np.array([0, offset])
         stats = sum(c.stats for c in cs) - stats0
@@ -409,6 +424,85 @@ class Sampler:
                 stacklevel=stacklevel,
             )
         return (draws[:size], info) if return_info else draws[:size]
+
+    # -- the chains of the last run (emcee's get_chain) --------------------------------
+    def _kept_records(self, discard, thin):
+        """The last run's pool (chains, k, r) in frame units, ``discard`` / ``thin`` applied (a view)."""
+        if self._kept is None:
+            raise RuntimeError("the sampler has no finished run to show: call run() or sample() first")
+        if not is_int(discard) or discard < 0:
+            raise ValueError(f"discard must be a non-negative integer, got {discard!r}")
+        thin = positive_int("thin", thin)
+        records, _ = self._kept
+        if discard >= records.shape[1]:
+            raise ValueError(f"discard must be less than the {records.shape[1]} records per chain, got {discard}")
+        return records[:, discard::thin]
+
+    def get_chain(self, *, flat=False, discard=0, thin=1):
+        """The records of the last run, ``(chains, draws, dim)`` in span coordinates.
+
+        The pool of the last :meth:`run` (or :meth:`sample`) from which its draws were
+        selected: every ``thin``-th walk state after warm-up (the run's ``info.thin``),
+        ``chains × draws`` records, here without the first ``discard`` records of each
+        chain and then every ``thin``-th of the rest. Span coordinates in the body's frame
+        units (``rounding.to_span`` of the walk states); ``body.to_ambient`` maps them to
+        answer space, where ``draws[i] == body.to_ambient(get_chain()[c, j − s])`` for
+        ``(c, j) = info.extra["sources"][i]`` and ``s = get_record_index()[0]``.
+        ``flat=True``: ``(chains·draws, dim)``, chain by chain. Only the last run is kept
+        (a sampler that runs often holds one pool, never a growing history).
+
+        The records are states of random walks on K = F·B₁ⁿ: uniform draws from K, a
+        function of F and the sampler's randomness, never of data, so an engine-only
+        sampler may show them freely. A mechanism's sampler is another matter: its
+        released draws became noise, so its records are as secret as that noise.
+        """
+        records = self._kept_records(discard, thin)
+        span = self.rounding.to_span(records)
+        return span.reshape(-1, span.shape[-1]) if flat else span
+
+    def get_record_index(self, *, discard=0, thin=1):
+        """Index of each :meth:`get_chain` draw in its chain's record sequence, counted
+        across runs (the numbering of ``info.extra["sources"][:, 1]``)."""
+        k = self._kept_records(discard, thin).shape[1]
+        start = self._kept[1] + discard
+        return np.arange(start, start + k * thin, thin)
+
+    def chain_diagnostics(self, *, per_chain=False, discard=0, thin=1):
+        """Bulk ESS and split R-hat of :meth:`get_chain`, one value per span coordinate.
+
+        Pooled over the chains (``(dim,)`` each, :func:`knorm.diagnostics.ess` /
+        :func:`~knorm.diagnostics.rhat`), or with ``per_chain=True`` each chain alone
+        (``(chains, dim)``: a single chain's split R-hat compares its two halves). The
+        run's ``info.ess`` / ``info.rhat`` are the same diagnostics per ambient coordinate.
+        Returns ``ChainDiagnostics(ess, rhat)``.
+        """
+        z = self.get_chain(discard=discard, thin=thin)
+        if per_chain:
+            return ChainDiagnostics(np.array([_ess(c[None]) for c in z]).reshape(len(z), -1),
+                                    np.array([_rhat(c[None]) for c in z]).reshape(len(z), -1))
+        return ChainDiagnostics(np.atleast_1d(_ess(z)), np.atleast_1d(_rhat(z)))
+
+    def to_inference_data(self, *, discard=0, thin=1):
+        """:meth:`get_chain` as ArviZ data (optional extra ``pip install 'knorm[arviz]'``).
+
+        One posterior variable ``z`` with dims ``(chain, draw, coordinate)``; the ``draw``
+        coordinate holds :meth:`get_record_index`. ArviZ 0.x returns an ``InferenceData``
+        (the walk, thinning and τ as attributes of the posterior), ArviZ ≥ 1 an ``xarray.DataTree``.
+        """
+        try:
+            import arviz as az
+        except ImportError:
+            raise ImportError("to_inference_data needs ArviZ, which is not installed: "
+                              "pip install 'knorm[arviz]'") from None
+        z = self.get_chain(discard=discard, thin=thin)
+        coords = {"chain": np.arange(z.shape[0]), "draw": self.get_record_index(discard=discard, thin=thin),
+                  "coordinate": np.arange(z.shape[2])}
+        dims = {"z": ["coordinate"]}
+        if int(az.__version__.split(".")[0]) >= 1:
+            return az.from_dict({"posterior": {"z": z}}, coords=coords, dims=dims)
+        attrs = {"walk": self.walk, "thin_steps": int(self.thin) * int(thin), "tau": float(self.tau),
+                 "coordinates": "span (body frame units)", "inference_library": "knorm"}
+        return az.from_dict(posterior={"z": z}, coords=coords, dims=dims, posterior_attrs=attrs)
 
 
 def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, return_info=False,
