@@ -24,10 +24,9 @@ BRANCHINGS = tuple(range(2, 17))  # branching factors tried when ``branching=Non
 _CHUNK_BYTES = 2**25  # working memory of one batch of tree solves / noise draws (32 MiB)
 
 
-def _gram_rows(F):
-    """Rows ``R`` with ``RᵀR = FᵀF`` and at most min(d, n) of them: ‖F M‖_F = ‖R M‖_F for every M."""
-    d, n = F.shape
-    return F if d <= n else np.linalg.qr(F, mode="r")
+def _rows_or_gram(F):
+    """``(F, False)``, or ``(FᵀF, True)`` when F has more rows than columns (for :meth:`Hierarchy.error_factor`)."""
+    return (F.T @ F, True) if F.shape[0] > F.shape[1] else (F, False)
 
 
 def _mc_expected_norm(draw, n_samples, width, what):
@@ -169,12 +168,21 @@ class Hierarchy:
         return v
 
     def error_factor(self, F):
-        """``‖F A⁺‖_F² = trace(F (AᵀA)⁻¹ Fᵀ)``, without forming A⁺: batched tree solves of F's rows
-        (or of R with RᵀR = FᵀF when F has more rows than columns)."""
-        R = _gram_rows(np.asarray(F, float))
+        """``‖F A⁺‖_F² = trace(F (AᵀA)⁻¹ Fᵀ)`` without forming A⁺: batched tree solves of F's
+        rows, ``Σ_k f_k·(AᵀA)⁻¹f_k``; with more rows than columns, ``trace((AᵀA)⁻¹ FᵀF)`` from
+        the n columns of the Gram matrix instead."""
+        return self._trace(*_rows_or_gram(np.asarray(F, float)))
+
+    def _trace(self, R, tall):
         step = max(1, _CHUNK_BYTES // (8 * 2 * self.rows))
-        return float(sum(np.sum(R[i:i + step] * self.solve_leaves(R[i:i + step]))
-                         for i in range(0, len(R), step)))
+        total = 0.0
+        for i in range(0, len(R), step):
+            sol = self.solve_leaves(R[i:i + step])
+            if tall:  # the diagonal entries (AᵀA)⁻¹G at (k, k), k = i..i+step-1
+                total += float(np.sum(sol[np.arange(len(sol)), np.arange(i, i + len(sol))]))
+            else:
+                total += float(np.sum(R[i:i + step] * sol))
+        return total
 
 
 class HierarchicalMechanism(Mechanism):
@@ -196,13 +204,13 @@ class HierarchicalMechanism(Mechanism):
             candidates = [positive_int("branching", branching)]
             if candidates[0] < 2:
                 raise ValueError(f"branching must be None or an integer >= 2, got {branching!r}")
-        R = _gram_rows(self.F)
+        rows = _rows_or_gram(self.F)
         self.branching_errors = {}
         trees = {}
         for b in candidates:
             tree = Hierarchy(self.n, b)
             trees[b] = tree
-            self.branching_errors[b] = 2.0 * (tree.levels / self.epsilon)**2 * tree.error_factor(R)
+            self.branching_errors[b] = 2.0 * (tree.levels / self.epsilon)**2 * tree._trace(*rows)
         self.branching = min(candidates, key=lambda b: (self.branching_errors[b], b))
         self.tree = trees[self.branching]
         self.levels = self.tree.levels
