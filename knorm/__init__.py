@@ -11,7 +11,7 @@ from . import audit, bounds, diagnostics, discrete, functional, postprocess, pri
 from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
-                         LaplaceMechanism, NIMechanism, PrivacyClaim)
+                         LaplaceMechanism, NIMechanism, PIdentityMechanism, PrivacyClaim)
 from .mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
 from .walks import WALKS, ConvergenceError, ConvergenceWarning, Sampler, SamplingInfo, sample_uniform
 
@@ -22,7 +22,8 @@ __all__ = [
     "sample_uniform", "Sampler", "SamplingInfo", "ConvergenceWarning", "ConvergenceError", "WALKS", "ess", "rhat",
     # mechanisms
     "LaplaceMechanism", "GaussianMechanism", "KNormMechanism", "NIMechanism", "BoundedLaplaceMechanism",
-    "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PrivacyClaim", "ErrorEstimate",
+    "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "PrivacyClaim",
+    "ErrorEstimate",
     # modules
     "diagnostics", "workloads", "bounds", "discrete", "functional", "privacy", "audit", "postprocess",
 ]
