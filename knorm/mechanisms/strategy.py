@@ -72,7 +72,8 @@ class IdentityMechanism(Mechanism):
     def expected_error(self, n_samples=20_000):
         """``E‖F w‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
         rng = np.random.default_rng(self._rng.integers(2**63))
-        draw = lambda m: rng.laplace(0.0, self.scale, size=(m, self.n)) @ self.F.T  # noqa: E731
+        def draw(m):
+            return rng.laplace(0.0, self.scale, size=(m, self.n)) @ self.F.T
         return _mc_expected_norm(draw, n_samples, max(self.n, self.d), "F·Lap(1/ε)ⁿ")
 
 
@@ -243,7 +244,8 @@ class HierarchicalMechanism(Mechanism):
     def expected_error(self, n_samples=20_000):
         """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
         rng = np.random.default_rng(self._rng.integers(2**63))
-        draw = lambda m: self.tree.solve(rng.laplace(0.0, self.scale, size=(m, self.tree.rows))) @ self.F.T  # noqa: E731
+        def draw(m):
+            return self.tree.solve(rng.laplace(0.0, self.scale, size=(m, self.tree.rows))) @ self.F.T
         return _mc_expected_norm(draw, n_samples, max(self.d, 2 * self.tree.rows), "F A⁺ Lap(levels/ε)")
 
 
@@ -287,7 +289,9 @@ class PIdentityMechanism(Mechanism):
         check_memory("p", self.p, 8 * (6 * n * n + 4 * p * n + 2 * n * (n + p)))
         gram = self.F.T @ self.F
         start = np.random.default_rng(0).random(p * n)
-        fun = lambda t: (lambda f, g: (f, g.ravel()))(*p_identity_objective(t.reshape(p, n), gram))  # noqa: E731
+        def fun(t):
+            f, g = p_identity_objective(t.reshape(p, n), gram)
+            return f, g.ravel()
         res = optimize.minimize(fun, start, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * (p * n),
                                 options={"maxiter": self.maxiter})
         theta = np.maximum(res.x.reshape(p, n), 0.0)
@@ -326,5 +330,6 @@ class PIdentityMechanism(Mechanism):
     def expected_error(self, n_samples=20_000):
         """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
         rng = np.random.default_rng(self._rng.integers(2**63))
-        draw = lambda m: (rng.laplace(0.0, self.scale, size=(m, self.n + self.p)) @ self._pinv.T) @ self.F.T  # noqa: E731
+        def draw(m):
+            return (rng.laplace(0.0, self.scale, size=(m, self.n + self.p)) @ self._pinv.T) @ self.F.T
         return _mc_expected_norm(draw, n_samples, max(self.d, self.n + self.p), "F A⁺ Lap(1/ε)")

@@ -192,7 +192,8 @@ def test_p_identity_beats_hierarchical_on_prefix_and_never_loses_to_identity():
     assert pid.expected_squared_error() < HierarchicalMechanism(F, epsilon=eps).expected_squared_error()
     assert pid.expected_squared_error() < IdentityMechanism(F, epsilon=eps).expected_squared_error() / 2
     eye = PIdentityMechanism(np.eye(10), epsilon=1.0)
-    assert eye.expected_squared_error() <= IdentityMechanism(np.eye(10), epsilon=1.0).expected_squared_error() * (1 + 1e-12)
+    ident = IdentityMechanism(np.eye(10), epsilon=1.0)
+    assert eye.expected_squared_error() <= ident.expected_squared_error() * (1 + 1e-12)
 
 
 # ---- privacy ----------------------------------------------------------------------------------
