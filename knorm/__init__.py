@@ -7,11 +7,11 @@ invalidate_stale_caches()
 # isort: split
 # (the imports below load the numba kernels, so they come after the cache check)
 
-from . import audit, bounds, diagnostics, discrete, functional, privacy, workloads
+from . import audit, bounds, diagnostics, discrete, functional, postprocess, privacy, workloads
 from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
-from .mechanisms import (ErrorEstimate, GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism,
-                         PrivacyClaim)
+from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
+                         LaplaceMechanism, NIMechanism, PIdentityMechanism, PrivacyClaim)
 from .mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
 from .walks import WALKS, ConvergenceError, ConvergenceWarning, Sampler, SamplingInfo, sample_uniform
 
@@ -22,8 +22,9 @@ __all__ = [
     "sample_uniform", "Sampler", "SamplingInfo", "ConvergenceWarning", "ConvergenceError", "WALKS", "ess", "rhat",
     # mechanisms
     "LaplaceMechanism", "GaussianMechanism", "KNormMechanism", "NIMechanism", "BoundedLaplaceMechanism",
-    "CovarianceGaussianMechanism", "PrivacyClaim", "ErrorEstimate",
+    "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "PrivacyClaim",
+    "ErrorEstimate",
     # modules
-    "diagnostics", "workloads", "bounds", "discrete", "functional", "privacy", "audit",
+    "diagnostics", "workloads", "bounds", "discrete", "functional", "privacy", "audit", "postprocess",
 ]
 __version__ = "0.1.0"

@@ -1,0 +1,335 @@
+"""Strategy (matrix-mechanism) baselines, pure ε-DP (issue 10, MATH.md §4).
+
+A strategy ``A`` (s × n) is answered with Laplace noise, ``y = Ax + Lap(Δ₁(A)/ε)^s``, and the
+workload answers are ``F x̂`` with the least-squares estimate ``x̂ = A⁺ y``. For a full
+column rank A that is ``Fx + F A⁺ z``: the noise ``F A⁺ z`` never depends on x, and
+
+    E‖F A⁺ z‖₂² = 2 (Δ₁/ε)² ‖F A⁺‖_F²  (exact).
+
+* :class:`IdentityMechanism`: ``A = I`` (Δ₁ = 1), noise ``F·Lap(1/ε)ⁿ``.
+* :class:`HierarchicalMechanism`: a b-ary tree of contiguous blocks (Hay et al. 2010),
+  Δ₁ = number of levels, with the exact O(n) two-pass least squares over the tree.
+* :class:`PIdentityMechanism`: HDMM's p-Identity strategy ``A = [I; Θ] D`` (McKenna et al.
+  2018) with Δ₁ = 1, Θ >= 0 optimised for the workload by L-BFGS-B.
+"""
+
+import numpy as np
+from scipy import linalg, optimize, sparse
+
+from .._validate import check_memory, positive_int
+from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
+                    check_size)
+
+__all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "Hierarchy", "BRANCHINGS",
+           "p_identity_objective"]
+
+BRANCHINGS = tuple(range(2, 17))  # branching factors tried when ``branching=None``
+_CHUNK_BYTES = 2**25  # working memory of one batch of tree solves / noise draws (32 MiB)
+
+
+def _rows_or_gram(F):
+    """``(F, False)``, or ``(FᵀF, True)`` when F has more rows than columns (for :meth:`Hierarchy.error_factor`)."""
+    return (F.T @ F, True) if F.shape[0] > F.shape[1] else (F, False)
+
+
+def _mc_expected_norm(draw, n_samples, width, what):
+    """``E‖noise‖₂`` by Monte Carlo over ``draw(m)`` (m exact noise draws at a time)."""
+    n_samples = check_n_samples(n_samples)
+    step = max(1, _CHUNK_BYTES // (8 * width))
+    norms = np.concatenate([np.linalg.norm(draw(min(step, n_samples - i)), axis=1)
+                            for i in range(0, n_samples, step)])
+    value, stderr = float(norms.mean()), float(norms.std(ddof=1) / np.sqrt(n_samples))
+    check_finite_output([value, stderr], "the expected error")
+    return ErrorEstimate(value, stderr, False, f"Monte Carlo, {n_samples} exact draws of {what}")
+
+
+class IdentityMechanism(Mechanism):
+    """The identity strategy: ``x̂ = x + Lap(1/ε)ⁿ``, answers ``F x̂`` (pure ε-DP, Δ₁(I) = 1).
+
+    Noise ``F w``, ``w ~ Lap(1/ε)ⁿ``; ``E‖F w‖₂² = 2/ε² · ‖F‖_F²`` exactly. For an injective
+    F this is also the K-norm mechanism of F (``‖Fw‖_K = ‖w‖₁``).
+    """
+
+    def __init__(self, F, *, epsilon, rng=None, accountant=None):
+        super().__init__(F, rng, accountant)
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = 1.0
+        self.scale = 1.0 / self.epsilon
+        if not np.isfinite(self.scale):
+            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the Laplace scale 1/ε overflows float64")
+        self._claim = PrivacyClaim("identity strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
+                                    details={"strategy": "identity", "l1_sensitivity": 1.0, "scale": self.scale})
+
+    def sample_noise(self, size=None):
+        m = check_size(size, max(self.d, self.n))
+        w = self._rng.laplace(0.0, self.scale, size=(m or 1, self.n))
+        return self._one_or_many(check_finite_output(w @ self.F.T, "the noise"), m)
+
+    def expected_squared_error(self):
+        """``E‖F w‖₂² = 2 b² ‖F‖_F²`` with b = 1/ε (exact)."""
+        return check_finite_output(2.0 * self.scale**2 * float(np.sum(self.F**2)), "the expected squared error")
+
+    def expected_error(self, n_samples=20_000):
+        """``E‖F w‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
+        rng = np.random.default_rng(self._rng.integers(2**63))
+        def draw(m):
+            return rng.laplace(0.0, self.scale, size=(m, self.n)) @ self.F.T
+        return _mc_expected_norm(draw, n_samples, max(self.n, self.d), "F·Lap(1/ε)ⁿ")
+
+
+class Hierarchy:
+    """A b-ary hierarchy of nested partitions of the cells ``0..n-1`` into contiguous blocks.
+
+    Level 0 is one block ``[0, n)``; each block of level ℓ of size s > 1 splits into
+    min(b, s) near-equal contiguous blocks (sizes ⌈s/k⌉ first, then ⌊s/k⌋) at level ℓ+1; a
+    single cell is carried down unchanged, so every level is a partition and the last is
+    all singletons. Every cell lies in exactly one block per level: the strategy ``A`` (one
+    row per block, levels stacked) has ℓ₁ sensitivity ``levels = ⌈log_b n⌉ + 1``. For
+    ``n = b^k`` this is the classic tree; otherwise the carried singletons are extra
+    measurements at no cost in sensitivity.
+    """
+
+    def __init__(self, n, branching):
+        self.n = positive_int("n", n)
+        self.branching = positive_int("branching", branching)
+        if self.branching < 2:
+            raise ValueError(f"branching must be an integer >= 2, got {branching!r}")
+        sizes, starts, parents, firsts, nkids = [np.array([self.n])], [np.array([0])], [None], [None], []
+        while sizes[-1].max() > 1:
+            s = sizes[-1]
+            k = np.minimum(self.branching, s)  # children per block
+            first = np.cumsum(k) - k  # index of each block's first child
+            parent = np.repeat(np.arange(len(s)), k)
+            j = np.arange(len(parent)) - first[parent]  # rank among its siblings
+            q, r = s // k, s % k
+            child = q[parent] + (j < r[parent])
+            sizes.append(child)
+            starts.append(np.concatenate([[0], np.cumsum(child)[:-1]]))
+            parents.append(parent)
+            firsts.append(first)
+            nkids.append(k)
+        self.sizes, self.starts, self.parents, self.firsts, self._nkids = sizes, starts, parents, firsts, nkids
+        self.levels = len(sizes)
+        self.counts = [len(s) for s in sizes]
+        self.rows = int(sum(self.counts))
+        # variances (in units of one measurement's) of the bottom-up estimates of each block's
+        # total from the measurements inside the block: leaves 1, then V = S/(S+1), S = Σ_children V
+        V = [None] * self.levels
+        S = [None] * self.levels
+        V[-1] = np.ones(self.n)
+        for lev in range(self.levels - 2, -1, -1):
+            S[lev] = np.add.reduceat(V[lev + 1], self.firsts[lev + 1])
+            V[lev] = S[lev] / (S[lev] + 1.0)
+        self._V, self._S = V, S
+        # top-down share of a block's correction that goes to each child: V_c / S_parent
+        self._share = [None] + [V[lev + 1] / S[lev][parents[lev + 1]] for lev in range(self.levels - 1)]
+
+    def matrix(self):
+        """The strategy A as a sparse ``(rows, n)`` 0/1 matrix (levels stacked, root first)."""
+        rows, offset = [], 0
+        for lev in range(self.levels):
+            rows.append(offset + np.repeat(np.arange(self.counts[lev]), self.sizes[lev]))
+            offset += self.counts[lev]
+        cols = np.tile(np.arange(self.n), self.levels)
+        return sparse.csr_matrix((np.ones(len(cols)), (np.concatenate(rows), cols)), shape=(self.rows, self.n))
+
+    def measure(self, x):
+        """``A x`` for x of shape (n,) or (m, n): the block sums, levels stacked."""
+        x = np.asarray(x, float)
+        return np.concatenate([np.add.reduceat(x, st, axis=-1) for st in self.starts], axis=-1)
+
+    def solve(self, y):
+        """``x̂ = A⁺ y`` for y of shape (rows,) or (m, rows): exact least squares in O(rows) per vector.
+
+        Two passes (Hay et al. 2010, for any tree): bottom-up, each block's total is estimated
+        from the measurements inside it, ``z_u = (S_u y_u + Σ_c z_c)/(S_u + 1)``; top-down, the
+        final total ``v_u`` is split among the children, ``v_c = z_c + V_c/S_u · (v_u − Σ z_c)``.
+        This is the posterior mean of a linear Gaussian model on a tree, i.e. the
+        least-squares solution (A has full column rank: the last level is the identity).
+        """
+        y = np.asarray(y, float)
+        if y.shape[-1] != self.rows:
+            raise ValueError(f"y must have {self.rows} entries per vector (one per block), got shape {y.shape}")
+        bounds = np.cumsum([0] + self.counts)
+        return self._solve([y[..., bounds[lev]:bounds[lev + 1]] for lev in range(self.levels)])
+
+    def solve_leaves(self, f):
+        """``(AᵀA)⁻¹ f`` for f of shape (n,) or (m, n): ``A⁺ y`` with f on the leaves, 0 elsewhere."""
+        f = np.asarray(f, float)
+        return self._solve([None] * (self.levels - 1) + [f])
+
+    def _solve(self, ys):
+        L = self.levels
+        z, sums = [None] * L, [None] * L
+        z[-1] = ys[-1]
+        for lev in range(L - 2, -1, -1):
+            sums[lev] = np.add.reduceat(z[lev + 1], self.firsts[lev + 1], axis=-1)
+            own = 0.0 if ys[lev] is None else ys[lev] * self._S[lev]
+            z[lev] = (own + sums[lev]) / (self._S[lev] + 1.0)
+        v = z[0]
+        for lev in range(L - 1):  # children of a block are contiguous: np.repeat broadcasts to them
+            v = z[lev + 1] + self._share[lev + 1] * np.repeat(v - sums[lev], self._nkids[lev], axis=-1)
+        return v
+
+    def error_factor(self, F):
+        """``‖F A⁺‖_F² = trace(F (AᵀA)⁻¹ Fᵀ)`` without forming A⁺: batched tree solves of F's
+        rows, ``Σ_k f_k·(AᵀA)⁻¹f_k``; with more rows than columns, ``trace((AᵀA)⁻¹ FᵀF)`` from
+        the n columns of the Gram matrix instead."""
+        return self._trace(*_rows_or_gram(np.asarray(F, float)))
+
+    def _trace(self, R, tall):
+        step = max(1, _CHUNK_BYTES // (8 * 2 * self.rows))
+        total = 0.0
+        for i in range(0, len(R), step):
+            sol = self.solve_leaves(R[i:i + step])
+            if tall:  # the diagonal entries (AᵀA)⁻¹G at (k, k), k = i..i+step-1
+                total += float(np.sum(sol[np.arange(len(sol)), np.arange(i, i + len(sol))]))
+            else:
+                total += float(np.sum(R[i:i + step] * sol))
+        return total
+
+
+class HierarchicalMechanism(Mechanism):
+    """The b-ary hierarchical strategy with least-squares inference (pure ε-DP).
+
+    Every block sum of a :class:`Hierarchy` gets ``Lap(levels/ε)`` (Δ₁(A) = levels), then
+    ``x̂ = A⁺ y`` by the tree's two-pass least squares and the answers are ``F x̂``: the noise
+    is ``F A⁺ z``, ``E‖F A⁺ z‖₂² = 2 (levels/ε)² ‖F A⁺‖_F²`` exactly. ``branching=None``
+    chooses b in :data:`BRANCHINGS` minimising that exact error, a function of F alone
+    (``branching_errors`` holds every candidate's; ties go to the smaller b).
+    """
+
+    def __init__(self, F, *, epsilon, branching=None, rng=None, accountant=None):
+        super().__init__(F, rng, accountant)
+        self.epsilon = check_epsilon(epsilon)
+        if branching is None:
+            candidates = [b for b in BRANCHINGS if b <= max(2, self.n)]  # b >= n: the same 2-level tree
+        else:
+            candidates = [positive_int("branching", branching)]
+            if candidates[0] < 2:
+                raise ValueError(f"branching must be None or an integer >= 2, got {branching!r}")
+        rows = _rows_or_gram(self.F)
+        self.branching_errors = {}
+        trees = {}
+        for b in candidates:
+            tree = Hierarchy(self.n, b)
+            trees[b] = tree
+            self.branching_errors[b] = 2.0 * (tree.levels / self.epsilon)**2 * tree._trace(*rows)
+        self.branching = min(candidates, key=lambda b: (self.branching_errors[b], b))
+        self.tree = trees[self.branching]
+        self.levels = self.tree.levels
+        self.sensitivity = float(self.levels)
+        self.scale = self.sensitivity / self.epsilon
+        if not np.isfinite(self.scale) or not np.isfinite(self.branching_errors[self.branching]):
+            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the noise overflows float64")
+        self._claim = PrivacyClaim("hierarchical strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
+                                    details={"strategy": "hierarchical", "branching": self.branching,
+                                             "levels": self.levels, "strategy_rows": self.tree.rows,
+                                             "l1_sensitivity": self.sensitivity, "scale": self.scale})
+
+    def strategy_matrix(self):
+        """The strategy A (sparse, one row per block); ``A⁺`` is :meth:`Hierarchy.solve`."""
+        return self.tree.matrix()
+
+    def sample_noise(self, size=None):
+        """``F A⁺ z`` with ``z ~ Lap(levels/ε)`` on every block: (d,) or (size, d)."""
+        m = check_size(size, max(self.d, 2 * self.tree.rows))
+        z = self._rng.laplace(0.0, self.scale, size=(m or 1, self.tree.rows))
+        return self._one_or_many(check_finite_output(self.tree.solve(z) @ self.F.T, "the noise"), m)
+
+    def expected_squared_error(self):
+        """``2 (levels/ε)² ‖F A⁺‖_F²`` (exact)."""
+        return self.branching_errors[self.branching]
+
+    def expected_error(self, n_samples=20_000):
+        """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
+        rng = np.random.default_rng(self._rng.integers(2**63))
+        def draw(m):
+            return self.tree.solve(rng.laplace(0.0, self.scale, size=(m, self.tree.rows))) @ self.F.T
+        return _mc_expected_norm(draw, n_samples, max(self.d, 2 * self.tree.rows), "F A⁺ Lap(levels/ε)")
+
+
+def p_identity_objective(theta, gram):
+    """``f(Θ) = ‖F A⁺‖_F² = trace(FᵀF (AᵀA)⁻¹)`` for ``A = [I; Θ] D``, ``D = diag(1/c)``,
+    ``c = 1 + 1ᵀΘ`` (every column of A has ℓ₁ norm 1), and its gradient in Θ.
+
+    With ``Ĝ = diag(c) FᵀF diag(c)`` and ``X = I + ΘᵀΘ``: ``f = trace(X⁻¹Ĝ)``, ``X⁻¹ = I − Θᵀ(I +
+    ΘΘᵀ)⁻¹Θ`` (Woodbury: O(n²p), not O(n³)); ``∇f = 2·1 qᵀ − 2 Θ X⁻¹ Ĝ X⁻¹`` with
+    ``q_j = (X⁻¹Ĝ)_jj / c_j``. Returns ``(f, ∇f)``.
+    """
+    c = 1.0 + theta.sum(axis=0)
+    Gh = gram * np.outer(c, c)
+    chol = linalg.cho_factor(np.eye(len(theta)) + theta @ theta.T)
+    W = Gh - theta.T @ linalg.cho_solve(chol, theta @ Gh)  # X⁻¹ Ĝ
+    TW = theta @ W
+    TM = TW - (TW @ theta.T) @ linalg.cho_solve(chol, theta)  # Θ X⁻¹ Ĝ X⁻¹
+    grad = 2.0 * (np.diag(W) / c)[None, :] - 2.0 * TM
+    return float(np.trace(W)), grad
+
+
+class PIdentityMechanism(Mechanism):
+    """HDMM's p-Identity strategy for pure ε-DP: ``A = [I; Θ] D`` (n + p rows), Θ >= 0 (p × n),
+    ``D`` scaling every column to ℓ₁ norm 1, so Δ₁(A) = 1 and ``y = Ax + Lap(1/ε)^{n+p}``.
+
+    Θ minimises the exact error factor ``‖F A⁺‖_F²`` (:func:`p_identity_objective`), from F
+    alone, by L-BFGS-B with bounds Θ >= 0 from a fixed start (uniform [0, 1) entries,
+    seed 0, as HDMM): the same F gives the same strategy. Θ = 0 (the identity strategy)
+    is kept if the search ends worse. Answers ``F x̂``, ``x̂ = A⁺y``; noise ``F A⁺ z`` with
+    ``E‖F A⁺ z‖₂² = 2/ε² ‖F A⁺‖_F²`` exactly. ``p=None``: max(1, n // 16) (HDMM's choice).
+    The search costs O(n²p) per step: seconds at n = 256, about 20 s at n = 1024 with one
+    BLAS thread (``maxiter`` bounds it).
+    """
+
+    def __init__(self, F, *, epsilon, p=None, maxiter=500, rng=None, accountant=None):
+        super().__init__(F, rng, accountant)
+        self.epsilon = check_epsilon(epsilon)
+        self.p = max(1, self.n // 16) if p is None else positive_int("p", p)
+        self.maxiter = positive_int("maxiter", maxiter)
+        n, p = self.n, self.p
+        check_memory("p", self.p, 8 * (6 * n * n + 4 * p * n + 2 * n * (n + p)))
+        gram = self.F.T @ self.F
+        start = np.random.default_rng(0).random(p * n)
+        def fun(t):
+            f, g = p_identity_objective(t.reshape(p, n), gram)
+            return f, g.ravel()
+        res = optimize.minimize(fun, start, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * (p * n),
+                                options={"maxiter": self.maxiter})
+        theta = np.maximum(res.x.reshape(p, n), 0.0)
+        value = p_identity_objective(theta, gram)[0]
+        identity = float(np.trace(gram))  # Θ = 0: ‖F‖_F²
+        if not value < identity:
+            theta, value = np.zeros((p, n)), identity
+        self.theta = theta
+        self.optimization = {"objective": value, "identity_objective": identity, "iterations": int(res.nit),
+                             "converged": bool(res.success), "message": str(res.message)}
+        A = self.strategy_matrix()
+        self.sensitivity = float(np.max(np.abs(A).sum(axis=0)))  # 1 up to rounding
+        self.scale = self.sensitivity / self.epsilon
+        self._pinv = np.linalg.pinv(A)  # A⁺, n × (n + p); A has full column rank (its top block is D)
+        self._error_factor = float(np.sum((self.F @ self._pinv) ** 2))
+        if not np.isfinite(self.scale) or not np.isfinite(2.0 * self.scale**2 * self._error_factor):
+            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the noise overflows float64")
+        self._claim = PrivacyClaim("p-Identity strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
+                                    details={"strategy": "p-identity", "p": p, "l1_sensitivity": self.sensitivity,
+                                             "scale": self.scale, "iterations": int(res.nit)})
+
+    def strategy_matrix(self):
+        """The strategy ``A = [I; Θ] / c`` (dense, (n + p) × n), ``c = 1 + 1ᵀΘ``."""
+        return np.vstack([np.eye(self.n), self.theta]) / (1.0 + self.theta.sum(axis=0))
+
+    def sample_noise(self, size=None):
+        """``F A⁺ z`` with ``z ~ Lap(Δ₁/ε)^{n+p}``: (d,) or (size, d)."""
+        m = check_size(size, max(self.d, self.n + self.p))
+        z = self._rng.laplace(0.0, self.scale, size=(m or 1, self.n + self.p))
+        return self._one_or_many(check_finite_output((z @ self._pinv.T) @ self.F.T, "the noise"), m)
+
+    def expected_squared_error(self):
+        """``2 (Δ₁/ε)² ‖F A⁺‖_F²`` (exact; Δ₁ = 1)."""
+        return 2.0 * self.scale**2 * self._error_factor
+
+    def expected_error(self, n_samples=20_000):
+        """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
+        rng = np.random.default_rng(self._rng.integers(2**63))
+        def draw(m):
+            return (rng.laplace(0.0, self.scale, size=(m, self.n + self.p)) @ self._pinv.T) @ self.F.T
+        return _mc_expected_norm(draw, n_samples, max(self.d, self.n + self.p), "F A⁺ Lap(1/ε)")

@@ -1,0 +1,154 @@
+"""Post-processing of released answers that costs no privacy (issue 10).
+
+Every function here reads only the released answers and the public workload F (and, for
+:func:`project_to_total`, a total count N that the caller declares public), so by
+post-processing its output carries exactly the privacy claim of the answers it was given.
+
+Each is the Euclidean (or, with a covariance, Mahalanobis) projection of the answers ``a``
+onto a closed convex set that contains the true answers ``Fx``, so it never moves them
+farther from ``Fx``: ``‖P(a) − Fx‖ <= ‖a − Fx‖`` for every draw of the noise.
+
+* :func:`least_squares`: onto the column space of F (``x`` any real vector);
+* :func:`nonnegative`: onto ``{Fx : x >= 0}`` (a histogram of counts);
+* :func:`project_to_total`: onto ``N·conv(f_i)`` (x >= 0, ``Σx = N``) or, with
+  ``nonnegative=False``, onto ``N·K``, ``K = F·B₁ⁿ`` (``‖x‖₁ <= N``; Nikolov, Talwar and
+  Zhang 2013).
+
+Answers are one vector (d,) or a batch (m, d); the result has the same shape.
+"""
+
+import numpy as np
+from scipy import linalg, optimize
+
+from ._validate import as_real_array, is_real
+from .body.hull import validate_matrix
+
+__all__ = ["least_squares", "nonnegative", "project_to_total"]
+
+
+def _answers(F, answers):
+    """``answers`` as a float (m, d) array matching F, and whether it was one vector."""
+    a = as_real_array("answers", answers)
+    if a.ndim not in (1, 2) or a.shape[-1] != F.shape[0]:
+        raise ValueError(f"answers must have shape ({F.shape[0]},) or (m, {F.shape[0]}) to match F with "
+                         f"{F.shape[0]} rows; got {a.shape}")
+    a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)):
+        raise ValueError("answers contains NaN or infinite entries")
+    return np.atleast_2d(a), a.ndim == 1
+
+
+def _whitener(covariance, d):
+    """Lower Cholesky factor L of the noise covariance (Σ = LLᵀ), or None for Σ ∝ I.
+
+    ``covariance`` is a (d, d) symmetric positive definite matrix or a (d,) vector of
+    positive variances (a diagonal Σ)."""
+    if covariance is None:
+        return None
+    c = as_real_array("covariance", covariance).astype(np.float64)
+    if not np.all(np.isfinite(c)):
+        raise ValueError("covariance contains NaN or infinite entries")
+    if c.shape == (d,):
+        if np.any(c <= 0):
+            raise ValueError("covariance (a vector of variances) must be positive")
+        return np.sqrt(c)
+    if c.shape != (d, d):
+        raise ValueError(f"covariance must have shape ({d}, {d}) or ({d},) to match F with {d} rows; got {c.shape}")
+    if not np.allclose(c, c.T, rtol=1e-10, atol=0.0):
+        raise ValueError("covariance must be symmetric")
+    try:
+        return linalg.cholesky(c, lower=True)
+    except linalg.LinAlgError:
+        raise ValueError("covariance must be positive definite (its Cholesky factorisation failed)") from None
+
+
+def least_squares(F, answers, *, covariance=None, return_x=False):
+    """Consistent answers ``F x̂``, ``x̂ = argmin_x (a − Fx)ᵀ Σ⁻¹ (a − Fx)`` (generalised least squares).
+
+    Without ``covariance`` (Σ ∝ I) this is the orthogonal projection of ``a`` onto the
+    column space of F: ``F x̂ = P a``, ``P = F F⁺``, and for unbiased noise e,
+    ``E‖P e‖² = trace(P Cov(e)) <= E‖e‖²``. With Σ the answers are whitened by its Cholesky
+    factor L (``L⁻¹a``, ``L⁻¹F``) and projected: for rank(F) = n, ``F x̂`` is the best linear
+    unbiased estimate of Fx (Gauss–Markov), with covariance ``F (FᵀΣ⁻¹F)⁻¹ Fᵀ``.
+
+    ``x̂`` (minimum-norm when F is rank deficient) is returned too with ``return_x=True``.
+    """
+    F = validate_matrix(F)
+    a, one = _answers(F, answers)
+    if not isinstance(return_x, (bool, np.bool_)):
+        raise ValueError(f"return_x must be True or False, got {return_x!r}")
+    L = _whitener(covariance, F.shape[0])
+    if L is None:
+        Fw, aw = F, a.T
+    elif L.ndim == 1:
+        Fw, aw = F / L[:, None], a.T / L[:, None]
+    else:
+        Fw, aw = linalg.solve_triangular(L, F, lower=True), linalg.solve_triangular(L, a.T, lower=True)
+    x = linalg.lstsq(Fw, aw, lapack_driver="gelsd")[0].T  # (m, n), minimum norm
+    out = x @ F.T
+    if one:
+        out, x = out[0], x[0]
+    return (out, x) if return_x else out
+
+
+def _nnls(A, b):
+    """``argmin_{u >= 0} ‖Au − b‖`` by Lawson–Hanson (scipy), with room for large active sets."""
+    return optimize.nnls(A, b, maxiter=50 * A.shape[1])[0]
+
+
+def nonnegative(F, answers, *, return_x=False):
+    """Consistent answers ``F x̂`` with ``x̂ = argmin_{x >= 0} ‖a − Fx‖₂`` (a histogram of counts).
+
+    The projection of ``a`` onto the convex cone ``{Fx : x >= 0}``, which contains the true
+    answers of any histogram: ``‖F x̂ − Fx‖ <= ‖a − Fx‖`` for every draw. ``F x̂`` is unique;
+    ``x̂`` (``return_x=True``) need not be when F is rank deficient.
+    """
+    F = validate_matrix(F)
+    a, one = _answers(F, answers)
+    if not isinstance(return_x, (bool, np.bool_)):
+        raise ValueError(f"return_x must be True or False, got {return_x!r}")
+    x = np.array([_nnls(F, row) for row in a])
+    out = x @ F.T
+    if one:
+        out, x = out[0], x[0]
+    return (out, x) if return_x else out
+
+
+def project_to_total(F, answers, total, *, nonnegative=True, return_x=False):
+    """The point of ``N·K`` closest (ℓ₂) to the answers, for a PUBLIC total count N.
+
+    ``nonnegative=True``: histograms ``x >= 0`` with ``Σx = N``, so ``N·K = N·conv(f_i)`` (the
+    columns of F); ``False``: ``‖x‖₁ <= N`` and ``N·K = N·conv(±f_i)`` (Nikolov–Talwar–Zhang's
+    projection). Both contain Fx, so ``‖ŷ − Fx‖ <= ‖a − Fx‖`` for every draw.
+
+    Solved exactly by one non-negative least squares: with ``w = N v``, ``v`` in the simplex,
+    ``‖Fw − a‖ = N ‖G v‖`` for ``G = F − a 1ᵀ/N``; over ``u = t v >= 0`` the objective
+    ``‖G u‖² + (1ᵀu − 1)² = t²‖Gv‖² + (t − 1)²`` has minimum ``‖Gv‖²/(1 + ‖Gv‖²)`` over t, which
+    increases with ``‖Gv‖``, so ``v = u/1ᵀu`` for the NNLS solution u (G scaled to unit size).
+    """
+    F = validate_matrix(F)
+    a, one = _answers(F, answers)
+    if not is_real(total) or not np.isfinite(total) or total < 0:
+        raise ValueError(f"total must be a finite number >= 0 (the public count N), got {total!r}")
+    for name, flag in (("nonnegative", nonnegative), ("return_x", return_x)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    N = float(total)
+    C = F if nonnegative else np.hstack([F, -F])
+    n = F.shape[1]
+    out, xs = np.zeros_like(a), np.zeros((len(a), n))
+    if N > 0:
+        for i, row in enumerate(a):
+            G = C - row[:, None] / N
+            scale = float(np.max(np.abs(G)))
+            if scale == 0.0:  # every column equals a/N: a is in N·K already
+                v = np.full(C.shape[1], 1.0 / C.shape[1])
+            else:
+                u = _nnls(np.vstack([G / scale, np.ones((1, C.shape[1]))]), np.r_[np.zeros(F.shape[0]), 1.0])
+                v = u / u.sum()
+            w = N * v
+            xs[i] = w if nonnegative else w[:n] - w[n:]
+            out[i] = C @ w
+    if one:
+        out, xs = out[0], xs[0]
+    return (out, xs) if return_x else out
