@@ -41,7 +41,7 @@ def split_epsilon(costs, epsilon):
         raise ValueError(f"costs must be positive finite numbers, got {costs!r}")
     eps = check_epsilon(epsilon)
     w = np.cbrt(c)
-    return eps * w / w.sum(), float(w.sum() ** 3 / eps**2)
+    return eps * (w / w.sum()), float(w.sum() ** 3 / eps**2)  # one level: exactly ε
 
 
 @dataclass
@@ -110,7 +110,8 @@ class NIMechanism(Mechanism):
     are ranked by the proxy ``(t+1)(t+2)·Σ_{j≤t}λ_j`` (the marginal of Uniform(K) in place
     of Uniform(P_{U'}K); smallest at large eigenvalue gaps) and estimated in that order
     while the proxy can still beat the best plan, with at most ``max_estimates`` MCMC
-    covariance estimates in the whole search. A split is taken (greedily, level by level)
+    covariance estimates of candidate subspaces in the whole search (``covariance_estimates``
+    counts them; the first level's, which K-norm needs anyway, is not counted). A split is taken (greedily, level by level)
     only if it predicts at least ``SPLIT_MARGIN`` = 5% less squared error than releasing
     the level whole. With one level NIM is the K-norm mechanism (same draws for the same
     ``rng``). ``split="halves"`` is Hardt & Talwar's rule: top ⌊k/2⌋ eigenvectors, down to
@@ -138,7 +139,7 @@ class NIMechanism(Mechanism):
         self.split = split
         self.max_levels = positive_int("max_levels", max_levels, allow_none=True)
         self.max_estimates = _check_max_estimates(max_estimates)
-        self.covariance_estimates = 0  # MCMC covariance estimates (roundings) the plan search made
+        self.covariance_estimates = 0  # MCMC covariance estimates (roundings) of candidate subspaces
 
         root = SymmetricHull(self.F)
         self._root_log_scale = root._log_scale
@@ -183,8 +184,6 @@ class NIMechanism(Mechanism):
         """Eigenpairs of Cov(Uniform K) for a level's body; ``basis``: its subspace in answer
         space; ``answer_space``: the body is on F itself (the first level), not on ``basisᵀF``."""
         exact = body.exact_structure is not None
-        if not exact:
-            self.covariance_estimates += 1
         C = uniform_covariance(body, scaled=False)  # body scale² units: representable for any scale of F
         if answer_space:
             C = basis.T @ C @ basis
@@ -238,6 +237,7 @@ class NIMechanism(Mechanism):
             body = SymmetricHull(U.T @ self.F)
             if body.exact_structure is None and self.covariance_estimates >= self.max_estimates:
                 continue
+            self.covariance_estimates += int(body.exact_structure is None)
             nxt = self._stage(body, U)
             score = tail[j] + np.cbrt(nxt.cost())
             if score < best_score:
