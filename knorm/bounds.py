@@ -282,8 +282,8 @@ def gvol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None):
     """GVolLB estimate: max of ``ε⁻¹ k √k Vol_k(PK)^{1/k}`` over NIM's subspaces.
 
     Candidates: the whole span and, for each level of NIM's halving rule (``split="halves"``),
-    the subspace it recurses on (top eigenvectors) and the one it releases (bottom eigenvectors). ``candidates`` lists
-    (k, value, stderr) for each.
+    the subspace it recurses on (top eigenvectors) and the one it releases (bottom
+    eigenvectors). ``candidates`` lists (k, value, stderr) for each.
     """
     from .mechanisms.nim import NIMechanism
 
