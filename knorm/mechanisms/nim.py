@@ -230,13 +230,11 @@ class NIMechanism(Mechanism):
         bar = whole * np.cbrt(1.0 - SPLIT_MARGIN)
         best, best_score = None, bar
         for j in np.argsort(proxy, kind="stable"):
-            if proxy[j] >= best_score:
+            if proxy[j] >= best_score or self.covariance_estimates >= self.max_estimates:
                 break
             tj = int(t[j])
             U = st.vec[:, :tj]
             body = SymmetricHull(U.T @ self.F)
-            if body.exact_structure is None and self.covariance_estimates >= self.max_estimates:
-                continue
             self.covariance_estimates += int(body.exact_structure is None)
             nxt = self._stage(body, U)
             score = tail[j] + np.cbrt(nxt.cost())
