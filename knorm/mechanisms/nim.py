@@ -104,26 +104,32 @@ class NIMechanism(Mechanism):
     """NIM with a plan chosen from F alone: levels, split points and per-level ε.
 
     ``split="auto"`` (default) searches for the plan of least predicted ``E‖noise‖₂²``
-    (module docstring). At a level with eigenvalues ``λ_1 ≥ … ≥ λ_k`` of Cov(Uniform K) it
-    considers each split ``U' = span(top t eigenvectors)``; the next level's cost needs
-    Cov(Uniform P_{U'}K) (one rounding unless P_{U'}K has exact structure), so candidates
-    are ranked by the proxy ``(t+1)(t+2)·Σ_{j≤t}λ_j`` (the marginal of Uniform(K) in place
-    of Uniform(P_{U'}K); smallest at large eigenvalue gaps) and estimated in that order
-    while the proxy can still beat the best plan, with at most ``max_estimates`` MCMC
-    covariance estimates of candidate subspaces in the whole search (``covariance_estimates``
-    counts them; the first level's, which K-norm needs anyway, is not counted). A split is taken (greedily, level by level)
-    only if it predicts at least ``SPLIT_MARGIN`` = 5% less squared error than releasing
-    the level whole. With one level NIM is the K-norm mechanism (same draws for the same
-    ``rng``). ``split="halves"`` is Hardt & Talwar's rule: top ⌊k/2⌋ eigenvectors, down to
+    (module docstring), greedily, level by level. At a level with eigenvalues
+    ``λ_1 ≥ … ≥ λ_k`` of Cov(Uniform K) it scores each split ``U' = span(top t
+    eigenvectors)`` by ``c_V^{1/3} + c_{U'}^{1/3}`` (the next level released whole). The
+    next level's cost needs Cov(Uniform P_{U'}K): one rounding, unless P_{U'}K has exact
+    structure (t = 1 always has). So candidates are ranked by a proxy that puts the
+    marginal of Uniform(K) in place of Uniform(P_{U'}K), ``c_{U'} ≈ (t+1)(t+2)·Σ_{j≤t}λ_j``
+    (smallest at large eigenvalue gaps; exact for boxes, optimistic otherwise), and
+    estimated in that order while the proxy can still beat the best score, with at most
+    ``max_estimates`` MCMC covariance estimates of candidate subspaces in the whole
+    search (``covariance_estimates`` counts them; the first level's, which K-norm needs
+    anyway, is not counted). A split is taken only if it predicts at least
+    ``SPLIT_MARGIN`` = 5% less squared error than releasing the level whole (MCMC
+    covariance estimates are good to a few percent). With one level NIM is the K-norm
+    mechanism (the same draws for the same ``rng``).
+
+    ``split="halves"``: Hardt & Talwar's rule, the top ⌊k/2⌋ eigenvectors down to
     dimension 1. ``max_levels`` caps the number of levels (1 = K-norm). In every plan the
     ε_i are :func:`split_epsilon`'s (basic composition, stated in ``privacy``).
 
     ``plan``: one dict per level (dim, kept_dim, epsilon, predicted_rms_error, covariance);
     ``predicted_error``: ``√(Σ c_i/ε_i²) = √E‖noise‖₂²`` (≥ E‖noise‖₂ by Jensen), exact
-    when every covariance is (``prediction_basis`` says). Everything here depends on F
-    only, never on x. ``walk``, ``bank_size``, ``sampler_options`` and
-    ``accept_uncertified`` go to every level's K-norm mechanism (an uncertified MCMC run
-    raises :class:`~knorm.ConvergenceError` unless ``accept_uncertified=True``).
+    when every covariance is (``prediction_basis`` says). The plan depends on F only,
+    never on x or ``rng`` (roundings are deterministic). ``walk``, ``bank_size``,
+    ``sampler_options`` and ``accept_uncertified`` go to every level's K-norm mechanism
+    (an uncertified MCMC run raises :class:`~knorm.ConvergenceError` unless
+    ``accept_uncertified=True``).
     """
 
     def __init__(self, F, *, epsilon, walk="billiard", rng=None, bank_size=1000, sampler_options=None,
@@ -146,7 +152,7 @@ class NIMechanism(Mechanism):
         stages = self._search(root)
         costs = [st.cost(st.split) for st in stages]
         eps, total = split_epsilon(costs, self.epsilon)
-        scale = np.float64(root._scale)
+        self._scale = scale = np.float64(root._scale)
 
         self.levels = []
         for i, (st, c, e) in enumerate(zip(stages, costs, eps)):
@@ -163,7 +169,8 @@ class NIMechanism(Mechanism):
             self.predicted_error = float(np.sqrt(total) * scale)
         exact_cov = all(lv.exact_covariance for lv in self.levels)
         self.prediction_basis = (
-            "√(Σ_i (k_i+1)(k_i+2)/ε_i² · tr(P_Vi Cov(Uniform K_i) P_Vi)) = √E‖noise‖₂² (≥ E‖noise‖₂ by Jensen); "
+            "√(Σ_i (k_i+1)(k_i+2)/ε_i² · tr(P_Vi Cov(Uniform K_i) P_Vi)) = √E‖noise‖₂² "
+            "(≥ E‖noise‖₂ by Jensen); "
             + ("exact covariances" if exact_cov else "covariances estimated by the MCMC rounding of each level"))
 
         sampling = "exact" if all(lv.mechanism.privacy_per_answer.exact for lv in self.levels) else "mcmc-approximate"
@@ -249,9 +256,10 @@ class NIMechanism(Mechanism):
     def plan(self):
         """One dict per level: ``dim``, ``kept_dim``, ``epsilon``, ``predicted_rms_error``
         (``√(c_i/ε_i²)``, answer units) and ``covariance`` ("exact" or "mcmc estimate")."""
-        return [{"dim": lv.dim, "kept_dim": lv.kept_dim, "epsilon": lv.epsilon,
-                 "predicted_rms_error": float(np.sqrt(lv.predicted_sq_error)),
-                 "covariance": "exact" if lv.exact_covariance else "mcmc estimate"} for lv in self.levels]
+        with np.errstate(over="ignore"):
+            rms = [float(np.sqrt(lv.cost) / lv.epsilon * self._scale) for lv in self.levels]
+        return [{"dim": lv.dim, "kept_dim": lv.kept_dim, "epsilon": lv.epsilon, "predicted_rms_error": r,
+                 "covariance": "exact" if lv.exact_covariance else "mcmc estimate"} for lv, r in zip(self.levels, rms)]
 
     # -- noise ------------------------------------------------------------------------
     def sample_noise(self, size=None):

@@ -181,3 +181,14 @@ def test_nim_on_a_rank_deficient_workload(split):
 def test_bad_plan_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
         NIMechanism(np.eye(2), epsilon=1.0, **kw)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e300])
+def test_the_plan_at_extreme_scales_of_F(scale):
+    """The plan scales with F: the same levels and ε_i, predicted errors × scale (box_F's values)."""
+    ref = NIMechanism(box_F(), epsilon=1.0)
+    m = NIMechanism(box_F() * scale, epsilon=1.0)
+    assert [lv.epsilon for lv in m.levels] == pytest.approx([lv.epsilon for lv in ref.levels], rel=1e-12)
+    assert m.predicted_error / scale == pytest.approx(ref.predicted_error, rel=1e-9)
+    for p, q in zip(m.plan, ref.plan):
+        assert p["predicted_rms_error"] / scale == pytest.approx(q["predicted_rms_error"], rel=1e-9)
