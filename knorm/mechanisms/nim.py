@@ -19,7 +19,7 @@ import numpy as np
 from .._validate import is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
-from ..walks.sampler import uniform_covariance
+from ..walks.sampler import rounding_of
 from ._base import Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size, mc_norm_estimate
 from .knorm_mechanism import KNormMechanism, check_sampler_options
 
@@ -73,12 +73,20 @@ class NIMLevel:
         return self.kept.shape[1]
 
 
+def _span_covariance(body):
+    """Cov(Uniform K) in the body's span coordinates (r × r, body scale² units): what
+    :func:`~knorm.walks.sampler.uniform_covariance` maps to the d answer coordinates, kept
+    r × r so that workloads with many queries (all ranges: d = n(n+1)/2) never form d × d."""
+    s = body.exact_structure
+    return s.covariance_frame() if s is not None else rounding_of(body).covariance
+
+
 @dataclass
 class _Stage:
     """A level of a plan under construction: its body, subspace basis and eigenpairs."""
 
     body: SymmetricHull
-    basis: np.ndarray  # (d, k)
+    basis: np.ndarray  # (d, ·): the first level's span basis, else U with the body on UᵀF
     lam: np.ndarray    # eigenvalues of Cov(Uniform K), descending, in root frame units²
     vec: np.ndarray    # (d, k) answer-space eigenvectors
     exact: bool
@@ -86,7 +94,7 @@ class _Stage:
 
     @property
     def dim(self):
-        return self.basis.shape[1]
+        return self.vec.shape[1]
 
     def cost(self, t=None):
         """``(k+1)(k+2)·Σ_{j>=t} λ_j`` (t = None: the whole level)."""
@@ -187,24 +195,22 @@ class NIMechanism(Mechanism):
         )
 
     # -- the plan ---------------------------------------------------------------------
-    def _stage(self, body, basis, answer_space=False):
-        """Eigenpairs of Cov(Uniform K) for a level's body; ``basis``: its subspace in answer
-        space; ``answer_space``: the body is on F itself (the first level), not on ``basisᵀF``."""
-        exact = body.exact_structure is not None
-        C = uniform_covariance(body, scaled=False)  # body scale² units: representable for any scale of F
-        if answer_space:
-            C = basis.T @ C @ basis
-        lam, vec = np.linalg.eigh(C)
+    def _stage(self, body, U=None):
+        """Eigenpairs of Cov(Uniform K) for a level's body: on F itself (the first level,
+        ``U`` None) or on ``UᵀF`` (U: the level's subspace in answer space, orthonormal)."""
+        span = body.span_basis if U is None else U @ body.span_basis  # span coordinates -> answer space
+        lam, vec = np.linalg.eigh(_span_covariance(body))
         order = np.argsort(lam)[::-1]
         rel = float(np.exp(2.0 * (body._log_scale - self._root_log_scale)))  # to root frame units²
-        return _Stage(body, basis, np.maximum(lam[order], 0.0) * rel, basis @ vec[:, order], exact)
+        return _Stage(body, body.span_basis if U is None else U, np.maximum(lam[order], 0.0) * rel,
+                      span @ vec[:, order], body.exact_structure is not None)
 
     def _sub_stage(self, st, t):
         U = st.vec[:, :t]
         return self._stage(SymmetricHull(U.T @ self.F), U)
 
     def _search(self, root):
-        st = self._stage(root, root.span_basis, answer_space=True)
+        st = self._stage(root)
         stages = []
         while True:
             k = st.dim
