@@ -19,7 +19,7 @@ import numpy as np
 from .._validate import is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
-from ..walks.sampler import rounding_of
+from ..walks.sampler import Sampler, rounding_of
 from ._base import Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size, mc_norm_estimate
 from .knorm_mechanism import KNormMechanism, check_sampler_options
 
@@ -28,6 +28,11 @@ SPLITS = ("auto", "halves")
 # the level whole (absorbs the few-percent error of MCMC covariance estimates)
 SPLIT_MARGIN = 0.05
 DEFAULT_MAX_ESTIMATES = 8
+# uniform draws (a certified sampler run with a fixed seed: the plan is a function of F) behind
+# the covariance of each MCMC level of the plan; the rounding's own estimate, from ~10 points
+# per dimension, only screens candidates (it can be 20% off on small bodies)
+PLAN_DRAWS = 1000
+PLAN_SEED = 20251122
 
 
 def split_epsilon(costs, epsilon):
@@ -87,10 +92,20 @@ class _Stage:
 
     body: SymmetricHull
     basis: np.ndarray  # (d, ·): the first level's span basis, else U with the body on UᵀF
-    lam: np.ndarray    # eigenvalues of Cov(Uniform K), descending, in root frame units²
-    vec: np.ndarray    # (d, k) answer-space eigenvectors
-    exact: bool
+    span: np.ndarray   # (d, k): the body's span coordinates -> answer space
+    rel: float         # body frame units² -> first level's frame units²
+    exact: bool        # exact covariance (exact structure)
+    precise: bool      # exact, or estimated from PLAN_DRAWS draws (else: the rounding's estimate)
     split: int = 0     # 0: released whole (last level); else dim of the next subspace
+
+    def set_covariance(self, C):
+        """Cov(Uniform K) in span coordinates, body frame units²: sets ``lam`` (descending, first
+        level's frame units²) and ``vec`` (d, k), the answer-space eigenvectors."""
+        lam, w = np.linalg.eigh(C)
+        order = np.argsort(lam)[::-1]
+        self.lam = np.maximum(lam[order], 0.0) * self.rel
+        self.vec = self.span @ w[:, order]
+        return self
 
     @property
     def dim(self):
@@ -154,6 +169,7 @@ class NIMechanism(Mechanism):
         self.max_levels = positive_int("max_levels", max_levels, allow_none=True)
         self.max_estimates = _check_max_estimates(max_estimates)
         self.covariance_estimates = 0  # MCMC covariance estimates (roundings) of candidate subspaces
+        self.precise_estimates = 0     # PLAN_DRAWS-draw covariance estimates (levels of the plan, checks)
 
         root = SymmetricHull(self.F)
         self._root_log_scale = root._log_scale
@@ -179,7 +195,9 @@ class NIMechanism(Mechanism):
         self.prediction_basis = (
             "√(Σ_i (k_i+1)(k_i+2)/ε_i² · tr(P_Vi Cov(Uniform K_i) P_Vi)) = √E‖noise‖₂² "
             "(≥ E‖noise‖₂ by Jensen); "
-            + ("exact covariances" if exact_cov else "covariances estimated by the MCMC rounding of each level"))
+            + ("exact covariances" if exact_cov else
+               f"the MCMC levels' covariances estimated from {PLAN_DRAWS} uniform draws each (seeded: a function "
+               "of F), a few percent of error"))
 
         sampling = "exact" if all(lv.mechanism.privacy_per_answer.exact for lv in self.levels) else "mcmc-approximate"
         eps_list = [lv.epsilon for lv in self.levels]
@@ -196,14 +214,25 @@ class NIMechanism(Mechanism):
 
     # -- the plan ---------------------------------------------------------------------
     def _stage(self, body, U=None):
-        """Eigenpairs of Cov(Uniform K) for a level's body: on F itself (the first level,
-        ``U`` None) or on ``UᵀF`` (U: the level's subspace in answer space, orthonormal)."""
-        span = body.span_basis if U is None else U @ body.span_basis  # span coordinates -> answer space
-        lam, vec = np.linalg.eigh(_span_covariance(body))
-        order = np.argsort(lam)[::-1]
-        rel = float(np.exp(2.0 * (body._log_scale - self._root_log_scale)))  # to root frame units²
-        return _Stage(body, body.span_basis if U is None else U, np.maximum(lam[order], 0.0) * rel,
-                      span @ vec[:, order], body.exact_structure is not None)
+        """A level's stage: body on F itself (the first level, ``U`` None) or on ``UᵀF``
+        (U: the level's subspace in answer space, orthonormal); the rounding's covariance
+        unless the body has exact structure."""
+        exact = body.exact_structure is not None
+        st = _Stage(body, body.span_basis if U is None else U,
+                    body.span_basis if U is None else U @ body.span_basis,
+                    float(np.exp(2.0 * (body._log_scale - self._root_log_scale))), exact, exact)
+        return st.set_covariance(_span_covariance(body))
+
+    def _refine(self, st):
+        """Replace a rounding's covariance by the second moments of ``PLAN_DRAWS`` uniform draws
+        (K is symmetric: mean 0), from a sampler run with the fixed seed ``PLAN_SEED``."""
+        if st.precise:
+            return st
+        draws, _ = Sampler(st.body, rng=PLAN_SEED).run(PLAN_DRAWS)
+        Z = (draws @ st.body.span_basis) / st.body._scale  # span coordinates, frame units
+        st.precise = True
+        self.precise_estimates += 1
+        return st.set_covariance(Z.T @ Z / len(Z))
 
     def _sub_stage(self, st, t):
         U = st.vec[:, :t]
@@ -213,35 +242,39 @@ class NIMechanism(Mechanism):
         st = self._stage(root)
         stages = []
         while True:
+            self._refine(st)
             k = st.dim
             if k == 1 or (self.max_levels is not None and len(stages) + 1 >= self.max_levels):
-                stages.append(st)
-                return stages
+                break
             if self.split == "halves":
                 nxt, st.split = self._sub_stage(st, k // 2), k // 2
             else:
-                nxt = self._best_split(st)
-                if nxt is None:
-                    stages.append(st)
-                    return stages
+                cand = self._best_split(st)
+                if cand is None:
+                    break
+                t, nxt = cand
+                bar = np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
+                if np.cbrt(st.cost(t)) + np.cbrt(self._refine(nxt).cost()) >= bar:
+                    break  # the screened candidate does not hold up with the precise estimate
+                st.split = t
             stages.append(st)
             st = nxt
+        stages.append(st)
+        return stages
 
     def _best_split(self, st):
-        """The next stage of the best split of ``st`` (or None: release it whole).
+        """The best split ``(t, next stage)`` of ``st`` on screening estimates, or None.
 
         Scores are ``c_V^{1/3} + c_U^{1/3}`` (the cube root of the optimal two-level error
         times ε², additive over levels), with the next level released whole.
         """
         k = st.dim
-        whole = np.cbrt(st.cost())
         lam = st.lam
         t = np.arange(1, k)
         head = np.cumsum(lam)[:-1]
         tail = np.cbrt((k + 1) * (k + 2) * (lam.sum() - head))
         proxy = tail + np.cbrt((t + 1) * (t + 2) * head)
-        bar = whole * np.cbrt(1.0 - SPLIT_MARGIN)
-        best, best_score = None, bar
+        best, best_score = None, np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
         for j in np.argsort(proxy, kind="stable"):
             if proxy[j] >= best_score or self.covariance_estimates >= self.max_estimates:
                 break
@@ -253,10 +286,7 @@ class NIMechanism(Mechanism):
             score = tail[j] + np.cbrt(nxt.cost())
             if score < best_score:
                 best, best_score = (tj, nxt), score
-        if best is None:
-            return None
-        st.split = best[0]
-        return best[1]
+        return best
 
     @property
     def plan(self):
