@@ -137,10 +137,12 @@ class NIMechanism(Mechanism):
     estimated in that order while the proxy can still beat the best score, with at most
     ``max_estimates`` MCMC covariance estimates of candidate subspaces in the whole
     search (``covariance_estimates`` counts them; the first level's, which K-norm needs
-    anyway, is not counted). A split is taken only if it predicts at least
-    ``SPLIT_MARGIN`` = 5% less squared error than releasing the level whole (MCMC
-    covariance estimates are good to a few percent). With one level NIM is the K-norm
-    mechanism (the same draws for the same ``rng``).
+    anyway, is not counted). These rounding estimates only screen: every MCMC level of
+    the plan, and the best screened candidate before its split is taken, gets its
+    covariance from ``PLAN_DRAWS`` = 1000 uniform draws of a sampler run with a fixed seed
+    (``precise_estimates`` counts them). A split is taken only if it then predicts at
+    least ``SPLIT_MARGIN`` = 5% less squared error than releasing the level whole. With
+    one level NIM is the K-norm mechanism (the same draws for the same ``rng``).
 
     ``split="halves"``: Hardt & Talwar's rule, the top ⌊k/2⌋ eigenvectors down to
     dimension 1. ``max_levels`` caps the number of levels (1 = K-norm). In every plan the
@@ -149,7 +151,7 @@ class NIMechanism(Mechanism):
     ``plan``: one dict per level (dim, kept_dim, epsilon, predicted_rms_error, covariance);
     ``predicted_error``: ``√(Σ c_i/ε_i²) = √E‖noise‖₂²`` (≥ E‖noise‖₂ by Jensen), exact
     when every covariance is (``prediction_basis`` says). The plan depends on F only,
-    never on x or ``rng`` (roundings are deterministic). ``walk``, ``bank_size``,
+    never on x or ``rng`` (roundings and plan draws are seeded with constants). ``walk``, ``bank_size``,
     ``sampler_options`` and ``accept_uncertified`` go to every level's K-norm mechanism
     (an uncertified MCMC run raises :class:`~knorm.ConvergenceError` unless
     ``accept_uncertified=True``).
