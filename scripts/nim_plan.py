@@ -34,7 +34,8 @@ WORKLOADS = {
     "prefix2d-8x8": lambda: np.kron(W.prefix(8), W.prefix(8)),
 }
 # run only when named with --only (NIM 0.1 did not finish prefix-256 in 10 minutes)
-EXTRA = {"prefix-128": lambda: W.prefix(128), "prefix-256": lambda: W.prefix(256)}
+EXTRA = {"prefix-128": lambda: W.prefix(128), "prefix-256": lambda: W.prefix(256),
+         "all-range-128": lambda: W.all_range(128), "all-range-256": lambda: W.all_range(256)}
 
 
 def nim_at(rev):
@@ -74,7 +75,8 @@ def main(argv=None):
         m, tm = timed(lambda: NIMechanism(F, epsilon=a.epsilon, rng=a.seed))
         me, tme = timed(lambda: m.expected_error(a.draws))
         levels = " ".join(f"{p['dim']}/{p['kept_dim']}@{p['epsilon']:.3g}" for p in m.plan)
-        print(f"  NIM plan [{levels}] ({m.covariance_estimates} MCMC covariance estimates): predicted RMS "
+        print(f"  NIM plan [{levels}] ({m.covariance_estimates} screening + {m.precise_estimates} precise covariance "
+              f"estimates): predicted RMS "
               f"{m.predicted_error:.4g}, Monte Carlo {me.value:.4g} ± {me.stderr:.2g}; NIM/K-norm "
               f"{me.value / ke.value:.3f} [build {tm:.1f} s, draws {tme:.1f} s]", flush=True)
         if Before is not None:

@@ -32,6 +32,7 @@ DEFAULT_MAX_ESTIMATES = 8
 # the covariance of each MCMC level of the plan; the rounding's own estimate, from ~10 points
 # per dimension, only screens candidates (it can be 20% off on small bodies)
 PLAN_DRAWS = 1000
+PRECISE_CHECKS = 3  # screened splits re-scored with PLAN_DRAWS draws, per level
 PLAN_SEED = 20251122
 
 
@@ -138,9 +139,9 @@ class NIMechanism(Mechanism):
     ``max_estimates`` MCMC covariance estimates of candidate subspaces in the whole
     search (``covariance_estimates`` counts them; the first level's, which K-norm needs
     anyway, is not counted). These rounding estimates only screen: every MCMC level of
-    the plan, and the best screened candidate before its split is taken, gets its
-    covariance from ``PLAN_DRAWS`` = 1000 uniform draws of a sampler run with a fixed seed
-    (``precise_estimates`` counts them). A split is taken only if it then predicts at
+    the plan, and each of the best ``PRECISE_CHECKS`` = 3 screened candidates of a level,
+    gets its covariance from ``PLAN_DRAWS`` = 1000 uniform draws of a sampler run with a
+    fixed seed (``precise_estimates`` counts them). A split is taken only if it then predicts at
     least ``SPLIT_MARGIN`` = 5% less squared error than releasing the level whole. With
     one level NIM is the K-norm mechanism (the same draws for the same ``rng``).
 
@@ -251,21 +252,23 @@ class NIMechanism(Mechanism):
             if self.split == "halves":
                 nxt, st.split = self._sub_stage(st, k // 2), k // 2
             else:
-                cand = self._best_split(st)
-                if cand is None:
+                # the best screened candidates, re-scored with precise estimates
+                best, best_score = None, np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
+                for t, cand in self._screen(st)[:PRECISE_CHECKS]:
+                    score = np.cbrt(st.cost(t)) + np.cbrt(self._refine(cand).cost())
+                    if score < best_score:
+                        best, best_score = (t, cand), score
+                if best is None:
                     break
-                t, nxt = cand
-                bar = np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
-                if np.cbrt(st.cost(t)) + np.cbrt(self._refine(nxt).cost()) >= bar:
-                    break  # the screened candidate does not hold up with the precise estimate
-                st.split = t
+                st.split, nxt = best
             stages.append(st)
             st = nxt
         stages.append(st)
         return stages
 
-    def _best_split(self, st):
-        """The best split ``(t, next stage)`` of ``st`` on screening estimates, or None.
+    def _screen(self, st):
+        """Splits ``(t, next stage)`` of ``st`` that beat releasing it whole by ``SPLIT_MARGIN``
+        on screening estimates, best first.
 
         Scores are ``c_V^{1/3} + c_U^{1/3}`` (the cube root of the optimal two-level error
         times ε², additive over levels), with the next level released whole.
@@ -276,9 +279,10 @@ class NIMechanism(Mechanism):
         head = np.cumsum(lam)[:-1]
         tail = np.cbrt((k + 1) * (k + 2) * (lam.sum() - head))
         proxy = tail + np.cbrt((t + 1) * (t + 2) * head)
-        best, best_score = None, np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
+        bar = np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
+        found = []
         for j in np.argsort(proxy, kind="stable"):
-            if proxy[j] >= best_score or self.covariance_estimates >= self.max_estimates:
+            if proxy[j] >= min([bar] + [sc for sc, _, _ in found]) or self.covariance_estimates >= self.max_estimates:
                 break
             tj = int(t[j])
             U = st.vec[:, :tj]
@@ -286,9 +290,9 @@ class NIMechanism(Mechanism):
             self.covariance_estimates += int(body.exact_structure is None)
             nxt = self._stage(body, U)
             score = tail[j] + np.cbrt(nxt.cost())
-            if score < best_score:
-                best, best_score = (tj, nxt), score
-        return best
+            if score < bar:
+                found.append((score, tj, nxt))
+        return [(tj, nxt) for _, tj, nxt in sorted(found, key=lambda f: f[0])]
 
     @property
     def plan(self):
