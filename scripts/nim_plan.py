@@ -2,8 +2,8 @@
 
     python scripts/nim_plan.py [--epsilon 1] [--draws 1000] [--before acd53c7] [--only NAME ...]
 
-For each workload: K-norm's predicted RMS error ``√((k+1)(k+2)·tr Cov(Uniform K))/ε`` and
-its ``E‖noise‖₂`` (``expected_error``), NIM's plan (levels as
+For each workload: K-norm's predicted RMS error ``√((k+1)(k+2)·tr Cov(Uniform K))/ε`` (a
+one-level NIM's ``predicted_error``) and its ``E‖noise‖₂`` (``expected_error``), NIM's plan (levels as
 dim/kept@ε_i), its predicted RMS error ``√E‖noise‖₂²`` and its Monte-Carlo ``E‖noise‖₂``
 (± standard error), and build times. ``--before REV`` also runs the NIM of ``knorm/mechanisms/nim.py``
 at git revision REV (same engine). Noise is seeded (``--seed``): these are measurements,
@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 
 from knorm import KNormMechanism, NIMechanism  # noqa: E402
 from knorm import workloads as W  # noqa: E402
-from knorm.walks.sampler import uniform_covariance  # noqa: E402
 
 WORKLOADS = {
     "pm1-24x120": lambda: W.random_pm1(24, 120, rng=1),
@@ -69,7 +68,7 @@ def main(argv=None):
         F = {**WORKLOADS, **EXTRA}[name]()
         k, tk = timed(lambda: KNormMechanism(F, epsilon=a.epsilon, rng=a.seed))
         ke, tke = timed(lambda: k.expected_error(a.draws))
-        rms = np.sqrt((k.dim + 1) * (k.dim + 2) * np.trace(uniform_covariance(k.body))) / a.epsilon
+        rms = NIMechanism(F, epsilon=a.epsilon, max_levels=1).predicted_error  # one level: K-norm's prediction
         print(f"{name} ({F.shape[0]}x{F.shape[1]}): K-norm predicted RMS {rms:.4g}, Monte Carlo {ke.value:.4g} ± "
               f"{ke.stderr:.2g} [{'exact' if k.structure is not None else 'mcmc'}; {tk + tke:.1f} s]", flush=True)
         m, tm = timed(lambda: NIMechanism(F, epsilon=a.epsilon, rng=a.seed))
