@@ -28,7 +28,7 @@ SPLITS = ("auto", "halves")
 # the level whole (absorbs the few-percent error of MCMC covariance estimates)
 SPLIT_MARGIN = 0.05
 DEFAULT_MAX_ESTIMATES = 8
-# uniform draws (a certified sampler run with a fixed seed: the plan is a function of F) behind
+# uniform draws (one sampler run with a fixed seed: the plan is a function of F) behind
 # the covariance of each MCMC level of the plan; the rounding's own estimate, from ~10 points
 # per dimension, only screens candidates (it can be 20% off on small bodies)
 PLAN_DRAWS = 1000
