@@ -281,16 +281,16 @@ def vol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None, volume_estimate=None
 def gvol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None):
     """GVolLB estimate: max of ``ε⁻¹ k √k Vol_k(PK)^{1/k}`` over NIM's subspaces.
 
-    Candidates: the whole span and, for each NIM level, the subspace it recurses on (top
-    eigenvectors) and the one it releases (bottom eigenvectors). ``candidates`` lists
-    (k, value, stderr) for each.
+    Candidates: the whole span and, for each level of NIM's halving rule (``split="halves"``),
+    the subspace it recurses on (top eigenvectors) and the one it releases (bottom
+    eigenvectors). ``candidates`` lists (k, value, stderr) for each.
     """
     from .mechanisms.nim import NIMechanism
 
     eps = check_epsilon(epsilon)
     _real("rel_error", rel_error, 0.0, 1.0)
     gen = as_generator(rng)
-    nim = NIMechanism(F, epsilon=eps, rng=gen)
+    nim = NIMechanism(F, epsilon=eps, rng=gen, split="halves")
     Fm = np.asarray(F, float)
     cands = []
     seen = []

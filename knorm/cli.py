@@ -602,8 +602,10 @@ def cmd_info(args):
     }
     if args.delta is not None:
         errs["gaussian"] = GaussianMechanism(F, epsilon=eps, delta=args.delta).expected_error()
+    one_level_nim = False  # a one-level NIM plan is the K-norm mechanism itself: never recommended over it
     if not args.no_nim:
-        errs["nim"] = NIMechanism(F, epsilon=eps, rng=args.mc_seed).expected_error(n_samples=1000)
+        nim = NIMechanism(F, epsilon=eps, rng=args.mc_seed)
+        errs["nim"], one_level_nim = nim.expected_error(n_samples=1000), len(nim.levels) == 1
     facts["expected_l2_error"] = {k: {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
                                   for k, e in errs.items()}
     if K.dim <= args.vollb_max_dim:
@@ -611,7 +613,7 @@ def cmd_info(args):
         facts["vol_lower_bound"] = {"value": lb.value, "stderr": lb.stderr, "note": lb.note}
     else:
         facts["vol_lower_bound"] = None
-    pure = {k: v for k, v in errs.items() if k != "gaussian"}
+    pure = {k: v for k, v in errs.items() if k != "gaussian" and not (k == "nim" and one_level_nim)}
     best = min(pure, key=lambda k: pure[k].value)
     rec = {"mechanism": best, "reason": f"smallest expected ℓ₂ error among pure ε-DP mechanisms at ε = {eps:g}"}
     if "gaussian" in errs and errs["gaussian"].value < pure[best].value:

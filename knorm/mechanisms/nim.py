@@ -1,26 +1,67 @@
-"""NIM, the non-isotropic recursive K-norm mechanism (docs/design.md §4.4)."""
+"""NIM, the non-isotropic recursive K-norm mechanism (docs/design.md §4), with a planned recursion.
+
+A plan is a chain of nested subspaces ``span F = U_0 ⊃ U_1 ⊃ … ⊃ U_{L-1}`` and budgets
+``ε_0 … ε_{L-1}``. Level i draws ``a_i`` from the K-norm mechanism of ``K_i = P_{U_i} F·B₁ⁿ``
+at ``ε_i`` (dimension ``k_i``) and releases its component in ``V_i = U_i ⊖ U_{i+1}`` (the
+last level releases all of ``U_{L-1}``). The levels are independent and mean zero, so
+
+    E‖noise‖₂² = Σ_i c_i/ε_i²,   c_i = (k_i+1)(k_i+2)·tr(P_{V_i} Cov(Uniform K_i) P_{V_i})
+
+(``E R² = (k+1)(k+2)/ε²`` for ``R ~ Gamma(k+1, 1/ε)``, docs/design.md §4). Under basic composition
+(``Σ ε_i = ε``) the minimum over the ε_i is ``(Σ c_i^{1/3})³/ε²`` at ``ε_i ∝ c_i^{1/3}``
+(:func:`split_epsilon`). One level is the K-norm mechanism itself.
+"""
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import positive_int
+from .._validate import is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
-from ..walks.sampler import uniform_covariance
+from ..walks.sampler import Sampler, rounding_of
 from ._base import Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size, mc_norm_estimate
 from .knorm_mechanism import KNormMechanism, check_sampler_options
+
+SPLITS = ("auto", "halves")
+# a split is taken only if it predicts at least this much less squared error than releasing
+# the level whole (absorbs the few-percent error of MCMC covariance estimates)
+SPLIT_MARGIN = 0.05
+DEFAULT_MAX_ESTIMATES = 8
+# uniform draws (one sampler run with a fixed seed: the plan is a function of F) behind
+# the covariance of each MCMC level of the plan; the rounding's own estimate, from ~10 points
+# per dimension, only screens candidates (it can be 20% off on small bodies)
+PLAN_DRAWS = 1000
+PRECISE_CHECKS = 3  # screened splits re-scored with PLAN_DRAWS draws, per level
+PLAN_SEED = 20251122
+
+
+def split_epsilon(costs, epsilon):
+    """The budgets minimising ``Σ c_i/ε_i²`` subject to ``Σ ε_i = ε`` (all ``c_i > 0``).
+
+    Lagrange: ``−2c_i/ε_i³ + μ = 0`` gives ``ε_i = ε·c_i^{1/3}/Σ_j c_j^{1/3}``; the minimum is
+    ``(Σ_i c_i^{1/3})³/ε²``. Returns ``(ε_i array, minimum)``.
+    """
+    c = np.asarray(costs, dtype=np.float64).ravel()
+    if c.size == 0 or not np.all(np.isfinite(c)) or np.any(c <= 0):
+        raise ValueError(f"costs must be positive finite numbers, got {costs!r}")
+    eps = check_epsilon(epsilon)
+    w = np.cbrt(c)
+    return eps * (w / w.sum()), float(w.sum() ** 3 / eps**2)  # one level: exactly ε
 
 
 @dataclass
 class NIMLevel:
     """One level of the recursion.
 
-    ``dim``: dimension k of the current subspace; ``basis`` (d, k): orthonormal basis
-    of it in answer space; ``eigenvalues``: of the covariance of Uniform(K_level),
-    descending; ``kept`` (d, k - ⌊k/2⌋): the answer-space basis of V, the span of the
-    bottom eigenvectors whose noise this level releases (at the last level, all of
-    it); ``epsilon``; ``mechanism``: the level's K-norm mechanism on ``basisᵀF``.
+    ``dim``: dimension k of the level's subspace U; ``basis`` (d, k): orthonormal basis of U
+    in answer space; ``eigenvalues``: of the covariance of Uniform(K_level) (answer-space
+    units), descending; ``kept`` (d, kept_dim): the answer-space basis of V, the span of the
+    bottom eigenvectors whose noise this level releases (at the last level, all of U);
+    ``epsilon``; ``mechanism``: the level's K-norm mechanism (on F itself at the first level,
+    on ``basisᵀF`` below); ``cost``: ``c = (k+1)(k+2)·tr(P_V Cov P_V)`` in units of the
+    first level's body scale² (``predicted_sq_error = c/ε²`` in answer units);
+    ``exact_covariance``: whether Cov(Uniform K_level) is exact (else an MCMC estimate).
     """
 
     dim: int
@@ -29,72 +70,250 @@ class NIMLevel:
     kept: np.ndarray
     epsilon: float
     mechanism: KNormMechanism
+    cost: float = np.nan
+    predicted_sq_error: float = np.nan
+    exact_covariance: bool = True
+
+    @property
+    def kept_dim(self):
+        return self.kept.shape[1]
+
+
+def _span_covariance(body):
+    """Cov(Uniform K) in the body's span coordinates (r × r, body scale² units): what
+    :func:`~knorm.walks.sampler.uniform_covariance` maps to the d answer coordinates, kept
+    r × r so that workloads with many queries (all ranges: d = n(n+1)/2) never form d × d."""
+    s = body.exact_structure
+    return s.covariance_frame() if s is not None else rounding_of(body).covariance
+
+
+@dataclass
+class _Stage:
+    """A level of a plan under construction: its body, subspace basis and eigenpairs."""
+
+    body: SymmetricHull
+    basis: np.ndarray  # (d, ·): the first level's span basis, else U with the body on UᵀF
+    span: np.ndarray   # (d, k): the body's span coordinates -> answer space
+    rel: float         # body frame units² -> first level's frame units²
+    exact: bool        # exact covariance (exact structure)
+    precise: bool      # exact, or estimated from PLAN_DRAWS draws (else: the rounding's estimate)
+    split: int = 0     # 0: released whole (last level); else dim of the next subspace
+
+    def set_covariance(self, C):
+        """Cov(Uniform K) in span coordinates, body frame units²: sets ``lam`` (descending, first
+        level's frame units²) and ``vec`` (d, k), the answer-space eigenvectors."""
+        lam, w = np.linalg.eigh(C)
+        order = np.argsort(lam)[::-1]
+        self.lam = np.maximum(lam[order], 0.0) * self.rel
+        self.vec = self.span @ w[:, order]
+        return self
+
+    @property
+    def dim(self):
+        return self.vec.shape[1]
+
+    def cost(self, t=None):
+        """``(k+1)(k+2)·Σ_{j>=t} λ_j`` (t = None: the whole level)."""
+        k = self.dim
+        return (k + 1) * (k + 2) * float(np.sum(self.lam[(t or 0):]))
+
+
+def _check_max_estimates(value):
+    if not is_int(value) or value < 0:
+        raise ValueError(f"max_estimates must be an integer >= 0, got {value!r}")
+    return int(value)
 
 
 class NIMechanism(Mechanism):
-    """Recursive eigen-split K-norm (Hardt & Talwar's NIM).
+    """NIM with a plan chosen from F alone: levels, split points and per-level ε.
 
-    At each level with current subspace of dimension k: estimate the covariance M_K of
-    Uniform(K) for ``K = P F``, keep the top ⌊k/2⌋ eigenvectors as U and the rest as V,
-    draw ``a`` from the K-norm mechanism of the level, release ``P_V a`` and recurse on
-    U; at k = 1 release ``a``. The total ε is split equally over the levels (basic
-    composition; ``privacy.composition`` says so). The number of levels is
-    ``⌊log₂ r⌋ + 1`` for r = rank F (Hardt & Talwar's ⌈log₂ d⌉ + 1, docs/design.md §4.4, is an upper bound).
-    The covariances depend on F only, never on x. ``walk``, ``bank_size``,
+    ``split="auto"`` (default) searches for the plan of least predicted ``E‖noise‖₂²``
+    (module docstring), greedily, level by level. At a level with eigenvalues
+    ``λ_1 ≥ … ≥ λ_k`` of Cov(Uniform K) it scores each split ``U' = span(top t
+    eigenvectors)`` by ``c_V^{1/3} + c_{U'}^{1/3}`` (the next level released whole). The
+    next level's cost needs Cov(Uniform P_{U'}K): one rounding, unless P_{U'}K has exact
+    structure (t = 1 always has). So candidates are ranked by a proxy that puts the
+    marginal of Uniform(K) in place of Uniform(P_{U'}K), ``c_{U'} ≈ (t+1)(t+2)·Σ_{j≤t}λ_j``
+    (smallest at large eigenvalue gaps; exact for boxes, optimistic otherwise), and
+    estimated in that order while the proxy can still beat the best score, with at most
+    ``max_estimates`` MCMC covariance estimates of candidate subspaces in the whole
+    search (``covariance_estimates`` counts them; the first level's, which K-norm needs
+    anyway, is not counted). These rounding estimates only screen: every MCMC level of
+    the plan, and each of the best ``PRECISE_CHECKS`` = 3 screened candidates of a level,
+    gets its covariance from ``PLAN_DRAWS`` = 1000 uniform draws of a sampler run with a
+    fixed seed (``precise_estimates`` counts them). A split is taken only if it then predicts at
+    least ``SPLIT_MARGIN`` = 5% less squared error than releasing the level whole. With
+    one level NIM is the K-norm mechanism (the same draws for the same ``rng``).
+
+    ``split="halves"``: Hardt & Talwar's rule, the top ⌊k/2⌋ eigenvectors down to
+    dimension 1. ``max_levels`` caps the number of levels (1 = K-norm). In every plan the
+    ε_i are :func:`split_epsilon`'s (basic composition, stated in ``privacy``).
+
+    ``plan``: one dict per level (dim, kept_dim, epsilon, predicted_rms_error, covariance);
+    ``predicted_error``: ``√(Σ c_i/ε_i²) = √E‖noise‖₂²`` (≥ E‖noise‖₂ by Jensen), exact
+    when every covariance is (``prediction_basis`` says). The plan depends on F only,
+    never on x or ``rng`` (roundings and plan draws are seeded with constants). ``walk``, ``bank_size``,
     ``sampler_options`` and ``accept_uncertified`` go to every level's K-norm mechanism
     (an uncertified MCMC run raises :class:`~knorm.ConvergenceError` unless
     ``accept_uncertified=True``).
     """
 
     def __init__(self, F, *, epsilon, walk="billiard", rng=None, bank_size=1000, sampler_options=None,
-                 accept_uncertified=False, accountant=None):
+                 accept_uncertified=False, accountant=None, split="auto", max_levels=None,
+                 max_estimates=DEFAULT_MAX_ESTIMATES):
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
         positive_int("bank_size", bank_size)
         check_sampler_options(sampler_options)
-        body = SymmetricHull(self.F)
-        dims = []
-        k = body.dim
-        while True:
-            dims.append(k)
-            if k == 1:
-                break
-            k //= 2
-        eps_level = self.epsilon / len(dims)
+        if not isinstance(split, str) or split not in SPLITS:
+            raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
+        self.split = split
+        self.max_levels = positive_int("max_levels", max_levels, allow_none=True)
+        self.max_estimates = _check_max_estimates(max_estimates)
+        self.covariance_estimates = 0  # MCMC covariance estimates (roundings) of candidate subspaces
+        self.precise_estimates = 0     # PLAN_DRAWS-draw covariance estimates (levels of the plan, checks)
+
+        root = SymmetricHull(self.F)
+        self._root_log_scale = root._log_scale
+        stages = self._search(root)
+        costs = [st.cost(st.split) for st in stages]
+        eps, total = split_epsilon(costs, self.epsilon)
+        self._scale = scale = np.float64(root._scale)
+
         self.levels = []
-        basis = body.span_basis
-        for k in dims:
-            Fl = basis.T @ self.F
-            mech = KNormMechanism(Fl, epsilon=eps_level, walk=walk, rng=self._rng, bank_size=bank_size,
-                                  sampler_options=sampler_options, accept_uncertified=accept_uncertified)
-            if k == 1:
-                self.levels.append(NIMLevel(1, basis, np.array([np.nan]), basis, eps_level, mech))
-                break
-            cov = uniform_covariance(mech.body, scaled=False)  # eigenvectors need no scale (F may be 1e±300)
-            ev, vec = np.linalg.eigh(cov)
-            order = np.argsort(ev)[::-1]
-            ev, vec = ev[order], vec[:, order]
+        for i, (st, c, e) in enumerate(zip(stages, costs, eps)):
+            Fl = self.F if i == 0 else st.basis.T @ self.F
+            mech = KNormMechanism(Fl, epsilon=float(e), walk=walk, rng=self._rng, body=st.body,
+                                  bank_size=bank_size, sampler_options=sampler_options,
+                                  accept_uncertified=accept_uncertified)
+            kept = st.vec[:, st.split:] if st.split else st.vec
             with np.errstate(over="ignore", under="ignore"):  # only the report may leave float64
-                ev = ev * np.square(np.float64(mech.body._scale))
-            top = k // 2
-            self.levels.append(NIMLevel(k, basis, ev, basis @ vec[:, top:], eps_level, mech))
-            basis = basis @ vec[:, :top]
+                ev = st.lam * np.square(scale)
+                pred = c / e**2 * np.square(scale)
+            self.levels.append(NIMLevel(st.dim, st.basis, ev, kept, float(e), mech, c, float(pred), st.exact))
+        with np.errstate(over="ignore"):
+            self.predicted_error = float(np.sqrt(total) * scale)
+        exact_cov = all(lv.exact_covariance for lv in self.levels)
+        self.prediction_basis = (
+            "√(Σ_i (k_i+1)(k_i+2)/ε_i² · tr(P_Vi Cov(Uniform K_i) P_Vi)) = √E‖noise‖₂² "
+            "(≥ E‖noise‖₂ by Jensen); "
+            + ("exact covariances" if exact_cov else
+               f"the MCMC levels' covariances estimated from {PLAN_DRAWS} uniform draws each (seeded: a function "
+               "of F), a few percent of error"))
+
         sampling = "exact" if all(lv.mechanism.privacy_per_answer.exact for lv in self.levels) else "mcmc-approximate"
+        eps_list = [lv.epsilon for lv in self.levels]
+        if len(self.levels) == 1:
+            how = f"one K-norm level at ε = {eps_list[0]:g} (plan '{split}' chosen from F alone)"
+        else:
+            how = (f"basic composition of {len(self.levels)} K-norm levels at ε_i = "
+                   f"{', '.join(f'{e:.4g}' for e in eps_list)} (Σ ε_i = ε; plan '{split}' chosen from F alone)")
         self._claim = PrivacyClaim(
-            "NIM", self.epsilon, 0.0, "pure ε-DP", sampling,
-            composition=f"basic composition of {len(self.levels)} K-norm levels at ε/{len(self.levels)} "
-                        f"= {eps_level:g} each",
-            details={"levels": [lv.dim for lv in self.levels], "epsilon_per_level": eps_level},
+            "NIM", self.epsilon, 0.0, "pure ε-DP", sampling, composition=how,
+            details={"levels": [lv.dim for lv in self.levels], "kept": [lv.kept_dim for lv in self.levels],
+                     "epsilon_per_level": eps_list, "split": split},
         )
 
+    # -- the plan ---------------------------------------------------------------------
+    def _stage(self, body, U=None):
+        """A level's stage: body on F itself (the first level, ``U`` None) or on ``UᵀF``
+        (U: the level's subspace in answer space, orthonormal); the rounding's covariance
+        unless the body has exact structure."""
+        exact = body.exact_structure is not None
+        st = _Stage(body, body.span_basis if U is None else U,
+                    body.span_basis if U is None else U @ body.span_basis,
+                    float(np.exp(2.0 * (body._log_scale - self._root_log_scale))), exact, exact)
+        return st.set_covariance(_span_covariance(body))
+
+    def _refine(self, st):
+        """Replace a rounding's covariance by the second moments of ``PLAN_DRAWS`` uniform draws
+        (K is symmetric: mean 0), from a sampler run with the fixed seed ``PLAN_SEED``."""
+        if st.precise:
+            return st
+        draws, _ = Sampler(st.body, rng=PLAN_SEED).run(PLAN_DRAWS)
+        Z = (draws @ st.body.span_basis) / st.body._scale  # span coordinates, frame units
+        st.precise = True
+        self.precise_estimates += 1
+        return st.set_covariance(Z.T @ Z / len(Z))
+
+    def _sub_stage(self, st, t):
+        U = st.vec[:, :t]
+        return self._stage(SymmetricHull(U.T @ self.F), U)
+
+    def _search(self, root):
+        st = self._stage(root)
+        stages = []
+        while True:
+            self._refine(st)
+            k = st.dim
+            if k == 1 or (self.max_levels is not None and len(stages) + 1 >= self.max_levels):
+                break
+            if self.split == "halves":
+                nxt, st.split = self._sub_stage(st, k // 2), k // 2
+            else:
+                # the best screened candidates, re-scored with precise estimates
+                best, best_score = None, np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
+                for t, cand in self._screen(st)[:PRECISE_CHECKS]:
+                    score = np.cbrt(st.cost(t)) + np.cbrt(self._refine(cand).cost())
+                    if score < best_score:
+                        best, best_score = (t, cand), score
+                if best is None:
+                    break
+                st.split, nxt = best
+            stages.append(st)
+            st = nxt
+        stages.append(st)
+        return stages
+
+    def _screen(self, st):
+        """Splits ``(t, next stage)`` of ``st`` that beat releasing it whole by ``SPLIT_MARGIN``
+        on screening estimates, best first.
+
+        Scores are ``c_V^{1/3} + c_U^{1/3}`` (the cube root of the optimal two-level error
+        times ε², additive over levels), with the next level released whole.
+        """
+        k = st.dim
+        lam = st.lam
+        t = np.arange(1, k)
+        head = np.cumsum(lam)[:-1]
+        tail = np.cbrt((k + 1) * (k + 2) * (lam.sum() - head))
+        proxy = tail + np.cbrt((t + 1) * (t + 2) * head)
+        bar = np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
+        found = []
+        for j in np.argsort(proxy, kind="stable"):
+            if proxy[j] >= min([bar] + [sc for sc, _, _ in found]) or self.covariance_estimates >= self.max_estimates:
+                break
+            tj = int(t[j])
+            U = st.vec[:, :tj]
+            body = SymmetricHull(U.T @ self.F)
+            self.covariance_estimates += int(body.exact_structure is None)
+            nxt = self._stage(body, U)
+            score = tail[j] + np.cbrt(nxt.cost())
+            if score < bar:
+                found.append((score, tj, nxt))
+        return [(tj, nxt) for _, tj, nxt in sorted(found, key=lambda f: f[0])]
+
+    @property
+    def plan(self):
+        """One dict per level: ``dim``, ``kept_dim``, ``epsilon``, ``predicted_rms_error``
+        (``√(c_i/ε_i²)``, answer units) and ``covariance`` ("exact" or "mcmc estimate")."""
+        with np.errstate(over="ignore"):
+            rms = [float(np.sqrt(lv.cost) / lv.epsilon * self._scale) for lv in self.levels]
+        return [{"dim": lv.dim, "kept_dim": lv.kept_dim, "epsilon": lv.epsilon, "predicted_rms_error": r,
+                 "covariance": "exact" if lv.exact_covariance else "mcmc estimate"} for lv, r in zip(self.levels, rms)]
+
+    # -- noise ------------------------------------------------------------------------
     def sample_noise(self, size=None):
         m = check_size(size, self.d)  # refuses what cannot fit, before allocating anything
         total = np.zeros((m or 1, self.d))
-        for lv in self.levels:
-            a = lv.mechanism.sample_noise(m or 1)  # level coordinates (k)
-            a_answer = a @ lv.basis.T              # answer space
-            total += (a_answer @ lv.kept) @ lv.kept.T
+        for i, lv in enumerate(self.levels):
+            a = lv.mechanism.sample_noise(m or 1)  # answer space at the first level, else level coordinates
+            if i > 0:
+                a = a @ lv.basis.T
+            if lv.kept_dim < lv.dim:               # a level released whole needs no projection
+                a = (a @ lv.kept) @ lv.kept.T
+            total += a
             self._certified = self._certified and lv.mechanism._certified
         return self._one_or_many(total, m)
 

@@ -183,6 +183,6 @@ def test_error_estimates_at_extreme_scales_of_F(scale):
     big = KNormMechanism(F0 * scale, epsilon=1e3, rng=1).expected_error(n_samples=400)
     assert np.isfinite(big.value) and big.value > 0
     assert big.value / scale == pytest.approx(ref.value, rel=8 * ref.stderr / ref.value)
-    nim = NIMechanism(np.diag([4.0, 2.0, 1.0]) * scale, epsilon=1e3, rng=2)
+    nim = NIMechanism(np.diag([4.0, 2.0, 1.0]) * scale, epsilon=1e3, rng=2, split="halves")
     assert [lv.dim for lv in nim.levels] == [3, 1]
     assert np.allclose(np.abs(nim.levels[1].basis[:, 0]), [1, 0, 0])  # the longest axis is split off last

@@ -1,4 +1,4 @@
-"""Mechanisms: calibration, exact laws of the noise, NIM structure, bad input."""
+"""Mechanisms: calibration, exact laws of the noise, bad input (NIM's plan: test_nim.py)."""
 
 import itertools
 
@@ -136,35 +136,6 @@ def test_releases_are_answers_plus_noise_and_reproducible():
     assert a.shape == (3, 4)
     one = LaplaceMechanism(F, epsilon=1.0, rng=1).release(x)
     assert one.shape == (4,)
-
-
-# ---- NIM -----------------------------------------------------------------------------------
-
-def test_nim_levels_privacy_and_span():
-    F = np.diag([10.0, 5.0, 1.0, 0.5, 0.1])
-    m = NIMechanism(F, epsilon=2.0, rng=10)
-    dims = [lv.dim for lv in m.levels]
-    assert dims == [5, 2, 1]
-    assert sum(lv.epsilon for lv in m.levels) == pytest.approx(2.0)
-    assert m.privacy_per_answer.epsilon == 2.0 and "basic composition" in m.privacy_per_answer.composition
-    assert m.privacy_per_answer.exact  # every level is an image of a cross-polytope
-    # the kept subspaces are orthogonal and together span the answer space
-    kept = np.hstack([lv.kept for lv in m.levels])
-    np.testing.assert_allclose(kept.T @ kept, np.eye(5), atol=1e-9)
-    # first level keeps the low-variance directions (the three smallest scales)
-    np.testing.assert_allclose(np.abs(m.levels[0].kept.T @ np.eye(5)[:, 2:]) @ np.ones(3), np.ones(3), atol=1e-9)
-    noise = m.sample_noise(100)
-    assert noise.shape == (100, 5)
-
-
-def test_nim_on_a_rank_deficient_workload():
-    rng = np.random.default_rng(11)
-    F = rng.standard_normal((6, 2)) @ W.random_pm1(2, 10, rng=12)
-    m = NIMechanism(F, epsilon=1.0, rng=13)
-    assert [lv.dim for lv in m.levels] == [2, 1]
-    noise = m.sample_noise(200)
-    Q = np.linalg.svd(F)[0][:, :2]
-    np.testing.assert_allclose(noise - (noise @ Q) @ Q.T, 0, atol=1e-8)
 
 
 # ---- bad input -----------------------------------------------------------------------------
