@@ -139,7 +139,7 @@ def test_singular_basis_is_repaired_not_raised():
     fr = K.frame
     st = fr.crash_basis()
     st.basis[1] = st.basis[0]  # two equal columns: B is singular
-    assert sx.refactor(fr.Ft, *st.args()) == sx.REPAIRED
+    assert sx.refactor(fr.A, *st.args()) == sx.REPAIRED
     assert len(set(st.basis.tolist())) == fr.r
     # the repaired basis is dual feasible and the oracle works from it
     assert np.abs(st.g).max() <= 1 + 1e-9
