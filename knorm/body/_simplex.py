@@ -45,6 +45,7 @@ _FM = {"reassoc", "contract"}   # relative to max |w|
 SINGULAR_TOL = 1e-11  # Gauss–Jordan pivot below this times the column norm: dependent column
 PERTURB = 5e-7       # cost perturbation of the dual phase: δ_j in [PERTURB, 2·PERTURB)
 STALL = 25           # degenerate pivots in a row before switching to Bland's rule
+CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ never block the walk along v
 
 
 # -- the constraint matrix -----------------------------------------------------------
@@ -250,7 +251,7 @@ def crash(A, direction, basis, seed, cp, cm):
         for j in range(n):
             fv = _col_dot(A, j, v)
             fl = _col_dot(A, j, lam)
-            if not abs(fv) > 1e-7 * fn[j]:
+            if not abs(fv) > CRASH_TOL * fn[j]:
                 continue
             if cp.shape[0] == 0:
                 st = (1.0 - fl) / fv if fv > 0.0 else (1.0 + fl) / -fv
@@ -451,11 +452,13 @@ def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
     theta = (max(dq, 0.0) if clamp else dq) / (-aq)
     _matvec(Binv, col, u)
     up = u[p]
-    # λ' = λ - θρ ; g' = g - θ alpha   (ρ is still row p of the old B⁻¹)
-    for i in range(r):
-        lam[i] -= theta * Binv[p, i]
-    for j in range(n):
-        g[j] -= theta * alpha[j]
+    # λ' = λ - θρ ; g' = g - θ alpha   (ρ is still row p of the old B⁻¹); nothing to do
+    # for a degenerate pivot (θ = 0: about half of them on 0/1 workloads)
+    if theta != 0.0:
+        for i in range(r):
+            lam[i] -= theta * Binv[p, i]
+        for j in range(n):
+            g[j] -= theta * alpha[j]
     _eta_update(Binv, u, p, up, col)
     basis[p] = q
     ctr[0] += 1

@@ -16,9 +16,10 @@ _STATUS = {
 }
 
 
-# Smallest ratio σ_min/σ_max of F (on its numerical span) the facet walk resolves: its
-# pivot tolerance is relative (1e-9), and thinner bodies break down or lose the gauge.
-THIN = 1e-8
+# Smallest ratio σ_min/σ_max of F (on its numerical span) accepted: thinner directions
+# are within a few hundred ulps of the rank tolerance (max(d, n)·eps), where the span
+# itself is uncertain. Down to it the oracle works in whitened coordinates (WHITEN).
+THIN = 1e-13
 
 
 class OracleError(RuntimeError):
@@ -83,31 +84,41 @@ class OracleState:
         return self.basis, self.Binv, self.lam, self.g, self.ctr
 
 
+# Below this ratio σ_min/σ_max of F the oracle works in whitened coordinates
+# (see _oracle_coordinates); above it in r rows of F (exact, sparse).
+WHITEN = 1e-7
+
 # Store F compressed when at most this fraction of its entries (in the oracle's
 # coordinates) is non-zero: a pivot then costs O(nnz) instead of O(n·r).
-DENSE_ABOVE = 0.5
+DENSE_ABOVE = 0.1
 
 
-def _oracle_coordinates(Fs, U, unit):
-    """The oracle's coordinates of a body given in span coordinates ``c = Uᵀy/unit``.
+def _oracle_coordinates(Fs, U, S, unit):
+    """The oracle's coordinates ``z = Mᵀy`` (y in the span of the scaled F ``Fs = U·diag(S)·Vᵀ``).
 
-    ``z`` = r linearly independent rows S of F (chosen by QR with column pivoting on Uᵀ,
-    which keeps ``U[S]`` well conditioned), each scaled by a power of two to max |entry|
-    in [0.5, 1) (exact equilibration): a linear bijection of the span, so the gauge LP in
-    z is the same LP on F's own entries, as sparse as F. Returns ``(Columns(F_S), T)``
-    with ``z = T·c``, the rows S and their exponents (``z = 2^-k·y[S]`` for y in the span
-    of the scaled F: exact).
+    Well-conditioned F (``S_min/S_max >= WHITEN``): z = r linearly independent rows of y
+    (chosen by QR with column pivoting on Uᵀ, which keeps ``U[rows]`` well conditioned),
+    each scaled by a power of two (exact equilibration). A linear bijection of the span:
+    the gauge LP in z is the same LP on F's own entries, as sparse as F, and z is exact.
+    Thinner F: the whitened coordinates ``z = diag(S)⁻¹Uᵀy``, in which F's columns are
+    ``Vᵀ`` (orthonormal rows): the LP stays well conditioned at any cond(F), and z carries
+    the relative error ``≈ 1e-16·cond(F)`` of mapping y into the span.
+    Returns ``(Columns, T, M)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``.
     """
-    from scipy.linalg import qr
-
     r = U.shape[1]
-    _, _, piv = qr(U.T, mode="economic", pivoting=True)
-    rows = np.sort(piv[:r])
-    Fz = Fs[rows]
-    k = _row_exponents(Fz)
-    Fz = np.ldexp(Fz, -k[:, None])
-    T = np.ldexp(U[rows] * unit, -k[:, None])
-    return Columns(Fz), T, rows, k
+    if S[r - 1] >= WHITEN * S[0]:
+        from scipy.linalg import qr
+
+        _, _, piv = qr(U.T, mode="economic", pivoting=True)
+        M = np.zeros((U.shape[0], r))
+        M[np.sort(piv[:r]), np.arange(r)] = 1.0
+    else:
+        M = U / S[:r]
+    # equilibrate: each z coordinate scaled by a power of two to max |F entry| in [0.5, 1)
+    # (in the row case Mᵀ has one entry 2^-k per row, so Mᵀy and MᵀFs are exact)
+    M = np.ldexp(M, -_row_exponents(M.T @ Fs)[None, :])
+    Fz = M.T @ Fs
+    return Columns(Fz), (M.T @ U) * unit, M
 
 
 class Columns:
@@ -275,8 +286,11 @@ class SymmetricHull:
         than ``1e-14`` times the longest are dropped (a relative, scale-free test), as are
         exact duplicates and opposites; interior columns are harmless. The rank r counts
         singular values above ``max(d, n)·eps`` times the largest; a body whose smallest
-        remaining singular value is below ``THIN`` (1e-8) times the largest (e.g. columns
-        parallel to 1e-10) is refused with a ValueError: the oracle could not be exact.
+        remaining singular value is below ``THIN`` (1e-13) times the largest (e.g. columns
+        parallel to 1e-14) is refused with a ValueError: its span is numerically uncertain.
+        Bodies thinner than ``WHITEN`` (1e-7) are solved in whitened coordinates: the LP
+        stays well conditioned, and gauges of ambient points carry the relative error
+        ≈ 1e-16·cond(F) of mapping them into the span (the problem's own conditioning).
 
     Attributes
     ----------
@@ -314,7 +328,7 @@ class SymmetricHull:
         r = int(np.sum(S > tol))
         if S[r - 1] < THIN * S[0]:
             raise ValueError(f"F spans a direction {S[r - 1] / S[0]:.1e} times thinner than its widest (singular "
-                             f"values), below the {THIN:g} the exact oracle resolves: merge near-parallel columns "
+                             f"values), below the {THIN:g} where its span is numerically certain: merge near-parallel columns "
                              "or drop nearly dependent rows")
         self.dim = r
         self.span_basis = U[:, :r].copy()
@@ -328,7 +342,7 @@ class SymmetricHull:
             raise ValueError(f"F has a column of Euclidean norm ≈ 2^{e + np.log2(unit):.1f}, beyond the float64 "
                              "range (points of K could not be represented): rescale F")
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
-        cols, T, self._rows, self._row_exp = _oracle_coordinates(Fs, self.span_basis, unit)
+        cols, T, self._M = _oracle_coordinates(Fs, self.span_basis, S, unit)
         self.frame = Frame(cols, T)
         self._rounding = None
         self._structure = False  # not yet detected
@@ -363,7 +377,7 @@ class SymmetricHull:
         resid = Ys - C @ self.span_basis.T
         yn = np.linalg.norm(Ys, axis=1)
         off = np.linalg.norm(resid, axis=1) / np.where(yn > 0, yn, 1.0)
-        return np.ldexp(Ys[:, self._rows], -self._row_exp), k, off
+        return Ys @ self._M, k, off
 
     def to_ambient(self, Z):
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
@@ -384,7 +398,7 @@ class SymmetricHull:
         resid = ys - self.span_basis @ c
         yy = float(ys @ ys)
         off = math.sqrt(float(resid @ resid) / yy) if yy > 0.0 else 0.0
-        return np.ldexp(ys[self._rows], -self._row_exp), k, off
+        return ys @ self._M, k, off
 
     def _check_points(self, y, name):
         arr = as_real_array(name, y)
@@ -432,10 +446,9 @@ class SymmetricHull:
         return inside if Y.ndim == 2 else bool(inside[0])
 
     def _normal_to_ambient(self, normals):
-        """Oracle-coordinate normals λ_z (``λ_z·z = ‖y‖`` for ``z = 2^-k·y[S]``) -> ambient λ
-        in the span: ``2^-k λ_z`` on the rows S, projected onto the span (same values on it)."""
-        raw = np.zeros((normals.shape[0], self.ambient_dim))
-        raw[:, self._rows] = np.ldexp(normals, -self._row_exp)
+        """Oracle-coordinate normals λ_z (``λ_z·z = ‖y‖`` for ``z = Mᵀy``) -> ambient λ in the
+        span: ``M·λ_z``, projected onto the span (the same values on it)."""
+        raw = normals @ self._M.T
         with np.errstate(over="ignore", invalid="ignore"):
             lam = np.ldexp((raw @ self.span_basis) @ self.span_basis.T, -self._exp)
         if not np.all(np.isfinite(lam)):
