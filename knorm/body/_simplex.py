@@ -49,9 +49,12 @@ CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ neve
 
 
 # -- the constraint matrix -----------------------------------------------------------
-# ``A = (ptr, idx, val, dense)``: the n columns f_j of F (in the oracle's coordinates),
-# either dense (``dense`` is (n, r), the rows are the f_j) or, when ``dense`` is (0, 0),
-# compressed: f_j has the entries ``val[ptr[j]:ptr[j+1]]`` at rows ``idx[ptr[j]:ptr[j+1]]``.
+# ``A = (ptr, idx, val, dense, rptr, ridx, rval)``: the n columns f_j of F (in the
+# oracle's coordinates), either dense (``dense`` is (n, r), the rows are the f_j) or,
+# when ``dense`` is (0, 0), compressed twice: by columns (f_j has the entries
+# ``val[ptr[j]:ptr[j+1]]`` at rows ``idx[ptr[j]:ptr[j+1]]``) for single columns, and by
+# rows (row i of F has ``rval[rptr[i]:rptr[i+1]]`` at columns ``ridx[...]``) for Fᵀv,
+# computed as a scatter of the rows: independent adds, no short dependent dot products.
 # Every kernel reads F only through the four functions below, so a pivot costs O(nnz)
 # for sparse F (0/1 workloads) and streams contiguous rows for dense F.
 
@@ -88,12 +91,13 @@ def _all_dots(A, v, out):
                 s += D[j, i] * v[i]
             out[j] = s
     else:
-        ptr, idx, val = A[0], A[1], A[2]
-        for j in range(ptr.shape[0] - 1):
-            s = 0.0
-            for k in range(ptr[j], ptr[j + 1]):
-                s += val[k] * v[idx[k]]
-            out[j] = s
+        rptr, ridx, rval = A[4], A[5], A[6]
+        out[:] = 0.0
+        for i in range(rptr.shape[0] - 1):
+            vi = v[i]
+            if vi != 0.0:
+                for k in range(rptr[i], rptr[i + 1]):
+                    out[ridx[k]] += vi * rval[k]
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)

@@ -123,7 +123,7 @@ def _oracle_coordinates(Fs, U, S, unit):
 
 class Columns:
     """The columns of a full-row-rank ``(r, n)`` matrix in the oracle's coordinates, laid
-    out for the kernels: ``A = (ptr, idx, val, dense)`` (see ``knorm.body._simplex``),
+    out for the kernels: ``A = (ptr, idx, val, dense, rptr, ridx, rval)`` (see ``knorm.body._simplex``),
     compressed when at most ``DENSE_ABOVE`` of the entries are non-zero, else dense.
     Shared by every frame of a body (rounding only changes the frame's map T)."""
 
@@ -132,14 +132,19 @@ class Columns:
         self.r, self.n = Fz.shape
         nz = Fz != 0.0
         self.nnz = int(np.count_nonzero(nz))
+        none_i, none_f = np.empty(0, np.int64), np.empty(0)
         if self.nnz > DENSE_ABOVE * Fz.size:
-            self.A = (np.zeros(self.n + 1, np.int64), np.empty(0, np.int64), np.empty(0),
-                      np.ascontiguousarray(Fz.T))
+            self.A = (np.zeros(self.n + 1, np.int64), none_i, none_f, np.ascontiguousarray(Fz.T),
+                      np.zeros(self.r + 1, np.int64), none_i, none_f)
         else:
             cols, rows = np.nonzero(nz.T)  # column-major order: f_j's entries are contiguous
             ptr = np.zeros(self.n + 1, np.int64)
             np.cumsum(np.bincount(cols, minlength=self.n), out=ptr[1:])
-            self.A = (ptr, rows.astype(np.int64), np.ascontiguousarray(Fz[rows, cols]), np.empty((0, 0)))
+            rrows, rcols = np.nonzero(nz)  # row-major order: row i's entries are contiguous
+            rptr = np.zeros(self.r + 1, np.int64)
+            np.cumsum(np.bincount(rrows, minlength=self.r), out=rptr[1:])
+            self.A = (ptr, rows.astype(np.int64), np.ascontiguousarray(Fz[rows, cols]), np.empty((0, 0)),
+                      rptr, rcols.astype(np.int64), np.ascontiguousarray(Fz[rrows, rcols]))
         self.dense = self.A[3].shape[0] > 0
         self.fmax = float(np.sqrt(np.max(np.einsum("ij,ij->j", Fz, Fz))))
         self._Fz = Fz
