@@ -8,13 +8,12 @@ and the usual diagnostics are computed on the merged records.
 
 import numpy as np
 
-from .body.hull import Frame
 from .walks.chains import Chain
 
 
-def advance_chain(Ft, state, walk, steps, thin, params):
+def advance_chain(frame, state, walk, steps, thin, params):
     """Worker side: rebuild a chain from its state, advance it, return (record, new state)."""
-    chain = Chain.from_state(Frame(Ft), state)
+    chain = Chain.from_state(frame, state)
     rec = chain.run(walk, steps, thin, params)
     return rec, chain.state_dict()
 
@@ -41,7 +40,7 @@ class DaskExecutor:
     def _frame_future(self, frame):
         key = id(frame)
         if key not in self._scattered:
-            self._scattered[key] = (frame, self.client.scatter(frame.Ft, broadcast=True))
+            self._scattered[key] = (frame, self.client.scatter(frame, broadcast=True))
         return self._scattered[key][1]
 
     def run_chains(self, chains, walk, steps, thin, params):

@@ -5,7 +5,8 @@ a dual feasible basis stays dual feasible for every right-hand side ``y``.
 
 Data layout (all kernels):
 
-* ``Ft``   -- ``(n, r)`` C-contiguous, row ``j`` is column ``f_j`` of a full-row-rank F.
+* ``A``      -- the n columns ``f_j`` of a full-row-rank r×n matrix F, dense or compressed
+  (``(ptr, idx, val, dense)``, see :func:`_col_dot`); a pivot costs O(nnz(F) + r²).
 * ``basis`` -- ``int64[r]`` column codes: ``c < n`` is ``+f_c``, ``c >= n`` is ``-f_{c-n}``.
 * ``Binv`` -- ``(r, r)`` explicit inverse of the basis matrix.
 * ``lam``  -- ``λ = B⁻ᵀ 1``, the outward normal of the current facet (``λ·y = ‖y‖_K``
@@ -44,6 +45,87 @@ _FM = {"reassoc", "contract"}   # relative to max |w|
 SINGULAR_TOL = 1e-11  # Gauss–Jordan pivot below this times the column norm: dependent column
 PERTURB = 5e-7       # cost perturbation of the dual phase: δ_j in [PERTURB, 2·PERTURB)
 STALL = 25           # degenerate pivots in a row before switching to Bland's rule
+CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ never block the walk along v
+
+
+# -- the constraint matrix -----------------------------------------------------------
+# ``A = (ptr, idx, val, dense, rptr, ridx, rval)``: the n columns f_j of F (in the
+# oracle's coordinates), either dense (``dense`` is (n, r), the rows are the f_j) or,
+# when ``dense`` is (0, 0), compressed twice: by columns (f_j has the entries
+# ``val[ptr[j]:ptr[j+1]]`` at rows ``idx[ptr[j]:ptr[j+1]]``) for single columns, and by
+# rows (row i of F has ``rval[rptr[i]:rptr[i+1]]`` at columns ``ridx[...]``) for Fᵀv,
+# computed as a scatter of the rows: independent adds, no short dependent dot products.
+# Every kernel reads F only through the four functions below, so a pivot costs O(nnz)
+# for sparse F (0/1 workloads) and streams contiguous rows for dense F.
+
+
+@njit(cache=True, nogil=True)
+def _ncols(A):
+    return A[0].shape[0] - 1
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _col_dot(A, j, v):
+    """``f_jᵀv``."""
+    D = A[3]
+    s = 0.0
+    if D.shape[0] > 0:
+        for i in range(D.shape[1]):
+            s += D[j, i] * v[i]
+    else:
+        ptr, idx, val = A[0], A[1], A[2]
+        for k in range(ptr[j], ptr[j + 1]):
+            s += val[k] * v[idx[k]]
+    return s
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _all_dots(A, v, out):
+    """``out_j = f_jᵀv`` for every column (the pivot's O(nnz) pass)."""
+    D = A[3]
+    if D.shape[0] > 0:
+        n, r = D.shape
+        for j in range(n):
+            s = 0.0
+            for i in range(r):
+                s += D[j, i] * v[i]
+            out[j] = s
+    else:
+        rptr, ridx, rval = A[4], A[5], A[6]
+        out[:] = 0.0
+        for i in range(rptr.shape[0] - 1):
+            vi = v[i]
+            if vi != 0.0:
+                for k in range(rptr[i], rptr[i + 1]):
+                    out[ridx[k]] += vi * rval[k]
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _col_norm2(A, j):
+    """``‖f_j‖²``."""
+    D = A[3]
+    s = 0.0
+    if D.shape[0] > 0:
+        for i in range(D.shape[1]):
+            s += D[j, i] * D[j, i]
+    else:
+        for k in range(A[0][j], A[0][j + 1]):
+            s += A[2][k] * A[2][k]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _column(A, j, sign, out):
+    """``out ← sign·f_j`` (dense r-vector)."""
+    D = A[3]
+    if D.shape[0] > 0:
+        for i in range(D.shape[1]):
+            out[i] = sign * D[j, i]
+    else:
+        out[:] = 0.0
+        ptr, idx, val = A[0], A[1], A[2]
+        for k in range(ptr[j], ptr[j + 1]):
+            out[idx[k]] = sign * val[k]
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
@@ -107,16 +189,11 @@ def _invert(B, Binv):
 
 
 @njit(cache=True, nogil=True)
-def _basis_matrix(Ft, basis, B):
-    n, r = Ft.shape
+def _basis_matrix(A, basis, B):
+    n, r = _ncols(A), basis.shape[0]
     for k in range(r):
         c = basis[k]
-        if c < n:
-            for i in range(r):
-                B[i, k] = Ft[c, i]
-        else:
-            for i in range(r):
-                B[i, k] = -Ft[c - n, i]
+        _column(A, c % n, 1.0 if c < n else -1.0, B[:, k])
 
 
 @njit(cache=True, nogil=True)
@@ -132,7 +209,7 @@ def _next_rand(state):
 
 
 @njit(cache=True, nogil=True)
-def crash(Ft, direction, basis, seed, cp, cm):
+def crash(A, direction, basis, seed, cp, cm):
     """A dual feasible, nonsingular basis: walk inside ``{λ : f_jᵀλ <= cp_j, -f_jᵀλ <= cm_j}``
     (the polar ``{|Fᵀλ| <= 1}`` for unit costs).
 
@@ -141,7 +218,7 @@ def crash(Ft, direction, basis, seed, cp, cm):
     (with their signs) form the basis. Used to repair a singular basis (direction: the
     old λ). Returns False if F has no r independent columns at the crash tolerance.
     """
-    n, r = Ft.shape
+    n, r = _ncols(A), basis.shape[0]
     Q = np.zeros((r, r))
     lam = np.zeros(r)
     v0 = direction.copy()
@@ -150,10 +227,7 @@ def crash(Ft, direction, basis, seed, cp, cm):
     rs[0] = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
     fn = np.empty(n)
     for j in range(n):
-        s = 0.0
-        for i in range(r):
-            s += Ft[j, i] * Ft[j, i]
-        fn[j] = math.sqrt(s)
+        fn[j] = math.sqrt(_col_norm2(A, j))
     for m in range(r):
         for attempt in range(4):
             for rep in range(2):   # project off the tight normals (twice: Gram–Schmidt)
@@ -179,12 +253,9 @@ def crash(Ft, direction, basis, seed, cp, cm):
         smin = np.inf
         bfv = 0.0
         for j in range(n):
-            fv = 0.0
-            fl = 0.0
-            for i in range(r):
-                fv += Ft[j, i] * v[i]
-                fl += Ft[j, i] * lam[i]
-            if not abs(fv) > 1e-7 * fn[j]:
+            fv = _col_dot(A, j, v)
+            fl = _col_dot(A, j, lam)
+            if not abs(fv) > CRASH_TOL * fn[j]:
                 continue
             if cp.shape[0] == 0:
                 st = (1.0 - fl) / fv if fv > 0.0 else (1.0 + fl) / -fv
@@ -205,8 +276,7 @@ def crash(Ft, direction, basis, seed, cp, cm):
         for i in range(r):
             lam[i] += smin * v[i]
         basis[m] = best if bfv > 0.0 else best + n
-        for i in range(r):
-            v[i] = Ft[best, i]
+        _column(A, best, 1.0, v)
         for rep in range(2):
             for k in range(m):
                 s = 0.0
@@ -226,9 +296,9 @@ def crash(Ft, direction, basis, seed, cp, cm):
 
 
 @njit(cache=True, nogil=True)
-def _set_duals(Ft, basis, Binv, lam, g, cp, cm):
+def _set_duals(A, basis, Binv, lam, g, cp, cm):
     """``λ = B⁻ᵀ c_B`` and ``g = Fᵀλ`` for the costs ``cp`` (of +f_j) and ``cm`` (of -f_j)."""
-    n, r = Ft.shape
+    n, r = _ncols(A), basis.shape[0]
     for i in range(r):
         s = 0.0
         for k in range(r):
@@ -238,34 +308,30 @@ def _set_duals(Ft, basis, Binv, lam, g, cp, cm):
             else:
                 s += Binv[k, i] * (cp[c] if c < n else cm[c - n])
         lam[i] = s
-    for j in range(n):
-        s = 0.0
-        for i in range(r):
-            s += Ft[j, i] * lam[i]
-        g[j] = s
+    _all_dots(A, lam, g)
 
 
 @njit(cache=True, nogil=True)
-def _refactor_once(Ft, basis, Binv, lam, g, cp, cm):
-    n, r = Ft.shape
+def _refactor_once(A, basis, Binv, lam, g, cp, cm):
+    n, r = _ncols(A), basis.shape[0]
     B = np.empty((r, r))
-    _basis_matrix(Ft, basis, B)
+    _basis_matrix(A, basis, B)
     k = _invert(B, Binv)
     if k >= 0:
         return k
-    _set_duals(Ft, basis, Binv, lam, g, cp, cm)
+    _set_duals(A, basis, Binv, lam, g, cp, cm)
     return -1
 
 
 @njit(cache=True, nogil=True)
-def refactor(Ft, basis, Binv, lam, g, ctr):
+def refactor(A, basis, Binv, lam, g, ctr):
     """:func:`refactor_c` with the gauge LP's unit costs."""
     unit = np.empty(0)
-    return refactor_c(Ft, basis, Binv, lam, g, ctr, unit, unit)
+    return refactor_c(A, basis, Binv, lam, g, ctr, unit, unit)
 
 
 @njit(cache=True, nogil=True)
-def refactor_c(Ft, basis, Binv, lam, g, ctr, cp, cm):
+def refactor_c(A, basis, Binv, lam, g, ctr, cp, cm):
     """Recompute ``B⁻¹``, ``λ`` and ``g`` from the basis (cures drift of the updates).
 
     A (numerically) singular basis is repaired: replaced by a fresh crash basis from the
@@ -275,15 +341,15 @@ def refactor_c(Ft, basis, Binv, lam, g, ctr, cp, cm):
     """
     ctr[0] = 0
     ctr[2] += 1
-    if _refactor_once(Ft, basis, Binv, lam, g, cp, cm) < 0:
+    if _refactor_once(A, basis, Binv, lam, g, cp, cm) < 0:
         return OK
-    r = Ft.shape[1]
+    r = basis.shape[0]
     d = lam.copy()
     if not math.sqrt(_dot(d, d)) > 0.0 or not np.all(np.isfinite(d)):
         for i in range(r):
             d[i] = 1.0
     for attempt in range(3):
-        if crash(Ft, d, basis, ctr[1] + attempt, cp, cm) and _refactor_once(Ft, basis, Binv, lam, g, cp, cm) < 0:
+        if crash(A, d, basis, ctr[1] + attempt, cp, cm) and _refactor_once(A, basis, Binv, lam, g, cp, cm) < 0:
             return REPAIRED
         rs = np.empty(1, np.uint64)
         rs[0] = np.uint64(ctr[1] + 7 * attempt + 3)
@@ -311,14 +377,9 @@ def _dot(a, b):
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _row_alpha(Ft, rho, alpha):
+def _row_alpha(A, rho, alpha):
     """alpha_j = f_jᵀρ for all columns; returns ‖ρ‖."""
-    n, r = Ft.shape
-    for j in range(n):
-        s = 0.0
-        for i in range(r):
-            s += Ft[j, i] * rho[i]
-        alpha[j] = s
+    _all_dots(A, rho, alpha)
     return np.sqrt(_dot(rho, rho))
 
 
@@ -375,7 +436,7 @@ def _ratio_test(alpha, g, cp, cm, atol, bland):
 
 
 @njit(cache=True, nogil=True)
-def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
+def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
     """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹.
 
     Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns 0, or 1 if the
@@ -383,32 +444,31 @@ def _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
     a singular basis was replaced by a crash basis (then it must be re-solved), or
     ``SINGULAR``.
     """
-    n, r = Ft.shape
+    n, r = _ncols(A), basis.shape[0]
+    _column(A, q % n, 1.0 if q < n else -1.0, col)
     if q < n:
-        for i in range(r):
-            col[i] = Ft[q, i]
         aq = alpha[q]
         dq = (1.0 if cp.shape[0] == 0 else cp[q]) - g[q]
     else:
-        for i in range(r):
-            col[i] = -Ft[q - n, i]
         aq = -alpha[q - n]
         dq = (1.0 if cp.shape[0] == 0 else cm[q - n]) + g[q - n]
     # dual simplex: θ >= 0 (Harris may pick dq slightly < 0); primal cleanup: dq < 0
     theta = (max(dq, 0.0) if clamp else dq) / (-aq)
     _matvec(Binv, col, u)
     up = u[p]
-    # λ' = λ - θρ ; g' = g - θ alpha   (ρ is still row p of the old B⁻¹)
-    for i in range(r):
-        lam[i] -= theta * Binv[p, i]
-    for j in range(n):
-        g[j] -= theta * alpha[j]
+    # λ' = λ - θρ ; g' = g - θ alpha   (ρ is still row p of the old B⁻¹); nothing to do
+    # for a degenerate pivot (θ = 0: about half of them on 0/1 workloads)
+    if theta != 0.0:
+        for i in range(r):
+            lam[i] -= theta * Binv[p, i]
+        for j in range(n):
+            g[j] -= theta * alpha[j]
     _eta_update(Binv, u, p, up, col)
     basis[p] = q
     ctr[0] += 1
     ctr[1] += 1
     if ctr[0] >= REFACTOR_EVERY or abs(up - aq) > 1e-8 * (1.0 + abs(aq)):
-        st = refactor_c(Ft, basis, Binv, lam, g, ctr, cp, cm)
+        st = refactor_c(A, basis, Binv, lam, g, ctr, cp, cm)
         if st == OK:
             return 1
         return 2 if st == REPAIRED else SINGULAR
@@ -450,7 +510,7 @@ def _row(Binv, p, rho):
 
 
 @njit(cache=True, nogil=True)
-def _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm):
+def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm):
     """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update.
 
     Returns ``NO_ENTERING`` if no column can enter, ``SINGULAR``, 2 if the basis was
@@ -458,11 +518,11 @@ def _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u,
     the old basis is valid for incremental updates).
     """
     _row(Binv, p, rho)
-    rn = _row_alpha(Ft, rho, alpha)
+    rn = _row_alpha(A, rho, alpha)
     q = _ratio_test(alpha, g, cp, cm, PIVOT_TOL * rn * fmax, bland)
     if q < 0:
         return NO_ENTERING
-    return _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True)
+    return _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True)
 
 
 @njit(cache=True, nogil=True)
@@ -518,15 +578,15 @@ def _mix(j):
 
 
 @njit(cache=True, nogil=True)
-def _perturbed_costs(Ft, basis, Binv, lam, g, cp, cm):
+def _perturbed_costs(A, basis, Binv, lam, g, cp, cm):
     """Costs ``1 + δ`` (δ = PERTURB·(1 + U[0,1)), fixed per column and sign), duals for
     them, and cost shifts for the nonbasic columns the perturbation made dual infeasible
     (their reduced cost is set to their own δ): the basis stays dual feasible."""
-    n = Ft.shape[0]
+    n = _ncols(A)
     for j in range(n):
         cp[j] = 1.0 + PERTURB * (1.0 + _mix(2 * j))
         cm[j] = 1.0 + PERTURB * (1.0 + _mix(2 * j + 1))
-    _set_duals(Ft, basis, Binv, lam, g, cp, cm)
+    _set_duals(A, basis, Binv, lam, g, cp, cm)
     _shift_costs(basis, g, cp, cm)
 
 
@@ -547,14 +607,14 @@ def _shift_costs(basis, g, cp, cm):
 
 
 @njit(cache=True, nogil=True)
-def _primal_cleanup(Ft, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
+def _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
     """Primal simplex with the true (unit) costs from a primal feasible basis.
 
     Removes the dual infeasibilities (``|f_jᵀλ| > 1 + DUAL_TOL``) left by the cost
     perturbation; they are tiny, so few pivots. Dantzig pricing, Harris ratio test;
     Bland's rule after STALL pivots without progress.
     """
-    n, r = Ft.shape
+    n, r = _ncols(A), basis.shape[0]
     w = np.empty(r)
     u = np.empty(r)
     u2 = np.empty(r)
@@ -586,12 +646,7 @@ def _primal_cleanup(Ft, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
             return OK
         if it == budget:
             return PIVOT_LIMIT
-        if q < n:
-            for i in range(r):
-                col[i] = Ft[q, i]
-        else:
-            for i in range(r):
-                col[i] = -Ft[q - n, i]
+        _column(A, q % n, 1.0 if q < n else -1.0, col)
         _matvec(Binv, col, u)
         _matvec(Binv, y, w)
         umax = 0.0
@@ -618,8 +673,8 @@ def _primal_cleanup(Ft, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
                 elif u[k] > u[p]:
                     p = k
         _row(Binv, p, rho)
-        _row_alpha(Ft, rho, alpha)
-        st = _pivot(Ft, basis, Binv, lam, g, ctr, p, q, alpha, col, u2, ones, ones, False)
+        _row_alpha(A, rho, alpha)
+        st = _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u2, ones, ones, False)
         if st < 0:
             return st
         if st == 2:   # basis replaced: back to the dual simplex (unit costs)
@@ -631,9 +686,9 @@ def _primal_cleanup(Ft, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
 
 
 @njit(cache=True, nogil=True)
-def _dual_phase(Ft, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
+def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
     """Dual simplex pivots (costs cp, cm) until ``B⁻¹y >= 0``; returns (status, pivots)."""
-    n, r = Ft.shape
+    n, r = _ncols(A), basis.shape[0]
     w = np.empty(r)
     rho = np.empty(r)
     alpha = np.empty(n)
@@ -649,7 +704,7 @@ def _dual_phase(Ft, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
             return OK, it
         if it == budget:
             return PIVOT_LIMIT, it
-        st = _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm)
+        st = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm)
         if st < 0:
             return st, it
         if st >= 1:   # refactorised: fresh duals may show drift, absorb it in the shifts
@@ -661,7 +716,7 @@ def _dual_phase(Ft, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
 
 
 @njit(cache=True, nogil=True)
-def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
+def solve(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     """Dual simplex from the current (dual feasible) basis to an optimal one for ``y``.
 
     Degenerate bodies (many ties: 0/1 workloads) are handled as production dual simplex
@@ -671,7 +726,7 @@ def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     restored and a few primal simplex pivots remove the dual infeasibilities this leaves.
     On return with ``OK`` the basis is optimal for the true LP: ``‖y‖_K = λ·y``.
     """
-    n, r = Ft.shape
+    n, r = _ncols(A), basis.shape[0]
     w = np.empty(r)
     _matvec(Binv, y, w)
     if _leaving_row(Binv, basis, w, False) < 0:
@@ -681,14 +736,24 @@ def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     cm = np.empty(n)
     used = 0
     for rnd in range(4):
-        _perturbed_costs(Ft, basis, Binv, lam, g, cp, cm)
-        st, piv = _dual_phase(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots - used, cp, cm)
+        _perturbed_costs(A, basis, Binv, lam, g, cp, cm)
+        st, piv = _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots - used, cp, cm)
         used += piv
-        _set_duals(Ft, basis, Binv, lam, g, ones, ones)   # back to the true costs
         if st != OK:
+            _set_duals(A, basis, Binv, lam, g, ones, ones)   # back to the true costs
             return st
+        # back to the true costs, from a fresh B⁻¹ (the cleanup's dual test must see
+        # λ and Fᵀλ to full accuracy, not after up to REFACTOR_EVERY eta updates)
+        if piv > 0:
+            rf = refactor_c(A, basis, Binv, lam, g, ctr, ones, ones)
+            if rf == SINGULAR:
+                return SINGULAR
+            if rf == REPAIRED:
+                continue
+        else:
+            _set_duals(A, basis, Binv, lam, g, ones, ones)
         c0 = ctr[1]
-        st = _primal_cleanup(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots - used, ones)
+        st = _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots - used, ones)
         used += ctr[1] - c0
         if st == REPAIRED:
             continue
@@ -702,7 +767,7 @@ def solve(Ft, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
 
 
 @njit(cache=True, nogil=True)
-def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
+def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     """Parametric right-hand side walk along ``x + s·u``, ``s >= 0``.
 
     Requires a basis optimal at ``x``. Follows the cones of K's facets until either
@@ -710,7 +775,7 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     facet normal) or ``s = s_max``. Writes the stopping ``s`` to ``out[0]`` and 1.0 to
     ``out[1]`` if the boundary was hit, else 0.0. Returns a status.
     """
-    n, r = Ft.shape
+    n, r = _ncols(A), basis.shape[0]
     wx = np.empty(r)
     wu = np.empty(r)
     rho = np.empty(r)
@@ -762,14 +827,14 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
             return PIVOT_LIMIT
         advanced = s_row > s + 1e-13 * (1.0 + abs(s))
         s = s_row
-        status = _pivot_out(Ft, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones)
+        status = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones)
         if status < 0:
             return status
         if status == 2:
             # the basis was replaced: make it optimal again at the current point x + s·u
             for k in range(r):
                 tmp[k] = x[k] + s * u[k]
-            st = solve(Ft, fmax, basis, Binv, lam, g, ctr, tmp, max_pivots)
+            st = solve(A, fmax, basis, Binv, lam, g, ctr, tmp, max_pivots)
             if st != OK:
                 return st
         if status >= 1:
@@ -785,14 +850,14 @@ def move(Ft, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
 
 
 @njit(cache=True, nogil=True)
-def gauge_many(Ft, fmax, basis, Binv, lam, g, ctr, Y, max_pivots, out, normals):
+def gauge_many(A, fmax, basis, Binv, lam, g, ctr, Y, max_pivots, out, normals):
     """Gauge of each row of ``Y`` (warm-starting each from the previous basis).
 
     Writes gauges to ``out`` (``inf`` where one overflows) and facet normals to
     ``normals``; returns the first failing status (and stops) or OK.
     """
     m = Y.shape[0]
-    r = Ft.shape[1]
+    r = basis.shape[0]
     ys = np.empty(r)
     for i in range(m):
         # ‖y‖_K is positively homogeneous: solve at y·2^-e with max|y·2^-e| in [0.5, 1)
@@ -803,7 +868,7 @@ def gauge_many(Ft, fmax, basis, Binv, lam, g, ctr, Y, max_pivots, out, normals):
         e = math.frexp(ymax)[1] if ymax > 0.0 else 0
         for k in range(r):
             ys[k] = math.ldexp(Y[i, k], -e)
-        st = solve(Ft, fmax, basis, Binv, lam, g, ctr, ys, max_pivots)
+        st = solve(A, fmax, basis, Binv, lam, g, ctr, ys, max_pivots)
         if st != OK:
             return st
         out[i] = math.ldexp(_dot(lam, ys), e)

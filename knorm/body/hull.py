@@ -16,9 +16,10 @@ _STATUS = {
 }
 
 
-# Smallest ratio σ_min/σ_max of F (on its numerical span) the facet walk resolves: its
-# pivot tolerance is relative (1e-9), and thinner bodies break down or lose the gauge.
-THIN = 1e-8
+# Smallest ratio σ_min/σ_max of F (on its numerical span) accepted: thinner directions
+# are within a few hundred ulps of the rank tolerance (max(d, n)·eps), where the span
+# itself is uncertain. Down to it the oracle works in whitened coordinates (WHITEN).
+THIN = 1e-13
 
 
 class OracleError(RuntimeError):
@@ -83,22 +84,124 @@ class OracleState:
         return self.basis, self.Binv, self.lam, self.g, self.ctr
 
 
-class Frame:
-    """A full-row-rank symmetric hull in its own r-dim coordinates (what kernels see).
+# Below this ratio σ_min/σ_max of F the oracle works in whitened coordinates
+# (see _oracle_coordinates); above it in r rows of F (exact, sparse).
+WHITEN = 1e-7
 
-    ``Ft`` is ``(n, r)``: the columns of F as rows. Built by :class:`SymmetricHull`
-    for the span coordinates and for each rounded (isotropic) frame.
+# Store F compressed when at most this fraction of its entries (in the oracle's
+# coordinates) is non-zero: a pivot then costs O(nnz) instead of O(n·r).
+DENSE_ABOVE = 0.1
+
+
+def _oracle_coordinates(Fs, U, S, unit):
+    """The oracle's coordinates ``z = Mᵀy`` (y in the span of the scaled F ``Fs = U·diag(S)·Vᵀ``).
+
+    Well-conditioned F (``S_min/S_max >= WHITEN``): z = r linearly independent rows of y
+    (chosen by QR with column pivoting on Uᵀ, which keeps ``U[rows]`` well conditioned),
+    each scaled by a power of two (exact equilibration). A linear bijection of the span:
+    the gauge LP in z is the same LP on F's own entries, as sparse as F, and z is exact.
+    Thinner F: the whitened coordinates ``z = diag(S)⁻¹Uᵀy``, in which F's columns are
+    ``Vᵀ`` (orthonormal rows): the LP stays well conditioned at any cond(F), and z carries
+    the relative error ``≈ 1e-16·cond(F)`` of mapping y into the span.
+    Returns ``(Columns, T, M)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``.
+    """
+    r = U.shape[1]
+    if S[r - 1] >= WHITEN * S[0]:
+        from scipy.linalg import qr
+
+        _, _, piv = qr(U.T, mode="economic", pivoting=True)
+        M = np.zeros((U.shape[0], r))
+        M[np.sort(piv[:r]), np.arange(r)] = 1.0
+    else:
+        M = U / S[:r]
+    # equilibrate: each z coordinate scaled by a power of two to max |F entry| in [0.5, 1)
+    # (in the row case Mᵀ has one entry 2^-k per row, so Mᵀy and MᵀFs are exact)
+    M = np.ldexp(M, -_row_exponents(M.T @ Fs)[None, :])
+    Fz = M.T @ Fs
+    return Columns(Fz), (M.T @ U) * unit, M
+
+
+class Columns:
+    """The columns of a full-row-rank ``(r, n)`` matrix in the oracle's coordinates, laid
+    out for the kernels: ``A = (ptr, idx, val, dense, rptr, ridx, rval)`` (see ``knorm.body._simplex``),
+    compressed when at most ``DENSE_ABOVE`` of the entries are non-zero, else dense.
+    Shared by every frame of a body (rounding only changes the frame's map T)."""
+
+    def __init__(self, Fz):
+        Fz = np.asarray(Fz, dtype=np.float64)
+        self.r, self.n = Fz.shape
+        nz = Fz != 0.0
+        self.nnz = int(np.count_nonzero(nz))
+        none_i, none_f = np.empty(0, np.int64), np.empty(0)
+        if self.nnz > DENSE_ABOVE * Fz.size:
+            self.A = (np.zeros(self.n + 1, np.int64), none_i, none_f, np.ascontiguousarray(Fz.T),
+                      np.zeros(self.r + 1, np.int64), none_i, none_f)
+        else:
+            cols, rows = np.nonzero(nz.T)  # column-major order: f_j's entries are contiguous
+            ptr = np.zeros(self.n + 1, np.int64)
+            np.cumsum(np.bincount(cols, minlength=self.n), out=ptr[1:])
+            rrows, rcols = np.nonzero(nz)  # row-major order: row i's entries are contiguous
+            rptr = np.zeros(self.r + 1, np.int64)
+            np.cumsum(np.bincount(rrows, minlength=self.r), out=rptr[1:])
+            self.A = (ptr, rows.astype(np.int64), np.ascontiguousarray(Fz[rows, cols]), np.empty((0, 0)),
+                      rptr, rcols.astype(np.int64), np.ascontiguousarray(Fz[rrows, rcols]))
+        self.dense = self.A[3].shape[0] > 0
+        self.fmax = float(np.sqrt(np.max(np.einsum("ij,ij->j", Fz, Fz))))
+        self._Fz = Fz
+
+    def matrix(self):
+        """The ``(r, n)`` matrix itself."""
+        return self._Fz
+
+
+class Frame:
+    """A full-row-rank symmetric hull in its own r-dim coordinates (what the walks see).
+
+    The oracle's LP runs in coordinates ``z = T·x`` of the frame coordinates ``x``, on the
+    shared :class:`Columns` of F (sparse where F is); the walks' geometry (directions,
+    lengths, reflections) is in x. ``Ft`` (n, r), the columns of F in frame coordinates,
+    is formed only on request (structure detection, bounds, starting points). Built by
+    :class:`SymmetricHull` (span coordinates) and :meth:`mapped` for each rounded
+    (isotropic) frame.
     """
 
-    def __init__(self, Ft):
-        self.Ft = np.ascontiguousarray(Ft, dtype=np.float64)
-        self.n, self.r = self.Ft.shape
-        self.fmax = float(np.max(np.linalg.norm(self.Ft, axis=1)))
+    def __init__(self, cols, T=None):
+        if not isinstance(cols, Columns):
+            cols = Columns(np.asarray(cols, dtype=np.float64).T)  # given as Ft (n, r), T = I
+        self.cols = cols
+        self.A = cols.A
+        self.n, self.r = cols.n, cols.r
+        self.T = np.eye(self.r) if T is None else np.ascontiguousarray(T, dtype=np.float64)
+        self.fmax = cols.fmax
         self.max_pivots = 50 * (self.n + self.r) + 1000
         self._state = None
+        self._Ft = None
         self.radius = None  # cached by knorm.walks.chains.body_radius
         # the shared warm-start state is mutated by every query: one thread at a time
         self._lock = threading.Lock()
+
+    def __getstate__(self):  # picklable (process pools, Dask): no lock, no cached state
+        return {"cols": self.cols, "T": self.T, "radius": self.radius}
+
+    def __setstate__(self, d):
+        self.__init__(d["cols"], d["T"])
+        self.radius = d["radius"]
+
+    def mapped(self, T):
+        """The frame of coordinates ``x'`` with ``x = T·x'`` (same body, same oracle data:
+        oracle states carry over unchanged)."""
+        return Frame(self.cols, self.T @ T)
+
+    @property
+    def Ft(self):
+        """The columns of F in frame coordinates as rows, ``(T⁻¹F)ᵀ`` (n, r), dense."""
+        if self._Ft is None:
+            self._Ft = np.ascontiguousarray(np.linalg.solve(self.T, self.cols.matrix()).T)
+        return self._Ft
+
+    def to_oracle(self, X):
+        """Frame coordinates -> the oracle's (``z = T·x``, row-wise)."""
+        return np.asarray(X, dtype=np.float64) @ self.T.T
 
     def check(self, status, what):
         if status != sx.OK:
@@ -107,47 +210,22 @@ class Frame:
                 f"(r={self.r}, n={self.n}, limit {self.max_pivots} pivots)"
             )
 
-    def crash_basis(self, direction=None, rng=None):
+    def crash_basis(self, direction=None):
         """A dual feasible basis: walk inside the polar ``{λ : |Fᵀλ| <= 1}`` to a vertex.
 
-        Starting at λ = 0, move along ``direction`` (projected off the active normals)
-        until a new constraint ``|f_iᵀλ| = 1`` becomes tight; r steps give a vertex
-        whose tight columns (with their signs) form the basis.
+        Starting at λ = 0, move along ``direction`` (frame coordinates; its oracle image,
+        projected off the active normals) until a new constraint ``|f_iᵀλ| = 1`` becomes
+        tight; r steps give a vertex whose tight columns (with their signs) form the basis
+        (the ``crash`` kernel; deterministic).
         """
-        Ft, n, r = self.Ft, self.n, self.r
-        gen = np.random.default_rng(0) if rng is None else rng
-        v0 = np.ones(r) if direction is None else np.asarray(direction, float).copy()
-        lam = np.zeros(r)
-        Q = np.zeros((r, 0))
-        basis = []
-        fn = np.linalg.norm(Ft, axis=1)
-        for _ in range(r):
-            v = v0 - Q @ (Q.T @ v0)
-            if np.linalg.norm(v) < 1e-8 * (np.linalg.norm(v0) + 1e-300):
-                v0 = gen.standard_normal(r)
-                v = v0 - Q @ (Q.T @ v0)
-                v -= Q @ (Q.T @ v)
-            v /= np.linalg.norm(v)
-            fv = Ft @ v
-            fl = Ft @ lam
-            ok = np.abs(fv) > 1e-7 * fn
-            with np.errstate(divide="ignore", invalid="ignore"):
-                steps = np.where(fv > 0, (1.0 - fl) / fv, (1.0 + fl) / -fv)
-            steps = np.where(ok, np.maximum(steps, 0.0), np.inf)
-            # among near-ties prefer the largest |f_iᵀv| (better conditioned basis)
-            smin = steps.min()
-            cand = np.flatnonzero(steps <= smin + 1e-12 * (1 + smin))
-            i = int(cand[np.argmax(np.abs(fv[cand]))])
-            lam = lam + steps[i] * v
-            basis.append(i if fv[i] > 0 else i + n)
-            q = Ft[i] - Q @ (Q.T @ Ft[i])
-            q -= Q @ (Q.T @ q)
-            Q = np.column_stack([Q, q / np.linalg.norm(q)])
-            v0 = v0 - Q @ (Q.T @ v0) if direction is not None else gen.standard_normal(r)
-        state = OracleState(
-            np.array(basis, dtype=np.int64), np.empty((r, r)), np.empty(r), np.empty(n), np.zeros(4, np.int64)
-        )
-        self.check(sx.refactor(self.Ft, *state.args()), "a starting basis")
+        r = self.r
+        d = np.ones(r) if direction is None else self.to_oracle(direction)
+        state = OracleState(np.empty(r, np.int64), np.empty((r, r)), np.empty(r), np.empty(self.n),
+                            np.zeros(4, np.int64))
+        unit = np.empty(0)
+        if not sx.crash(self.A, np.ascontiguousarray(d), state.basis, 0, unit, unit):
+            raise OracleError(f"facet-walk oracle found no starting basis (r={self.r}, n={self.n})")
+        self.check(sx.refactor(self.A, *state.args()), "a starting basis")
         state.ctr[2] = 0
         return state
 
@@ -158,46 +236,47 @@ class Frame:
             self._state = self.crash_basis()
         return self._state
 
-    def solve(self, y, state):
-        """Make ``state`` optimal at ``y`` (dual simplex); returns it.
+    def solve(self, y, state, oracle=False):
+        """Make ``state`` optimal at ``y`` (frame coordinates, or the oracle's if ``oracle``;
+        dual simplex); returns it.
 
         Optimality does not depend on ``‖y‖``: y is solved scaled by a power of two into
         ``[0.5, 1)`` (exact), so tiny and huge ``y`` pivot like ordinary ones.
         """
-        y = np.asarray(y, dtype=np.float64)
-        status = sx.solve(self.Ft, self.fmax, *state.args(), np.ldexp(y, -_exponent(y)), self.max_pivots)
+        z = np.asarray(y, dtype=np.float64) if oracle else self.to_oracle(y)
+        status = sx.solve(self.A, self.fmax, *state.args(), np.ldexp(z, -_exponent(z)), self.max_pivots)
         self.check(status, "a gauge")
         return state
 
-    def solve_copy(self, y):
+    def solve_copy(self, y, oracle=False):
         """A copy of the shared state made optimal at ``y`` (thread-safe)."""
         with self._lock:
-            return self.solve(y, self.state).copy()
+            return self.solve(y, self.state, oracle).copy()
 
-    def gauges(self, Y, state=None):
-        """Gauges and facet normals of the rows of Y.
+    def gauges(self, Y, state=None, oracle=False):
+        """Gauges and facet normals (``λ·y = ‖y‖_K``) of the rows of Y, in frame coordinates
+        (in the oracle's if ``oracle``).
 
         Warm-started from the shared state, or from ``state`` if given (e.g. a fresh
         :meth:`crash_basis`, when the last bits must not depend on earlier queries).
         """
-        Y = np.ascontiguousarray(Y, dtype=np.float64)
-        out = np.empty(Y.shape[0])
-        normals = np.empty_like(Y)
+        Z = np.ascontiguousarray(Y if oracle else self.to_oracle(Y), dtype=np.float64)
+        out = np.empty(Z.shape[0])
+        normals = np.empty_like(Z)
         with self._lock if state is None else contextlib.nullcontext():
             st = self.state if state is None else state
-            status = sx.gauge_many(self.Ft, self.fmax, *st.args(), Y, self.max_pivots, out, normals)
+            status = sx.gauge_many(self.A, self.fmax, *st.args(), Z, self.max_pivots, out, normals)
         self.check(status, "gauges")
-        return out, normals
+        return out, (normals if oracle else normals @ self.T)
 
-    def move(self, x, u, s_max, state):
+    def move(self, x, u, s_max, state, oracle=False):
         """Parametric walk from x (state optimal at x) along u; returns (s, hit_boundary)."""
         out = np.zeros(2)
-        u = np.asarray(u, dtype=np.float64)
-        k = _exponent(u)  # x + s·u = x + (s·2^k)·(u·2^-k): walk along the scaled u, exactly
-        status = sx.move(
-            self.Ft, self.fmax, *state.args(), np.ascontiguousarray(x, float), np.ldexp(u, -k),
-            _ldexp(float(s_max), k), self.max_pivots, out,
-        )
+        z = np.ascontiguousarray(x if oracle else self.to_oracle(x), dtype=np.float64)
+        uz = np.asarray(u, dtype=np.float64) if oracle else self.to_oracle(u)
+        k = _exponent(uz)  # x + s·u = x + (s·2^k)·(u·2^-k): walk along the scaled u, exactly
+        status = sx.move(self.A, self.fmax, *state.args(), z, np.ldexp(uz, -k), _ldexp(float(s_max), k),
+                         self.max_pivots, out)
         self.check(status, "a chord end")
         return _ldexp(float(out[0]), -k), bool(out[1])
 
@@ -212,8 +291,11 @@ class SymmetricHull:
         than ``1e-14`` times the longest are dropped (a relative, scale-free test), as are
         exact duplicates and opposites; interior columns are harmless. The rank r counts
         singular values above ``max(d, n)·eps`` times the largest; a body whose smallest
-        remaining singular value is below ``THIN`` (1e-8) times the largest (e.g. columns
-        parallel to 1e-10) is refused with a ValueError: the oracle could not be exact.
+        remaining singular value is below ``THIN`` (1e-13) times the largest (e.g. columns
+        parallel to 1e-14) is refused with a ValueError: its span is numerically uncertain.
+        Bodies thinner than ``WHITEN`` (1e-7) are solved in whitened coordinates: the LP
+        stays well conditioned, and gauges of ambient points carry the relative error
+        ≈ 1e-16·cond(F) of mapping them into the span (the problem's own conditioning).
 
     Attributes
     ----------
@@ -251,7 +333,7 @@ class SymmetricHull:
         r = int(np.sum(S > tol))
         if S[r - 1] < THIN * S[0]:
             raise ValueError(f"F spans a direction {S[r - 1] / S[0]:.1e} times thinner than its widest (singular "
-                             f"values), below the {THIN:g} the exact oracle resolves: merge near-parallel columns "
+                             f"values), below the {THIN:g} where its span is numerically certain: merge near-parallel columns "
                              "or drop nearly dependent rows")
         self.dim = r
         self.span_basis = U[:, :r].copy()
@@ -265,7 +347,8 @@ class SymmetricHull:
             raise ValueError(f"F has a column of Euclidean norm ≈ 2^{e + np.log2(unit):.1f}, beyond the float64 "
                              "range (points of K could not be represented): rescale F")
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
-        self.frame = Frame((Fr / unit).T)
+        cols, T, self._M = _oracle_coordinates(Fs, self.span_basis, S, unit)
+        self.frame = Frame(cols, T)
         self._rounding = None
         self._structure = False  # not yet detected
 
@@ -287,18 +370,19 @@ class SymmetricHull:
         return self.F.shape[1]
 
     def _to_frame(self, Y):
-        """Rows of Y -> ``(Z, k, off)``: frame coordinates of ``y·2^-k`` (max|y·2^-k| in
-        [0.5, 1), exact), the row exponents k, and the relative distance off the span.
+        """Rows of Y -> ``(Z, k, off)``: the oracle's coordinates of ``y·2^-k`` (max|y·2^-k|
+        in [0.5, 1); exact: rows of y scaled by powers of two), the row exponents k, and the
+        relative distance off the span.
 
-        The frame coordinates of y itself are ``Z·2^(k-e)``; nothing here can overflow.
+        The oracle's coordinates of y itself are ``Z·2^(k-e)``; nothing here can overflow.
         """
         k = _row_exponents(Y)
         Ys = np.ldexp(Y, -k[:, None])
-        Z = Ys @ self.span_basis
-        resid = Ys - Z @ self.span_basis.T
+        C = Ys @ self.span_basis
+        resid = Ys - C @ self.span_basis.T
         yn = np.linalg.norm(Ys, axis=1)
         off = np.linalg.norm(resid, axis=1) / np.where(yn > 0, yn, 1.0)
-        return Z / self._unit, k, off
+        return Ys @ self._M, k, off
 
     def to_ambient(self, Z):
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
@@ -315,11 +399,11 @@ class SymmetricHull:
         """:meth:`_to_frame` for one point (d,): ``(z, k, off)`` with scalars k and off."""
         k = _exponent(y)
         ys = np.ldexp(y, -k)
-        z = ys @ self.span_basis
-        resid = ys - self.span_basis @ z
+        c = ys @ self.span_basis
+        resid = ys - self.span_basis @ c
         yy = float(ys @ ys)
         off = math.sqrt(float(resid @ resid) / yy) if yy > 0.0 else 0.0
-        return z / self._unit, k, off
+        return ys @ self._M, k, off
 
     def _check_points(self, y, name):
         arr = as_real_array(name, y)
@@ -335,9 +419,9 @@ class SymmetricHull:
         return arr
 
     def _solve_rows(self, Y):
-        """Gauges (exact, any scale), unit facet normals (frame) and off-span distances."""
+        """Gauges (exact, any scale), facet normals (oracle coordinates), off-span distances."""
         Z, k, off = self._to_frame(Y)
-        vals, normals = self.frame.gauges(Z)
+        vals, normals = self.frame.gauges(Z, oracle=True)
         with np.errstate(over="ignore"):
             vals = np.ldexp(vals, k - self._exp)
         return vals, normals, off
@@ -367,8 +451,11 @@ class SymmetricHull:
         return inside if Y.ndim == 2 else bool(inside[0])
 
     def _normal_to_ambient(self, normals):
+        """Oracle-coordinate normals λ_z (``λ_z·z = ‖y‖`` for ``z = Mᵀy``) -> ambient λ in the
+        span: ``M·λ_z``, projected onto the span (the same values on it)."""
+        raw = normals @ self._M.T
         with np.errstate(over="ignore", invalid="ignore"):
-            lam = np.ldexp(normals @ self.span_basis.T / self._unit, -self._exp)
+            lam = np.ldexp((raw @ self.span_basis) @ self.span_basis.T, -self._exp)
         if not np.all(np.isfinite(lam)):
             raise ValueError("F: facet normals of K overflow float64 (K is too thin at this scale)")
         return lam
@@ -401,19 +488,19 @@ class SymmetricHull:
         zx, kx, offx = self._to_frame1(x)
         if offx > 1e-9:
             raise ValueError("chord needs a point x inside K; x is off the span of F")
-        base = self.frame.solve_copy(zx)
+        base = self.frame.solve_copy(zx, oracle=True)
         gx = _ldexp(float(base.lam @ zx), kx - self._exp)
         if not gx <= 1 + 1e-9:
             raise ValueError(f"chord needs a point x inside K; ‖x‖_K = {gx:.6g} > 1")
-        zx = np.ldexp(zx, kx - self._exp)  # x in K: its frame coordinates are O(1) (or underflow to 0)
+        zx = np.ldexp(zx, kx - self._exp)  # x in K: its oracle coordinates are O(1) (or underflow to 0)
         zu, ku, offu = self._to_frame1(u)
         if offu > 1e-9:
             return (0.0, 0.0)
-        # u's frame coordinates are zu·2^(ku-e): walk along zu, then t = t_zu·2^(e-ku)
+        # u's oracle coordinates are zu·2^(ku-e): walk along zu, then t = t_zu·2^(e-ku)
         ends = []
         for sign in (1.0, -1.0):
             st = base.copy()
-            t, _ = self.frame.move(zx, sign * zu, np.inf, st)
+            t, _ = self.frame.move(zx, sign * zu, np.inf, st, oracle=True)
             ends.append(sign * _ldexp(t, self._exp - ku))
         if not (math.isfinite(ends[0]) and math.isfinite(ends[1])):
             raise ValueError("u: a chord end overflows float64 (u is too short for this body)")

@@ -3,7 +3,13 @@
 All randomness is drawn outside (numpy Generator) and passed in, so a seeded run is
 reproducible bit for bit whatever the threading. A chain's oracle state is
 ``(basis, Binv, lam, g, ctr)`` (see ``knorm.body._simplex``); it is kept optimal at the
-current point ``x`` (hit-and-run and billiard need that for the parametric chord walk).
+current point (hit-and-run and billiard need that for the parametric chord walk).
+
+Two coordinate systems: the walk's geometry (directions, lengths, reflections, the
+optional ball) lives in the frame coordinates ``x`` (isotropic once rounded); the
+oracle's LP lives in its own coordinates ``z = T·x`` (T r×r invertible), where F keeps
+its sparsity. A direction u becomes ``T·u``; a facet normal λ (``λ·z = 1``) becomes
+``Tᵀλ``. Uniformity is preserved by the linear map, so nothing else changes.
 
 Per-step random inputs: ``normals[i]`` (r standard normals; unused by the coordinate
 walk) and ``unif[i]`` (two U(0,1) numbers).
@@ -36,6 +42,29 @@ def _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1):
     c1[0] = c0[0]
 
 
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def _tmul(T, v, out):
+    """``out ← T·v``."""
+    r = v.shape[0]
+    for i in range(r):
+        s = 0.0
+        for k in range(r):
+            s += T[i, k] * v[k]
+        out[i] = s
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def _tmul_t(T, v, out):
+    """``out ← Tᵀ·v``."""
+    r = v.shape[0]
+    for i in range(r):
+        out[i] = 0.0
+    for k in range(r):
+        vk = v[k]
+        for i in range(r):
+            out[i] += T[k, i] * vk
+
+
 @njit(cache=True, nogil=True)
 def _ball_chord(x, u, radius):
     """Both distances ``s >= 0`` to the sphere ``‖x + s·u‖ = radius`` along +u and −u."""
@@ -53,35 +82,39 @@ def _ball_chord(x, u, radius):
 
 
 @njit(cache=True, nogil=True)
-def _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, radius, max_piv, out):
+def _chord_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, radius, max_piv, out):
     """Hit-and-run move along u: uniform point on the chord of ``K ∩ radius·B₂``, v ~ U(0,1).
 
     The ball clip is free: the parametric walk simply stops at the sphere.
     """
     bp, bm = _ball_chord(x, u, radius)
+    r = x.shape[0]
+    z = np.empty(r)
+    uz = np.empty(r)
+    _tmul(T, x, z)
+    _tmul(T, u, uz)
     _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1)
-    st = sx.move(Ft, fmax, b1, B1, l1, g1, c1, x, u, bp, max_piv, out)
+    st = sx.move(A, fmax, b1, B1, l1, g1, c1, z, uz, bp, max_piv, out)
     if st != sx.OK:
         return st
     tp = out[0]
-    neg = -u
-    st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, x, neg, bm, max_piv, out)
+    neg = -uz
+    st = sx.move(A, fmax, b0, B0, l0, g0, c0, z, neg, bm, max_piv, out)
     if st != sx.OK:
         return st
     tm = out[0]
     t = -tm + v * (tp + tm)
-    r = x.shape[0]
     y = np.empty(r)
     if t >= 0.0:
-        # S1 sits at the + end: walk back inward to x + t u
+        # S1 sits at the + end: walk back inward to z + t uz
         for i in range(r):
-            y[i] = x[i] + tp * u[i]
-        st = sx.move(Ft, fmax, b1, B1, l1, g1, c1, y, neg, tp - t, max_piv, out)
+            y[i] = z[i] + tp * uz[i]
+        st = sx.move(A, fmax, b1, B1, l1, g1, c1, y, neg, tp - t, max_piv, out)
         _copy_state(b1, B1, l1, g1, c1, b0, B0, l0, g0, c0)
     else:
         for i in range(r):
-            y[i] = x[i] - tm * u[i]
-        st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, y, u, t + tm, max_piv, out)
+            y[i] = z[i] - tm * uz[i]
+        st = sx.move(A, fmax, b0, B0, l0, g0, c0, y, uz, t + tm, max_piv, out)
     for i in range(r):
         x[i] += t * u[i]
     return st
@@ -101,7 +134,7 @@ def _reflect(u, nrm):
 
 
 @njit(cache=True, nogil=True)
-def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, max_refl, radius, max_piv, out,
+def _billiard_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, max_refl, radius, max_piv, out,
                    stats):
     """Billiard walk in ``K ∩ radius·B₂``: travel ``length`` along unit u, reflecting off
     K's facets (normal λ) and off the sphere (normal x); ``radius = inf``: all of K.
@@ -111,18 +144,24 @@ def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, lengt
     """
     r = x.shape[0]
     x0 = x.copy()
+    z = np.empty(r)
+    uz = np.empty(r)
+    nz = np.empty(r)
+    _tmul(T, x, z)
+    _tmul(T, u, uz)
     _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1)
     rem = length
     nref = 0
     while True:
         s_ball = _ball_chord(x, u, radius)[0]
         at_sphere = s_ball < rem  # the sphere, not the remaining length, limits this leg
-        st = sx.move(Ft, fmax, b0, B0, l0, g0, c0, x, u, s_ball if at_sphere else rem, max_piv, out)
+        st = sx.move(A, fmax, b0, B0, l0, g0, c0, z, uz, s_ball if at_sphere else rem, max_piv, out)
         if st != sx.OK:
             return st
         s = out[0]
         for i in range(r):
             x[i] += s * u[i]
+            z[i] += s * uz[i]
         rem -= s
         if out[1] == 0.0 and not at_sphere:
             break
@@ -133,15 +172,17 @@ def _billiard_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, lengt
             stats[S_REJECTED] += 1
             return sx.OK
         if out[1] != 0.0:
-            _reflect(u, l0)  # facet of K
+            _tmul_t(T, l0, nz)
+            _reflect(u, nz)  # facet of K: normal Tᵀλ in frame coordinates
         else:
             _reflect(u, x)   # the sphere: outward normal x
+        _tmul(T, u, uz)
     stats[S_REFLECTIONS] += nref
     return sx.OK
 
 
 @njit(cache=True, nogil=True)
-def _ball_step(Ft, fmax, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, stats):
+def _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, stats):
     """Ball walk: propose x + δ·(uniform point of the unit ball); stay if outside K."""
     r = x.shape[0]
     nrm = 0.0
@@ -149,14 +190,16 @@ def _ball_step(Ft, fmax, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, sta
         nrm += v[i] * v[i]
     scale = delta * radius_u ** (1.0 / r) / np.sqrt(nrm)
     y = np.empty(r)
+    yz = np.empty(r)
     for i in range(r):
         y[i] = x[i] + scale * v[i]
-    st = sx.solve(Ft, fmax, b0, B0, l0, g0, c0, y, max_piv)
+    _tmul(T, y, yz)
+    st = sx.solve(A, fmax, b0, B0, l0, g0, c0, yz, max_piv)
     if st != sx.OK:
         return st
     gy = 0.0
     for i in range(r):
-        gy += l0[i] * y[i]
+        gy += l0[i] * yz[i]
     if gy <= 1.0:
         x[:] = y
     else:
@@ -165,7 +208,7 @@ def _ball_step(Ft, fmax, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, sta
 
 
 @njit(cache=True, nogil=True)
-def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, offset, params, max_piv, out, stats):
+def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offset, params, max_piv, out, stats):
     """Advance one chain ``unif.shape[0]`` steps; store x after every ``thin``-th step.
 
     ``offset``: steps of the current run already taken (the record counts from the run's
@@ -178,7 +221,7 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, offset
     hit-and-run / coordinate ``[radius]``: sample ``K ∩ radius·B₂`` (``inf``: all of K).
     Returns a status of ``knorm.body._simplex``.
     """
-    n, r = Ft.shape
+    r = x.shape[0]
     steps = unif.shape[0]
     b1 = b0.copy()
     B1 = B0.copy()
@@ -190,16 +233,16 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, offset
     st = sx.OK
     for i in range(steps):
         if walk == BALL:
-            st = _ball_step(Ft, fmax, b0, B0, l0, g0, c0, x, normals[i], params[0], unif[i, 1], max_piv, stats)
+            st = _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, normals[i], params[0], unif[i, 1], max_piv, stats)
         elif walk == COORDINATE:
             u[:] = 0.0
             k = min(int(unif[i, 1] * r), r - 1)
             u[k] = 1.0
-            st = _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], params[0],
+            st = _chord_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], params[0],
                              max_piv, mv)
         elif walk == HIT_AND_RUN:
             u[:] = normals[i]
-            st = _chord_step(Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], params[0],
+            st = _chord_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], params[0],
                              max_piv, mv)
         else:
             nrm = 0.0
@@ -213,7 +256,7 @@ def run_chain(walk, Ft, fmax, b0, B0, l0, g0, c0, x, normals, unif, thin, offset
             else:
                 length = -params[0] * np.log(1.0 - unif[i, 0])
             st = _billiard_step(
-                Ft, fmax, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, params[1], params[2], max_piv, mv,
+                A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, params[1], params[2], max_piv, mv,
                 stats,
             )
         if st != sx.OK:

@@ -80,11 +80,13 @@ class Chain:
     continue bit for bit (checkpoints).
     """
 
-    def __init__(self, frame, x0, rng):
+    def __init__(self, frame, x0, rng, state=None):
         self.frame = frame
         self.x = np.array(x0, dtype=np.float64)
-        self.state = frame.crash_basis(direction=self.x if np.any(self.x) else None)
-        frame.solve(self.x, self.state)
+        if state is None:
+            state = frame.crash_basis(direction=self.x if np.any(self.x) else None)
+            frame.solve(self.x, state)
+        self.state = state  # given: optimal at x already (e.g. carried over from a frame of the same body)
         self.rng = rng
         self.stats = np.zeros(3, np.int64)
         self._normals = np.zeros((BLOCK, frame.r))  # zeros, not garbage: checkpoint fingerprints hash them
@@ -108,7 +110,7 @@ class Chain:
             k = min(BLOCK - self._pos, steps - done)
             sl = slice(self._pos, self._pos + k)
             status = kn.run_chain(
-                wid, self.frame.Ft, self.frame.fmax, *self.state.args(), self.x, self._normals[sl], self._unif[sl],
+                wid, self.frame.A, self.frame.fmax, self.frame.T, *self.state.args(), self.x, self._normals[sl], self._unif[sl],
                 thin, done, params, self.frame.max_pivots, out, self.stats,
             )
             self.frame.check(status, f"a {walk} step")

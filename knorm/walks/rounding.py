@@ -42,7 +42,7 @@ class Rounding:
 
 
 def _frame_for(base, T):
-    return Frame(np.linalg.solve(T, base.Ft.T).T)
+    return base.mapped(T)
 
 
 def per_step_tau(tau_thinned, thin):
@@ -116,7 +116,10 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
         frame = _frame_for(base, T)
         gens = rng.spawn(chains)
         starts = [np.zeros(r)] * chains if pts is None else list(pts)
-        cs = [Chain(frame, x0, g) for x0, g in zip(starts, gens)]
+        # the frames share the oracle's data and coordinates: each chain's oracle state
+        # (optimal at its point) carries over to the next frame unchanged
+        states = [None] * chains if pts is None else [c.state for c in cs]
+        cs = [Chain(frame, x0, g, st) for x0, g, st in zip(starts, gens, states)]
         params = default_params("billiard", frame)
         if pts is None:
             run_chains(cs, "billiard", warmup, warmup, params, workers)

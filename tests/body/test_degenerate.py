@@ -139,7 +139,7 @@ def test_singular_basis_is_repaired_not_raised():
     fr = K.frame
     st = fr.crash_basis()
     st.basis[1] = st.basis[0]  # two equal columns: B is singular
-    assert sx.refactor(fr.Ft, *st.args()) == sx.REPAIRED
+    assert sx.refactor(fr.A, *st.args()) == sx.REPAIRED
     assert len(set(st.basis.tolist())) == fr.r
     # the repaired basis is dual feasible and the oracle works from it
     assert np.abs(st.g).max() <= 1 + 1e-9
@@ -183,3 +183,56 @@ def test_cross_structure_found_with_many_interior_columns():
     W *= rng.uniform(0.1, 0.99, 200) / np.abs(W).sum(axis=0)
     found = detect(SymmetricHull(np.hstack([G, G @ W])).frame)
     assert found is not None and found.kind == "cross-polytope"
+
+
+@pytest.mark.parametrize("cond", [1e8, 1e10, 1e12])
+def test_ill_conditioned_bodies_match_their_well_conditioned_preimage(cond):
+    """F = U·diag(s)·G with U orthogonal, s from 1 down to 1/cond, G a ±1 matrix.
+
+    For y = F·w:  F w' = y  ⇔  G w' = diag(s)⁻¹Uᵀy = G w, so ‖y‖_K = ‖Gw‖_{G·B₁ⁿ}: the
+    exact value comes from HiGHS on the well-conditioned G (HiGHS on F itself fails from
+    cond 1e10 on). The float y = F·w is only known to ≈ 1e-16·‖F‖‖w‖ in its thin
+    directions, so agreement is expected to ≈ 1e-16·cond (relative), no better.
+    """
+    rng = np.random.default_rng(3)
+    d, n = 10, 40
+    U, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    s = np.logspace(0, -np.log10(cond), d)
+    G = rng.choice([-1.0, 1.0], size=(d, n))
+    F = U @ np.diag(s) @ G
+    K = SymmetricHull(F)
+    assert K.dim == d
+    W = rng.standard_normal((30, n))
+    got = K.gauge(W @ F.T)
+    want = ReferenceOracle(G).gauge(W @ G.T)
+    np.testing.assert_allclose(got, want, rtol=max(1e-9, 1e-14 * cond))
+    # chords never fail and end on the boundary, in the oracle's own (well-conditioned,
+    # whitened) coordinates: there no map from ill-conditioned coordinates intervenes
+    fr = K.frame
+    V = rng.standard_normal((12, d))
+    g, _ = fr.gauges(V, state=fr.crash_basis(), oracle=True)
+    for v, gv in zip(V, g):
+        x = 0.5 * v / gv
+        u = rng.standard_normal(d)
+        st = fr.solve_copy(x, oracle=True)
+        t, hit = fr.move(x, u, np.inf, st, oracle=True)
+        assert hit
+        end = fr.gauges((x + t * u)[None], state=fr.crash_basis(), oracle=True)[0][0]
+        assert end == pytest.approx(1.0, rel=1e-8)  # Harris tolerance of the moves: 1e-9 on reduced costs
+
+
+def test_uniformity_on_an_ill_conditioned_body():
+    """‖z‖_K^r ~ U(0,1) for z ~ Uniform(K) at cond(F) = 1e12 (gauges in the frame)."""
+    rng = np.random.default_rng(4)
+    d, n = 6, 20
+    U, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    F = U @ np.diag(np.logspace(0, -12, d)) @ rng.choice([-1.0, 1.0], size=(d, n))
+    K = SymmetricHull(F)
+    from knorm.walks.sampler import Sampler
+
+    s = Sampler(K, rng=7)
+    Z = s.sample(2000)
+    # back to span (frame) coordinates exactly as the sampler produced them: c = Uᵀy/unit
+    C = (Z @ K.span_basis) / K._scale
+    g, _ = K.frame.gauges(C)
+    assert stats.kstest(g ** K.dim, "uniform").pvalue > 1e-3
