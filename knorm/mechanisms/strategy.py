@@ -1,4 +1,4 @@
-"""Strategy (matrix-mechanism) baselines, pure ε-DP (issue 10, MATH.md §4).
+"""Strategy (matrix-mechanism) baselines, pure ε-DP (issue 10, docs/design.md §4).
 
 A strategy ``A`` (s × n) is answered with Laplace noise, ``y = Ax + Lap(Δ₁(A)/ε)^s``, and the
 workload answers are ``F x̂`` with the least-squares estimate ``x̂ = A⁺ y``. For a full

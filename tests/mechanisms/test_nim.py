@@ -69,7 +69,7 @@ def test_diagonal_workloads_are_not_split():
 # ---- never worse than K-norm ---------------------------------------------------------------------
 
 def knorm_rms(F, eps, n, rng):
-    """K-norm's RMS error ``√((k+1)(k+2)/ε² · E‖z‖₂²)`` (MATH.md §4) with ``E‖z‖₂²`` the mean of
+    """K-norm's RMS error ``√((k+1)(k+2)/ε² · E‖z‖₂²)`` (docs/design.md §4) with ``E‖z‖₂²`` the mean of
     n uniform draws, and its standard error (delta method: SE(√m) = SE(m)/(2√m))."""
     k = KNormMechanism(F, epsilon=eps, rng=rng)
     sq = (k.dim + 1) * (k.dim + 2) / eps**2 * np.sum(k.sample_uniform(n) ** 2, axis=1)
