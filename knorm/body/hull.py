@@ -96,26 +96,19 @@ DENSE_ABOVE = 0.1
 def _oracle_coordinates(Fs, U, S, unit):
     """The oracle's coordinates ``z = Mᵀy`` (y in the span of the scaled F ``Fs = U·diag(S)·Vᵀ``).
 
-    Well-conditioned F (``S_min/S_max >= WHITEN``): z = r linearly independent rows of y
-    (chosen by QR with column pivoting on Uᵀ, which keeps ``U[rows]`` well conditioned),
-    each scaled by a power of two (exact equilibration). A linear bijection of the span:
-    the gauge LP in z is the same LP on F's own entries, as sparse as F, and z is exact.
-    Thinner F: the whitened coordinates ``z = diag(S)⁻¹Uᵀy``, in which F's columns are
-    ``Vᵀ`` (orthonormal rows): the LP stays well conditioned at any cond(F), and z carries
-    the relative error ``≈ 1e-16·cond(F)`` of mapping y into the span.
+    Well-conditioned F (``S_min/S_max >= WHITEN``): the orthonormal span coordinates
+    ``z = Uᵀy``. (r rows of y would keep F's own entries and sparsity, but on 0/1
+    workloads their exact ties make the parametric ray walk cycle — marginals of 3×2×4×3×3
+    and of 4⁴ tables; the rotation's rounding breaks those ties.) Thinner F: the whitened
+    coordinates ``z = diag(S)⁻¹Uᵀy``, in which F's columns are ``Vᵀ`` (orthonormal rows):
+    the LP stays well conditioned at any cond(F), and z carries the relative error
+    ``≈ 1e-16·cond(F)`` of mapping y into the span. Either is scaled per coordinate by a
+    power of two (max |F entry| in [0.5, 1)). F is stored compressed where these
+    coordinates are sparse (block-structured F, e.g. independent groups of queries).
     Returns ``(Columns, T, M)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``.
     """
     r = U.shape[1]
-    if S[r - 1] >= WHITEN * S[0]:
-        from scipy.linalg import qr
-
-        _, _, piv = qr(U.T, mode="economic", pivoting=True)
-        M = np.zeros((U.shape[0], r))
-        M[np.sort(piv[:r]), np.arange(r)] = 1.0
-    else:
-        M = U / S[:r]
-    # equilibrate: each z coordinate scaled by a power of two to max |F entry| in [0.5, 1)
-    # (in the row case Mᵀ has one entry 2^-k per row, so Mᵀy and MᵀFs are exact)
+    M = U if S[r - 1] >= WHITEN * S[0] else U / S[:r]
     M = np.ldexp(M, -_row_exponents(M.T @ Fs)[None, :])
     Fz = M.T @ Fs
     return Columns(Fz), (M.T @ U) * unit, M
@@ -225,7 +218,10 @@ class Frame:
         unit = np.empty(0)
         if not sx.crash(self.A, np.ascontiguousarray(d), state.basis, 0, unit, unit):
             raise OracleError(f"facet-walk oracle found no starting basis (r={self.r}, n={self.n})")
-        self.check(sx.refactor(self.A, *state.args()), "a starting basis")
+        status = sx.refactor(self.A, *state.args())
+        # REPAIRED: the crash basis was numerically singular and a fresh one from another
+        # direction replaced it; it is just as good a (dual feasible) start
+        self.check(sx.OK if status == sx.REPAIRED else status, "a starting basis")
         state.ctr[2] = 0
         return state
 

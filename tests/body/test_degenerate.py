@@ -236,3 +236,14 @@ def test_uniformity_on_an_ill_conditioned_body():
     C = (Z @ K.span_basis) / K._scale
     g, _ = K.frame.gauges(C)
     assert stats.kstest(g ** K.dim, "uniform").pvalue > 1e-3
+
+
+@pytest.mark.parametrize("shape", [(4, 4, 4, 4), (3, 2, 4, 3, 3)])
+def test_marginal_bodies_whose_exact_ties_made_the_ray_walk_cycle(shape):
+    """In coordinates made of rows of F (exact 0/1 data) these bodies' billiard walks hit
+    the pivot limit (ties the parametric walk cycled on); the oracle's coordinates are
+    now rotations of the span, and 400 certified draws come out."""
+    F = workloads.marginals(shape, 2)
+    Z = sample_uniform(F, 400, rng=1)
+    assert Z.shape == (400, F.shape[0])
+    assert np.all(SymmetricHull(F).gauge(Z) <= 1 + 1e-9)
