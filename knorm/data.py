@@ -83,7 +83,8 @@ class Attribute:
             if cats is not None:
                 labels = tuple(str(c) for c in cats)
             else:
-                labels = tuple(f"[{a:g}, {b:g}{']' if i == size - 1 else ')'}" for i, (a, b) in enumerate(zip(e, e[1:])))
+                ends = [")"] * (size - 1) + ["]"]
+                labels = tuple(f"[{a:g}, {b:g}{end}" for a, b, end in zip(e, e[1:], ends))
         else:
             if isinstance(labels, str) or not isinstance(labels, (Sequence, np.ndarray)) or len(labels) != size:
                 raise ValueError(f"attribute {name!r}: labels must be a list of {size} strings, got {labels!r}")
