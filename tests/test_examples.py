@@ -40,3 +40,10 @@ def test_marginals_diabetes_every_record_is_in_the_declared_domain():
     table = load_diabetes(scaled=False, as_frame=True).frame
     x = histogram(table, Domain([example.ATTRIBUTES[a] for a in example.FULL]))
     assert x.sum() == len(table) == 442
+
+
+def test_marginals_diabetes_is_private_by_default():
+    """Without --seed every mechanism gets rng=None (OS entropy); --seed is the only way to a seeded run."""
+    example = load("marginals_diabetes")
+    assert example.parse_args([]).seed is None
+    assert example.parse_args(["--seed", "3"]).seed == 3
