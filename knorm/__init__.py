@@ -7,7 +7,7 @@ invalidate_stale_caches()
 # isort: split
 # (the imports below load the numba kernels, so they come after the cache check)
 
-from . import audit, bounds, diagnostics, discrete, functional, postprocess, privacy, workloads
+from . import audit, bounds, data, diagnostics, discrete, functional, postprocess, privacy, workloads
 from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
@@ -25,6 +25,6 @@ __all__ = [
     "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "PrivacyClaim",
     "ErrorEstimate",
     # modules
-    "diagnostics", "workloads", "bounds", "discrete", "functional", "privacy", "audit", "postprocess",
+    "diagnostics", "workloads", "bounds", "discrete", "functional", "privacy", "audit", "postprocess", "data",
 ]
 __version__ = "0.1.0"

@@ -1,0 +1,352 @@
+"""From a table of records to the histogram ``x`` the mechanisms take, over a DECLARED domain.
+
+A :class:`Domain` is a product of attributes, each either a list of categories or numeric
+bin edges; its cells are the points of ``∏ range(size_a)`` in C order (the order of
+:func:`knorm.workloads.marginals`), so ``x`` has ``domain.size`` entries. :func:`histogram`
+counts the records of a table (numpy 2-D or structured array, a mapping of columns, or a
+pandas DataFrame; pandas is optional) in those cells; :func:`marginal_workload` and
+:func:`split_marginals` give the k-way marginal queries over the domain and map released
+answers back to one named table per set of attributes.
+
+Privacy. The domain must be declared independently of the data: categories and bin edges
+from documentation, physical or conventional ranges, never from the records (quantile bins,
+the observed minimum and maximum, the categories that happen to occur): a data-dependent
+domain is itself a release that no mechanism accounts for. Each record adds 1 to exactly
+one cell, so adding or removing one record changes ``x`` by 1 in ℓ₁: the neighbours
+``‖x − x'‖₁ <= 1`` of every mechanism's claim. ``x`` is the private data: pass it to a
+mechanism's ``release()``, never print or save it.
+"""
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validate import as_real_array, check_memory, is_int, is_real, positive_int
+from . import workloads
+
+__all__ = ["Attribute", "Domain", "histogram", "marginal_workload", "marginal_keys", "split_marginals"]
+
+
+def _edges(name, edges):
+    e = as_real_array(f"attribute {name!r}: edges", edges).astype(np.float64)
+    if e.ndim != 1 or e.size < 2:
+        raise ValueError(f"attribute {name!r}: edges must be a 1-D sequence of at least 2 numbers, got shape {e.shape}")
+    if not np.all(np.isfinite(e)):
+        raise ValueError(f"attribute {name!r}: edges must be finite")
+    if not np.all(np.diff(e) > 0):
+        raise ValueError(f"attribute {name!r}: edges must be strictly increasing")
+    return tuple(float(v) for v in e)
+
+
+def _categories(name, categories):
+    if isinstance(categories, (str, bytes)) or not isinstance(categories, (Sequence, np.ndarray)):
+        raise ValueError(f"attribute {name!r}: categories must be a list of values, got {categories!r}")
+    cats = tuple(c.item() if isinstance(c, np.generic) else c for c in categories)
+    if not cats:
+        raise ValueError(f"attribute {name!r}: categories must not be empty")
+    for c in cats:
+        if not (isinstance(c, str) or is_real(c) or isinstance(c, bool)):
+            raise ValueError(f"attribute {name!r}: a category must be a string, a number or a bool, got {c!r}")
+        if is_real(c) and not np.isfinite(c):
+            raise ValueError(f"attribute {name!r}: categories must be finite, got {c!r}")
+    if len(set(cats)) != len(cats):  # 1 == 1.0 == True: one category, not three
+        raise ValueError(f"attribute {name!r}: categories must be unique, got {list(cats)}")
+    return cats
+
+
+@dataclass(frozen=True, init=False)
+class Attribute:
+    """One attribute of a :class:`Domain`: ``categories`` (a list of values) OR ``edges``.
+
+    Bins of ``edges = (e_0, …, e_m)`` are ``[e_0, e_1), …, [e_{m−2}, e_{m−1}), [e_{m−1}, e_m]``
+    (left-closed, the last also right-closed: numpy's histogram convention), ``m`` bins.
+    ``labels`` name the values for display (default: the categories, or the intervals).
+    """
+
+    name: str
+    categories: tuple = None
+    edges: tuple = None
+    labels: tuple = None
+
+    def __init__(self, name, *, categories=None, edges=None, labels=None):
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        if (categories is None) == (edges is None):
+            raise ValueError(f"attribute {name!r}: give exactly one of categories and edges")
+        cats = _categories(name, categories) if categories is not None else None
+        e = _edges(name, edges) if edges is not None else None
+        size = len(cats) if cats is not None else len(e) - 1
+        if labels is None:
+            if cats is not None:
+                labels = tuple(str(c) for c in cats)
+            else:
+                ends = [")"] * (size - 1) + ["]"]
+                labels = tuple(f"[{a:g}, {b:g}{end}" for a, b, end in zip(e, e[1:], ends))
+        else:
+            if isinstance(labels, str) or not isinstance(labels, (Sequence, np.ndarray)) or len(labels) != size:
+                raise ValueError(f"attribute {name!r}: labels must be a list of {size} strings, got {labels!r}")
+            labels = tuple(str(v) for v in labels)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "categories", cats)
+        object.__setattr__(self, "edges", e)
+        object.__setattr__(self, "labels", labels)
+
+    @property
+    def size(self):
+        """Number of values: categories, or bins (``len(edges) − 1``)."""
+        return len(self.categories) if self.categories is not None else len(self.edges) - 1
+
+    def discretise(self, values, *, clip=False):
+        """Codes ``0 … size−1`` (int64) of ``values``, a 1-D array-like.
+
+        A value outside the domain raises a ValueError naming the attribute: an unknown
+        category, a missing value (NaN, None), or a number outside ``[e_0, e_m]``. With
+        ``clip=True`` numbers below ``e_0`` go to the first bin and above ``e_m`` to the last
+        (so every record is still counted once); unknown categories and missing values raise
+        whatever ``clip`` says.
+        """
+        if not isinstance(clip, (bool, np.bool_)):
+            raise ValueError(f"clip must be True or False, got {clip!r}")
+        v = np.asarray(values)
+        if v.ndim != 1:
+            raise ValueError(f"attribute {self.name!r}: values must be 1-D, got shape {v.shape}")
+        if self.categories is not None:
+            return self._category_codes(v)
+        try:
+            num = v.astype(np.float64)
+        except (ValueError, TypeError):
+            raise ValueError(f"attribute {self.name!r}: binned values must be numbers, got dtype {v.dtype}") from None
+        if np.isnan(num).any():
+            raise ValueError(f"attribute {self.name!r}: {int(np.isnan(num).sum())} missing (NaN) values")
+        lo, hi = self.edges[0], self.edges[-1]
+        outside = (num < lo) | (num > hi)
+        if outside.any():
+            if not clip:
+                raise ValueError(f"attribute {self.name!r}: {int(outside.sum())} values outside the declared "
+                                 f"range [{lo:g}, {hi:g}] (pass clip=True to count them in the end bins)")
+            num = np.clip(num, lo, hi)
+        codes = np.searchsorted(np.asarray(self.edges), num, side="right") - 1
+        return np.minimum(codes, self.size - 1).astype(np.int64)  # e_m itself: the last bin
+
+    def _category_codes(self, v):
+        if v.dtype.kind in "biuf":  # numbers: compare by value with each numeric category
+            codes = np.full(v.shape[0], -1, dtype=np.int64)
+            for i, c in enumerate(self.categories):
+                if not isinstance(c, str):
+                    codes[(v == c) & (codes < 0)] = i
+        else:  # strings, objects (pandas columns): one hash lookup per value; 1 == 1.0, never "1"
+            lookup = {c: i for i, c in enumerate(self.categories)}
+            codes = np.fromiter((_lookup(lookup, u) for u in v.tolist()), np.int64, v.shape[0])
+        bad = codes < 0
+        if bad.any():
+            shown = sorted({repr(u) for u in v[bad][:1000].tolist()})[:5]
+            raise ValueError(f"attribute {self.name!r}: {int(bad.sum())} values not among the declared categories "
+                             f"(e.g. {', '.join(shown)}); clip does not apply to categories")
+        return codes
+
+
+def _lookup(lookup, u):
+    """The code of value u, or −1 (unknown, unhashable, or a missing value such as None, NaN, pandas.NA)."""
+    try:
+        return lookup.get(u, -1)
+    except (TypeError, ValueError):
+        return -1
+
+
+class Domain:
+    """A declared product domain: ``Domain([Attribute("age", edges=[0, 40, 60, 120]), …])``.
+
+    ``attributes`` (a tuple of :class:`Attribute`, public), ``names``, ``shape`` (values per
+    attribute), ``size = ∏ shape`` (cells, the length of x, C order). Declare it from
+    documentation or physical ranges, never from the data (see the module docstring).
+    """
+
+    def __init__(self, attributes):
+        if isinstance(attributes, (str, bytes, Attribute)) or not isinstance(attributes, (Sequence, np.ndarray)):
+            raise ValueError(f"attributes must be a list of knorm.data.Attribute, got {type(attributes).__name__}")
+        attrs = tuple(attributes)
+        if not attrs:
+            raise ValueError("attributes must not be empty")
+        for a in attrs:
+            if not isinstance(a, Attribute):
+                raise ValueError(f"attributes must be knorm.data.Attribute objects, got {type(a).__name__}")
+        names = [a.name for a in attrs]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"attributes: names must be unique, repeated: {dup}")
+        self.attributes = attrs
+
+    @property
+    def names(self):
+        return tuple(a.name for a in self.attributes)
+
+    @property
+    def shape(self):
+        return tuple(a.size for a in self.attributes)
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    def __len__(self):
+        return len(self.attributes)
+
+    def __getitem__(self, name):
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    def __repr__(self):
+        parts = ", ".join(f"{a.name}: {a.size}" for a in self.attributes)
+        return f"Domain({parts}; {self.size} cells)"
+
+    def discretise(self, table, *, columns=None, clip=False):
+        """Codes (N, k) int64 of the table's records, one column per attribute (see :func:`histogram`)."""
+        cols = _columns(table, self, columns)
+        n_rows = {len(c) for c in cols}
+        if len(n_rows) != 1:
+            raise ValueError(f"table: columns have different lengths {sorted(n_rows)}")
+        codes = [a.discretise(c, clip=clip) for a, c in zip(self.attributes, cols)]
+        return np.stack(codes, axis=1)
+
+
+def _is_dataframe(table):
+    mod = type(table).__module__ or ""
+    return mod.startswith("pandas") and type(table).__name__ == "DataFrame"
+
+
+def _frame_column(col):
+    """A pandas column as numpy: numeric columns as float64 with missing values (pandas.NA) as NaN."""
+    from pandas.api import types  # pandas is loaded already: the table is a DataFrame
+
+    if types.is_numeric_dtype(col.dtype) and not types.is_bool_dtype(col.dtype):
+        return col.to_numpy(dtype=np.float64, na_value=np.nan)
+    return col.to_numpy()
+
+
+def _columns(table, domain, columns):
+    """One 1-D column per attribute of ``domain``, in domain order."""
+    k = len(domain)
+    if columns is None:
+        keys = None
+    elif isinstance(columns, Mapping):
+        missing = [n for n in domain.names if n not in columns]
+        extra = sorted(set(columns) - set(domain.names), key=str)
+        if missing or extra:
+            raise ValueError(f"columns: a mapping needs exactly the attribute names {list(domain.names)}; "
+                             f"missing {missing}, unknown {extra}")
+        keys = [columns[n] for n in domain.names]
+    elif isinstance(columns, (Sequence, np.ndarray)) and not isinstance(columns, (str, bytes)):
+        keys = list(columns)
+        if len(keys) != k:
+            raise ValueError(f"columns must name one column per attribute ({k}), got {len(keys)}")
+    else:
+        raise ValueError(f"columns must be None, a list (one per attribute) or a mapping, got {columns!r}")
+
+    if _is_dataframe(table):
+        keys = list(domain.names) if keys is None else keys
+        for key in keys:
+            if key not in table.columns:
+                raise ValueError(f"columns: {key!r} is not a column of the DataFrame")
+        return [_frame_column(table[key]) for key in keys]
+    if isinstance(table, Mapping):
+        keys = list(domain.names) if keys is None else keys
+        for key in keys:
+            if key not in table:
+                raise ValueError(f"columns: {key!r} is not a key of the table")
+        return [np.asarray(table[key]) for key in keys]
+    arr = np.asarray(table)
+    if arr.dtype.names is not None:  # structured array
+        keys = list(domain.names) if keys is None else keys
+        if arr.ndim != 1:
+            raise ValueError(f"table: a structured array must be 1-D, got shape {arr.shape}")
+        for key in keys:
+            if key not in arr.dtype.names:
+                raise ValueError(f"columns: {key!r} is not a field of the structured array")
+        return [arr[key] for key in keys]
+    if arr.ndim != 2:
+        raise ValueError(f"table must be a 2-D array (records × columns), a structured array, a mapping of "
+                         f"columns or a pandas DataFrame; got an array of shape {arr.shape}")
+    if keys is None:
+        if arr.shape[1] != k:
+            raise ValueError(f"table has {arr.shape[1]} columns but the domain has {k} attributes; "
+                             "pass columns= (one column index per attribute)")
+        keys = list(range(k))
+    for key in keys:
+        if not is_int(key) or not -arr.shape[1] <= key < arr.shape[1]:
+            raise ValueError(f"columns: {key!r} is not a column index of a table with {arr.shape[1]} columns")
+    return [arr[:, key] for key in keys]
+
+
+def histogram(table, domain, *, columns=None, clip=False):
+    """The count vector x (int64, length ``domain.size``, C order over ``domain.shape``).
+
+    ``x[ravel_multi_index(codes, shape)]`` counts the records whose values have those codes.
+    ``table``: a 2-D array (records × columns; by default one column per attribute, in order),
+    a structured array, a mapping of column name → values, or a pandas DataFrame (by default
+    the columns named like the attributes). ``columns``: a list (one column name or index per
+    attribute, in domain order) or a mapping attribute name → column.
+
+    Out-of-domain values raise a ValueError naming the attribute; ``clip=True`` counts numbers
+    outside the edges in the end bins (see :meth:`Attribute.discretise`). No record is ever
+    dropped: ``x.sum()`` is the number of records.
+
+    The domain must be declared without looking at the data, and x is private: only a
+    mechanism's ``release()`` may let anything computed from it out (module docstring).
+    """
+    if not isinstance(domain, Domain):
+        raise ValueError(f"domain must be a knorm.data.Domain, got {type(domain).__name__}")
+    check_memory("domain", None, 8 * domain.size)
+    codes = domain.discretise(table, columns=columns, clip=clip)
+    if codes.shape[0] == 0:
+        return np.zeros(domain.size, dtype=np.int64)
+    cells = np.ravel_multi_index(codes.T, domain.shape)
+    return np.bincount(cells, minlength=domain.size).astype(np.int64)
+
+
+def _k(domain, k):
+    if not isinstance(domain, Domain):
+        raise ValueError(f"domain must be a knorm.data.Domain, got {type(domain).__name__}")
+    k = positive_int("k", k)
+    if k > len(domain):
+        raise ValueError(f"k={k} exceeds the number of attributes {len(domain)}")
+    return k
+
+
+def marginal_keys(domain, k):
+    """The attribute-name tuples of the k-way marginals, in the row order of :func:`marginal_workload`."""
+    k = _k(domain, k)
+    return [tuple(domain.names[a] for a in attrs) for attrs in itertools.combinations(range(len(domain)), k)]
+
+
+def marginal_workload(domain, k):
+    """All k-way marginal queries over the domain: :func:`knorm.workloads.marginals` of ``domain.shape``."""
+    k = _k(domain, k)
+    return workloads.marginals(domain.shape, k)
+
+
+def split_marginals(domain, k, answers):
+    """Answers of :func:`marginal_workload` (d,) or a batch (m, d) → ``{(names…): table}``.
+
+    Each table has shape ``(size_a, size_b, …)`` (``(m, size_a, …)`` for a batch), indexed by
+    the codes of the attributes named in the key, in domain order: the inverse of stacking the
+    k-way marginal tables of x in :func:`marginal_keys` order.
+    """
+    k = _k(domain, k)
+    a = as_real_array("answers", answers)
+    combos = list(itertools.combinations(range(len(domain)), k))
+    sizes = [tuple(domain.shape[i] for i in attrs) for attrs in combos]
+    d = sum(math.prod(s) for s in sizes)
+    if a.ndim not in (1, 2) or a.shape[-1] != d:
+        raise ValueError(f"answers must have shape ({d},) or (m, {d}) for the {k}-way marginals of {domain!r}; "
+                         f"got {a.shape}")
+    out, i = {}, 0
+    for attrs, s in zip(combos, sizes):
+        m = math.prod(s)
+        out[tuple(domain.names[j] for j in attrs)] = a[..., i : i + m].reshape(a.shape[:-1] + s)
+        i += m
+    return out
