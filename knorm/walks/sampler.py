@@ -13,7 +13,7 @@ from .._validate import check_memory, is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
-from .chains import BLOCK, Chain, default_params, run_chains, walk_id
+from .chains import BLOCK, Chain, check_workers, default_params, run_chains, walk_id
 from .checkpoint import CHAIN_KEYS, fingerprint
 from .rounding import round_body
 
@@ -159,12 +159,6 @@ def _even(k):
     return int(k) + (int(k) & 1)
 
 
-def _check_workers(workers):
-    if workers is None or hasattr(workers, "run_chains"):
-        return workers
-    return positive_int("workers", workers)
-
-
 class Sampler:
     """Rounded random-walk chains over ``K = F·B₁ⁿ`` that continue from call to call.
 
@@ -225,7 +219,7 @@ class Sampler:
         self.nchains = DEFAULT_CHAINS if chains is None else positive_int("chains", chains)
         self.min_draws = positive_int("min_draws", min_draws)
         self.max_steps = positive_int("max_steps", max_steps, allow_none=True)
-        self.workers = _check_workers(workers)
+        self.workers = check_workers(workers)
         if progress is not None and not callable(progress):
             raise ValueError(f"progress must be None or callable, got {progress!r}")
         if checkpoint is not None and rng is None:
