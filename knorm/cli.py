@@ -267,13 +267,25 @@ class Progress:
             return
         from tqdm import tqdm
 
-        if self.bar is None or self.bar.total != target or done < self.bar.n:
+        if self.bar is None or self.bar.unit != "draw" or self.bar.total != target or done < self.bar.n:
             if self.bar is not None:
                 self.bar.close()
             self.runs += 1
             self.bar = tqdm(total=target, desc=f"{self.desc} (run {self.runs})", unit="draw", file=sys.stderr,
                             leave=False, dynamic_ncols=True)
         self.bar.update(done - self.bar.n)
+
+    def rounding(self, it, total):
+        """The body's rounding (before the first draw): iterations done of at most ``total``."""
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        if self.bar is None or self.bar.unit != "iteration":
+            self.close()
+            self.bar = tqdm(total=total, desc=f"{self.desc} (rounding K)", unit="iteration", file=sys.stderr,
+                            leave=False, dynamic_ncols=True)
+        self.bar.update(it - self.bar.n)
 
     def close(self):
         if self.bar is not None:
@@ -483,6 +495,8 @@ def cmd_sample(args):
         if executor is not None:
             executor.close()
     seconds = time.perf_counter() - t0
+    if args.checkpoint:  # a resumed run: add the sampler time its snapshots had already spent
+        seconds += sampler_options["checkpoint"].resumed_seconds
     total, per_answer = _claims(mech, noise_source)
     diagnostics = _diagnostics(mech)
     summary = {
@@ -557,6 +571,8 @@ def _print_sample_summary(s):
     print(f"knorm {s['knorm']}: {s['workload']}; {s['count']} × {s['output']}")
     for line in _privacy_lines(s):
         print(line)
+    if s["resumed_from_checkpoint"]:
+        print("resumed from a checkpoint: the speed below counts the whole run, before and after the interrupt")
     print(f"speed: {s['count']} samples in {s['seconds']:.2f} s ({s['samples_per_second']:.1f} samples/s)")
     ee = s["expected_error"]
     ee_text = ("not estimated" if ee["value"] is None else f"{ee['value']:.4g}"

@@ -500,3 +500,22 @@ def test_square_workloads_take_d_or_n(capsys):
         rc, stdout, _ = run(["sample", "--workload", "identity", *size, "--mechanism", "laplace", "--count", "3",
                              "--json"], capsys)
         assert rc == 0 and json.loads(stdout)["d"] == 5 and json.loads(stdout)["n"] == 5
+
+
+def test_a_resumed_run_says_so(tmp_path, capsys, monkeypatch):
+    base = ["sample", *SMALL, "--count", "3000", "--nonprivate-seed", "9", "--checkpoint", str(tmp_path / "ck"),
+            "--checkpoint-every", "1e-9"]
+    real = cli.Progress.__call__
+    calls = []
+
+    def interrupting(self, done, target):
+        calls.append(done)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, done, target)
+
+    monkeypatch.setattr(cli.Progress, "__call__", interrupting)
+    assert run([*base, "--quiet"], capsys)[0] == 130
+    monkeypatch.setattr(cli.Progress, "__call__", real)
+    rc, stdout, _ = run([*base, "--resume"], capsys)
+    assert rc == 0 and "resumed from a checkpoint" in stdout

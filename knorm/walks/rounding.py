@@ -80,7 +80,7 @@ def chain_tau(rec):
     return max(1.0, total / e)
 
 
-def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=1.5, workers=None):
+def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=1.5, workers=None, progress=None):
     """Estimate Cov(Uniform K) by billiard walks in successively rounded frames.
 
     Starts from ``Σ₀ = F Fᵀ / n`` and ``chains`` billiard chains at the centre, which run
@@ -99,6 +99,9 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
     twice as many steps, up to 8×); or after ``max_iter`` iterations. Seeded with a fixed seed
     and a fixed chain count: the rounding of a body is deterministic (whatever
     ``workers``), so caching it never changes seeded results.
+
+    ``progress``: None, or a callable ``progress(iteration, max_iter)`` called after each
+    iteration and once more with ``(max_iter, max_iter)`` when the rounding stops early.
     """
     r = base.r
     rng = np.random.default_rng(ROUNDING_SEED)
@@ -135,7 +138,10 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
         forgotten = before >= WARMUP_TAUS * tau
         before += steps
         n_eff = len(Z) / tau
-        if forgotten and n_eff >= MIN_EFFECTIVE * r and spread < spread_factor * noise_spread(r, n_eff):
+        done = forgotten and n_eff >= MIN_EFFECTIVE * r and spread < spread_factor * noise_spread(r, n_eff)
+        if progress is not None:
+            progress(max_iter if done else it, max_iter)
+        if done:
             break
         if n_eff < MIN_EFFECTIVE * r:  # too few effective points to judge the spread: more records
             steps = min(2 * steps, 8 * per_chain)

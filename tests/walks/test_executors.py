@@ -83,3 +83,60 @@ def test_dask_executors_give_identical_draws(reference):
 def test_bad_workers_raise_naming_the_argument(bad):
     with pytest.raises(ValueError, match="^workers must"):
         Sampler(F, workers=bad)
+
+
+# ---- progress during rounding, resumed runs ---------------------------------------------------
+
+def test_rounding_reports_its_iterations():
+    from knorm.body import SymmetricHull
+    from knorm.walks.rounding import round_body
+
+    seen = []
+    rnd = round_body(SymmetricHull(F).frame, progress=lambda it, total: seen.append((it, total)))
+    assert len(seen) == rnd.iterations and seen[-1] == (8, 8)  # one report per iteration; the last says done
+    assert [it for it, _ in seen[:-1]] == list(range(1, rnd.iterations))
+
+
+def test_a_sampler_passes_rounding_progress_to_a_progress_object():
+    class Bar:
+        def __init__(self):
+            self.rounds, self.draws = [], []
+
+        def __call__(self, done, target):
+            self.draws.append(done)
+
+        def rounding(self, it, total):
+            self.rounds.append((it, total))
+
+    bar = Bar()
+    sample_uniform(F, 100, rng=2, progress=bar)
+    assert bar.rounds and bar.rounds[-1] == (8, 8) and bar.draws
+
+
+def test_a_resumed_run_says_so_and_times_the_whole_run(tmp_path):
+    import time
+
+    from knorm.walks.checkpoint import Checkpoint
+
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def slow_then_stop(done, target):  # 0.3 s pass before the first snapshot; stop at the second chunk
+        calls.append(done)
+        if len(calls) == 1:
+            time.sleep(0.3)
+        else:
+            raise Stop
+
+    with pytest.raises(Stop):
+        sample_uniform(F, 1500, rng=4, progress=slow_then_stop, checkpoint=Checkpoint(tmp_path, every=0))
+    ck = Checkpoint(tmp_path, resume=True)
+    _, info = sample_uniform(F, 1500, rng=4, checkpoint=ck, return_info=True)
+    assert info.extra["resumed"] and ck.loaded == 1
+    assert info.extra["seconds_before_resume"] == ck.resumed_seconds >= 0.3
+    assert info.seconds > info.extra["seconds_before_resume"]
+    assert "resumed from a checkpoint" in info.summary()
+    _, fresh = sample_uniform(F, 1500, rng=4, return_info=True)
+    assert not fresh.extra["resumed"] and "resumed" not in fresh.summary()
