@@ -87,14 +87,17 @@ def test_bad_workers_raise_naming_the_argument(bad):
 
 # ---- progress during rounding, resumed runs ---------------------------------------------------
 
-def test_rounding_reports_its_iterations():
+def test_rounding_reports_its_iterations_and_is_unchanged_by_reporting():
     from knorm.body import SymmetricHull
-    from knorm.walks.rounding import round_body
+    from knorm.walks.rounding import PROGRESS_PIECES, round_body
 
     seen = []
-    rnd = round_body(SymmetricHull(F).frame, progress=lambda it, total: seen.append((it, total)))
-    assert len(seen) == rnd.iterations and seen[-1] == (8, 8)  # one report per iteration; the last says done
-    assert [it for it, _ in seen[:-1]] == list(range(1, rnd.iterations))
+    rnd = round_body(SymmetricHull(F).frame, progress=lambda done, total: seen.append((done, total)))
+    quiet = round_body(SymmetricHull(F).frame)
+    np.testing.assert_array_equal(rnd.T, quiet.T)  # the steps ran in pieces: same records, same rounding
+    want = [((it * PROGRESS_PIECES + i + 1) / PROGRESS_PIECES, 8) for it in range(rnd.iterations)
+            for i in range(PROGRESS_PIECES)]
+    assert seen[:-1] == want and seen[-1] == (8, 8)  # quarter iterations, then done
 
 
 def test_a_sampler_passes_rounding_progress_to_a_progress_object():
