@@ -122,8 +122,9 @@ class PrivacyClaim:
         d-dimensional Laplace noise by ‖v‖₁ ≤ Δ₁ is dominated by the shift of one coordinate
         by Δ₁), ``GaussianDpEvent(σ/Δ₂)`` for Gaussian noise (details ``sigma``,
         ``l2_sensitivity``; rotation invariance makes it one-dimensional), otherwise
-        :func:`knorm.privacy.epsilon_delta_dp_event` of (ε, δ) (randomized response for pure
-        ε-DP claims such as K-norm and NIM: the pair of randomized response, tight for ε-DP). ``answers`` = k > 1: ``SelfComposedDpEvent(·, k)``;
+        :func:`knorm.privacy.epsilon_delta_dp_event` of (ε, δ) (for pure ε-DP claims such as
+        K-norm and NIM the pair of randomized response, tight for ε-DP).
+        ``answers`` = k > 1: ``SelfComposedDpEvent(·, k)``;
         0: ``NoOpDpEvent``; noise from a known seed: ``NonPrivateDpEvent``. An MCMC claim
         is exported as its ε: the event, like the claim, assumes exact uniform draws.
         Compose with dp-accounting's ``PLDAccountant()`` (or ``RdpAccountant`` for Laplace and
