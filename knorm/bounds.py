@@ -32,7 +32,7 @@ from ._rng import as_generator
 from ._validate import is_real, positive_int
 from .diagnostics import ess as _ess
 from .mechanisms._base import check_epsilon
-from .walks.chains import BILLIARD_LENGTH, Chain, body_radius, run_chains
+from .walks.chains import BILLIARD_LENGTH, Chain, body_radius, check_workers, run_chains
 from .walks.sampler import as_body, rounding_of
 
 
@@ -128,8 +128,7 @@ def _check_volume_args(rel_error, quantile, method, chains, max_samples, workers
     max_samples = positive_int("max_samples", max_samples, allow_none=True)
     if max_samples is not None and max_samples > MAX_PHASE_DRAWS:
         raise ValueError(f"max_samples must be at most {MAX_PHASE_DRAWS:.0e} draws per phase, got {max_samples}")
-    if not hasattr(workers, "run_chains"):
-        positive_int("workers", workers, allow_none=True)
+    check_workers(workers)
     log_need = np.log(4.0 * (1.0 - quantile) / quantile) - 2.0 * np.log(rel_error)  # rel_error² may underflow
     need = float(np.exp(min(log_need, 700.0)))
     if max_samples is None and log_need > np.log(MAX_PHASE_DRAWS):

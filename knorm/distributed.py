@@ -1,25 +1,35 @@
 """Run chain batches on a Dask distributed cluster (``pip install 'knorm[dask]'``).
 
+Any :class:`concurrent.futures.Executor` runs chains (``workers=`` of
+:class:`~knorm.walks.sampler.Sampler`, :func:`~knorm.sample_uniform` and the
+mechanisms), Dask's own ``client.get_executor()`` included. :class:`DaskExecutor` is
+that executor plus two conveniences: it connects to a scheduler address (and closes
+the client it opened), and it broadcasts each frame to the workers once instead of
+sending it with every batch.
+
 Each batch ships every chain's complete state (:meth:`Chain.state_dict`) to a worker,
-which rebuilds the chain, advances it and returns the record and the new state. The
-states are exact, so a seeded run gives the same draws on a cluster as on one machine,
-and the usual diagnostics are computed on the merged records.
+which rebuilds the chain, advances it and returns the record and the new state
+(:func:`~knorm.walks.chains.advance_chain`). The states are exact, so a seeded run
+gives the same draws on a cluster as on one machine.
 """
 
-import numpy as np
+from concurrent.futures import Executor
 
-from .walks.chains import Chain
+from .body.hull import Frame
+from .walks.chains import advance_chain, run_chains
 
-
-def advance_chain(frame, state, walk, steps, thin, params):
-    """Worker side: rebuild a chain from its state, advance it, return (record, new state)."""
-    chain = Chain.from_state(frame, state)
-    rec = chain.run(walk, steps, thin, params)
-    return rec, chain.state_dict()
+__all__ = ["DaskExecutor", "advance_chain"]
 
 
-class DaskExecutor:
-    """Chains on a Dask cluster: ``DaskExecutor("tcp://host:8786")`` or ``DaskExecutor(client)``."""
+class DaskExecutor(Executor):
+    """A :class:`concurrent.futures.Executor` on a Dask cluster:
+    ``DaskExecutor("tcp://host:8786")`` or ``DaskExecutor(client)``.
+
+    ``submit`` is ``client.submit(..., pure=False)`` with every
+    :class:`~knorm.body.hull.Frame` argument replaced by a future of it scattered
+    (broadcast) once. :meth:`shutdown` (or leaving a ``with`` block) closes the
+    client if this executor opened it.
+    """
 
     def __init__(self, address_or_client, timeout=10):
         try:
@@ -32,22 +42,25 @@ class DaskExecutor:
             self.client, self._own = Client(address_or_client, timeout=timeout), True
         self._scattered = {}
 
-    def close(self):
-        """Close the client if this executor opened it."""
-        if self._own:
-            self.client.close()
-
     def _frame_future(self, frame):
         key = id(frame)
-        if key not in self._scattered:
+        if key not in self._scattered:  # keeps the frame alive, so its id is never reused
             self._scattered[key] = (frame, self.client.scatter(frame, broadcast=True))
         return self._scattered[key][1]
 
+    def submit(self, fn, /, *args, **kwargs):
+        args = [self._frame_future(a) if isinstance(a, Frame) else a for a in args]
+        return self.client.submit(fn, *args, pure=False, **kwargs)
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        self._scattered = {}
+        if self._own:
+            self.client.close()
+
+    def close(self):
+        """Close the client if this executor opened it (same as :meth:`shutdown`)."""
+        self.shutdown()
+
     def run_chains(self, chains, walk, steps, thin, params):
-        ft = self._frame_future(chains[0].frame)
-        futures = [self.client.submit(advance_chain, ft, c.state_dict(), walk, steps, thin, np.asarray(params),
-                                      pure=False) for c in chains]
-        results = self.client.gather(futures)
-        for c, (_, state) in zip(chains, results):
-            c.load_state_dict(state)
-        return np.stack([rec for rec, _ in results])
+        """``run_chains(chains, …, workers=self)`` (the knorm 0.x protocol, kept for compatibility)."""
+        return run_chains(chains, walk, steps, thin, params, workers=self)

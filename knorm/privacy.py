@@ -10,9 +10,12 @@
 * Budgets: :class:`BudgetAccountant` composes the releases of any number of mechanisms
   on one data set (basic composition) and refuses a release that would exceed its
   budget (:class:`BudgetExceededError`).
+* Interop (optional extra ``pip install 'knorm[accounting]'``): :func:`epsilon_delta_dp_event`,
+  :meth:`BudgetAccountant.to_dp_event` and ``PrivacyClaim.to_dp_event`` export claims as
+  Google dp-accounting ``DpEvent`` objects, to be composed by its RDP or PLD accountants.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize, special, stats
@@ -21,7 +24,7 @@ from ._validate import is_real
 
 __all__ = ["tradeoff_eps_delta", "tradeoff_gdp", "gdp_delta", "gdp_epsilon", "gdp_mu_for", "gdp_compose",
            "group_gdp", "basic_composition", "advanced_composition", "group_privacy", "gaussian_mu",
-           "BudgetAccountant", "BudgetExceededError", "Spend"]
+           "BudgetAccountant", "BudgetExceededError", "Spend", "epsilon_delta_dp_event"]
 
 
 def _real(name, v):
@@ -153,17 +156,61 @@ def group_privacy(epsilon, delta, k):
     return float(k * eps), float(min(1.0, k * np.exp((k - 1) * eps) * delta))
 
 
+def dp_events():
+    """dp-accounting's ``dp_event`` module (imported on first use; an optional extra)."""
+    try:
+        from dp_accounting import dp_event as dpa
+    except ImportError:
+        raise ImportError("DpEvent export needs dp-accounting, which is not installed: "
+                          "pip install 'knorm[accounting]'") from None
+    return dpa
+
+
+def epsilon_delta_dp_event(epsilon, delta=0.0):
+    """The dp-accounting ``DpEvent`` of a mechanism known only to be ``(ε, δ)``-DP.
+
+    Pure ε-DP (δ = 0): ``DiscreteLaplaceDpEvent(noise_parameter=ε, sensitivity=1)``.
+    Discrete Laplace noise ∝ e^{−ε|z|} on integers shifted by 1 has privacy loss
+    ``ε(|z−1| − |z|) = ±ε`` only, +ε with probability ``e^ε/(1 + e^ε)``: the pair of binary
+    randomized response, whose trade-off function is exactly ``f_{ε,0}``
+    (:func:`tradeoff_eps_delta`). It dominates every ε-DP mechanism, and accountants
+    compose it optimally (Kairouz, Oh & Viswanath 2015). ``ε = δ = 0``: ``NoOpDpEvent``.
+    δ > 0: dp-accounting has no event for a bare (ε, δ) pair, so ``UnsupportedDpEvent``
+    (its accountants then refuse the composition rather than under-count it).
+
+    Compose these with dp-accounting's ``PLDAccountant()`` (its default neighbouring
+    relation; its ``RdpAccountant`` takes the Laplace and Gaussian events but not this one).
+    """
+    dpa = dp_events()
+    eps = _nonneg("epsilon", epsilon)
+    dl = _prob("delta", delta)
+    if dl > 0:
+        return dpa.UnsupportedDpEvent()
+    if eps == 0:
+        return dpa.NoOpDpEvent()
+    return dpa.DiscreteLaplaceDpEvent(noise_parameter=eps, sensitivity=1)
+
+
 class BudgetExceededError(ValueError):
     """A release would take a :class:`BudgetAccountant` past its (ε, δ) budget."""
 
 
 @dataclass(frozen=True)
 class Spend:
-    """One entry of a :class:`BudgetAccountant`: ``(ε, δ)`` spent, and by what."""
+    """One entry of a :class:`BudgetAccountant`: ``(ε, δ)`` spent, by what, and (when a
+    mechanism spent it) the :class:`~knorm.mechanisms.PrivacyClaim` of the release."""
 
     epsilon: float
     delta: float
     label: str = ""
+    claim: object = field(default=None, compare=False, repr=False)
+
+    def to_dp_event(self):
+        """The release as a dp-accounting ``DpEvent``: its claim's
+        (``PrivacyClaim.to_dp_event``), else :func:`epsilon_delta_dp_event`."""
+        if self.claim is not None:
+            return self.claim.to_dp_event()
+        return epsilon_delta_dp_event(self.epsilon, self.delta)
 
 
 class BudgetAccountant:
@@ -208,11 +255,20 @@ class BudgetAccountant:
                 f"would pass the budget ε = {self.epsilon:g}, δ = {self.delta:g}")
         return eps, dl
 
-    def spend(self, epsilon, delta=0.0, *, label=""):
-        """Record a release of ``(epsilon, delta)`` after :meth:`check`."""
+    def spend(self, epsilon, delta=0.0, *, label="", claim=None):
+        """Record a release of ``(epsilon, delta)`` after :meth:`check` (``claim``: the
+        release's :class:`~knorm.mechanisms.PrivacyClaim`, kept for :meth:`to_dp_event`)."""
         eps, dl = self.check(epsilon, delta)
-        self.spends.append(Spend(eps, dl, str(label)))
+        self.spends.append(Spend(eps, dl, str(label), claim))
         return self.total
+
+    def to_dp_event(self):
+        """Everything spent as one dp-accounting ``ComposedDpEvent`` (one event per spend,
+        :meth:`Spend.to_dp_event`), for a tighter composition than :attr:`total`'s basic
+        one: ``PLDAccountant().compose(acc.to_dp_event()).get_epsilon(δ)``.
+        Needs the ``accounting`` extra."""
+        dpa = dp_events()
+        return dpa.ComposedDpEvent([s.to_dp_event() for s in self.spends])
 
     def reset(self):
         """Forget every spend (a new data set)."""

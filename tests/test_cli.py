@@ -1,5 +1,6 @@
 """The knorm command line: outputs, summaries, errors, atomicity, resume, Dask."""
 
+import csv
 import json
 import os
 import subprocess
@@ -355,7 +356,7 @@ def _bad_cases(tmp_path):
         (["uniform", *SMALL, "--count", str(10**12)], 1, "--count"),
         (["uniform", *SMALL, "--chains", str(10**9)], 1, "--chains"),
         (["uniform", *SMALL, "--out", f"{t}/dir.npy", "--force"], 1, "--out"),
-        (["bench", "table3", "--out-dir", t], 1, "--out-dir"),  # table3.csv exists: no overwrite
+        (["bench", "table3", "--out-dir", t], 2, f"{t}/table3.csv"),  # exists: no overwrite without --force
         (["bench", "table3", "--out-dir", f"{t}/afile"], 1, "--out-dir"),
     ]
     if not os.access("/sys", os.W_OK) or os.geteuid() == 0:  # /sys refuses new files, even to root
@@ -430,8 +431,46 @@ def test_bench_overwrites_only_with_force(tmp_path, capsys):
     argv = ["bench", "table3", "--d", "3", "--n", "6", "--eps", "1", "--releases", "5", "--out-dir", str(tmp_path),
             "--no-plot"]
     rc, _, err = run(argv, capsys)
-    assert rc == 1 and "table3.md" in err and (tmp_path / "table3.md").read_text() == "old"
+    assert rc == 2 and str(tmp_path / "table3.md") in err and len(err.strip().splitlines()) == 1
+    assert (tmp_path / "table3.md").read_text() == "old" and not (tmp_path / "table3.csv").exists()
     assert run([*argv, "--force"], capsys)[0] == 0 and (tmp_path / "table3.md").read_text() != "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table3.csv", "table3.md"]  # no temporary left
+
+
+def test_bench_writes_nothing_when_interrupted(tmp_path, monkeypatch, capsys):
+    """Outputs go to a temporary folder and are renamed into --out-dir only when complete."""
+    from knorm import experiments
+
+    def interrupted(*args, out_dir, **kwargs):
+        (out_dir / "table3.csv").write_text("half a table")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiments, "table3", interrupted)
+    rc, _, _ = run(["bench", "table3", "--out-dir", str(tmp_path / "out"), "--no-plot"], capsys)
+    assert rc == 130 and list((tmp_path / "out").iterdir()) == []
+
+
+def test_bench_table3_uses_the_script_seed(tmp_path, capsys):
+    """`knorm bench table3` = scripts/reproduce_table3.py: experiments.table3 with seed 2019."""
+    from knorm.experiments import table3
+
+    small = ["--d", "3", "--n", "6", "--eps", "1", "--releases", "5", "--no-plot"]
+    rc, stdout, _ = run(["bench", "table3", *small, "--out-dir", str(tmp_path / "cli")], capsys)
+    assert rc == 0 and "seed 2019" in stdout and f"wrote {tmp_path / 'cli' / 'table3.csv'}" in stdout
+    want = table3((3,), 6, (1.0,), releases=5, seed=2019, out_dir=tmp_path / "script", plot_path=False,
+                  out=lambda s: None)
+    with open(tmp_path / "cli" / "table3.csv") as f:
+        got = list(csv.DictReader(f))
+    assert [float(r["mean_l2_error"]) for r in got] == [r["mean_l2_error"] for r in want]
+
+
+def test_bench_scaling_at_a_small_size(tmp_path, capsys):
+    argv = ["bench", "scaling", "--d", "3", "--factors", "1", "--walks", "billiard", "--seconds", "0.05",
+            "--no-plot", "--out-dir", str(tmp_path)]
+    rc, stdout, _ = run(argv, capsys)
+    assert rc == 0 and "seed 0" in stdout and (tmp_path / "scaling.csv").read_text().startswith("d,n,walk")
+    rc, _, err = run(argv, capsys)
+    assert rc == 2 and str(tmp_path / "scaling.csv") in err
 
 
 def test_uniform_draws_are_fresh_unless_seeded(tmp_path, capsys):
@@ -461,3 +500,22 @@ def test_square_workloads_take_d_or_n(capsys):
         rc, stdout, _ = run(["sample", "--workload", "identity", *size, "--mechanism", "laplace", "--count", "3",
                              "--json"], capsys)
         assert rc == 0 and json.loads(stdout)["d"] == 5 and json.loads(stdout)["n"] == 5
+
+
+def test_a_resumed_run_says_so(tmp_path, capsys, monkeypatch):
+    base = ["sample", *SMALL, "--count", "3000", "--nonprivate-seed", "9", "--checkpoint", str(tmp_path / "ck"),
+            "--checkpoint-every", "1e-9"]
+    real = cli.Progress.__call__
+    calls = []
+
+    def interrupting(self, done, target):
+        calls.append(done)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, done, target)
+
+    monkeypatch.setattr(cli.Progress, "__call__", interrupting)
+    assert run([*base, "--quiet"], capsys)[0] == 130
+    monkeypatch.setattr(cli.Progress, "__call__", real)
+    rc, stdout, _ = run([*base, "--resume"], capsys)
+    assert rc == 0 and "resumed from a checkpoint" in stdout

@@ -66,3 +66,131 @@ def test_composition_and_group_privacy():
 def test_bad_arguments(call):
     with pytest.raises(ValueError):
         call()
+
+
+# ---- export to dp-accounting DpEvents (the `accounting` extra) --------------------------------
+
+F_PM = np.random.default_rng(3).choice([-1.0, 1.0], size=(4, 9))  # Δ₁ = 4, Δ₂ = 2
+X = np.arange(9.0)
+
+
+def _pld(dpa):
+    from dp_accounting.pld import PLDAccountant
+
+    return PLDAccountant(value_discretization_interval=1e-4)
+
+
+def rr_delta(eps, k, eps_prime):
+    """Exact δ(ε') of k-fold binary randomized response at ε: the privacy loss is
+    L = (k − 2j)ε with j ~ Binomial(k, 1/(1+e^ε)) (j flipped answers), and
+    δ(ε') = E[(1 − e^{ε' − L})₊] (hockey-stick divergence)."""
+    j = np.arange(k + 1)
+    loss = (k - 2 * j) * eps
+    return float(np.sum(stats.binom.pmf(j, k, 1 / (1 + np.exp(eps))) * np.maximum(0.0, 1 - np.exp(eps_prime - loss))))
+
+
+def test_laplace_claims_export_as_laplace_events_and_compose_to_k_epsilon():
+    dpa = pytest.importorskip("dp_accounting")
+    from knorm import LaplaceMechanism
+
+    mech = LaplaceMechanism(F_PM, epsilon=0.5)  # scale Δ₁/ε = 8: noise multiplier 8/4 = 2 = 1/ε
+    assert mech.privacy_per_answer.to_dp_event() == dpa.LaplaceDpEvent(noise_multiplier=2.0)
+    assert mech.privacy.to_dp_event() == dpa.NoOpDpEvent()  # nothing released yet
+    mech.release(X, size=5)
+    event = mech.privacy.to_dp_event()
+    assert event == dpa.SelfComposedDpEvent(dpa.LaplaceDpEvent(noise_multiplier=2.0), 5)
+    acc = _pld(dpa).compose(event)
+    # 5 Laplace answers lose exactly kε = 2.5 with probability 2^-5 (every shift against the
+    # noise's sign), so at δ = 1e-9 the tight ε is within −log(1 − 32e-9) ≈ 3e-8 of kε = 2.5
+    assert acc.get_epsilon(1e-9) == pytest.approx(5 * 0.5, abs=1e-3)
+    assert acc.get_epsilon(1e-9) <= mech.privacy.epsilon + 1e-3  # never looser than the claim
+
+
+def test_a_d_dimensional_laplace_shift_is_dominated_by_the_one_coordinate_shift():
+    """Why a d-dimensional Laplace claim is one LaplaceDpEvent: splitting the ℓ₁ shift over
+    coordinates (a composition of smaller Laplace shifts) never raises δ(ε)."""
+    pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+
+    def lap(s):
+        return pld.from_laplace_mechanism(1.0, sensitivity=s, value_discretization_interval=1e-4)
+
+    one = lap(1.0)
+    for a in (0.5, 0.2):
+        split = lap(a).compose(lap(1 - a))
+        for eps in (0.0, 0.3, 0.7):
+            assert split.get_delta_for_epsilon(eps) <= one.get_delta_for_epsilon(eps) + 1e-6
+
+
+def test_gaussian_claims_export_as_gaussian_events():
+    dpa = pytest.importorskip("dp_accounting")
+    from dp_accounting.rdp import RdpAccountant
+
+    from knorm import GaussianMechanism
+
+    mech = GaussianMechanism(F_PM, epsilon=1.0, delta=1e-6)
+    nm = mech.sigma / 2.0  # Δ₂ = 2
+    assert mech.privacy_per_answer.to_dp_event() == dpa.GaussianDpEvent(noise_multiplier=pytest.approx(nm))
+    mech.release(X, size=10)
+    event = mech.privacy.to_dp_event()
+    # k Gaussian answers are √k/nm-GDP: the PLD accountant's ε at δ = kδ is gdp_epsilon(kδ, √k/nm),
+    # far below basic composition's kε = 10
+    pld_eps = _pld(dpa).compose(event).get_epsilon(1e-5)
+    assert pld_eps == pytest.approx(P.gdp_epsilon(1e-5, np.sqrt(10) / nm), rel=2e-3)
+    rdp_eps = RdpAccountant().compose(event).get_epsilon(1e-5)
+    assert pld_eps <= rdp_eps <= mech.privacy.epsilon
+
+
+def test_pure_claims_export_as_the_randomized_response_pair_with_the_exact_composition():
+    """K-norm, NIM and other pure ε-DP claims: discrete Laplace at sensitivity 1, whose privacy
+    loss is ±ε as binary randomized response's (trade-off f_{ε,0}); the accountant's k-fold
+    composition is the optimal one (rr_delta)."""
+    dpa = pytest.importorskip("dp_accounting")
+    from knorm.mechanisms import PrivacyClaim
+
+    eps, k = 0.3, 20
+    claim = PrivacyClaim("K-norm", eps, 0.0, "pure ε-DP", "mcmc-approximate").composed(k)
+    event = claim.to_dp_event()
+    assert event == dpa.SelfComposedDpEvent(dpa.dp_event.DiscreteLaplaceDpEvent(noise_parameter=eps, sensitivity=1), k)
+    acc = _pld(dpa).compose(event)
+    # L = kε with probability (e^ε/(1+e^ε))^k ≈ 1.4e-5, so at δ = 1e-12 the tight ε is within
+    # −log(1 − 1e-12/1.4e-5) ≈ 7e-8 of kε: basic composition is tight for small δ
+    assert acc.get_epsilon(1e-12) == pytest.approx(k * eps, abs=1e-3)
+    for eps_prime in (2.0, 4.0):
+        assert acc.get_delta(eps_prime) == pytest.approx(rr_delta(eps, k, eps_prime), rel=1e-3)
+    e_adv, _ = P.advanced_composition(eps, 0.0, k, 1e-3)
+    assert acc.get_epsilon(1e-3) <= min(k * eps, e_adv)
+
+
+def test_budget_accountant_exports_every_spend():
+    dpa = pytest.importorskip("dp_accounting")
+    from knorm import GaussianMechanism, LaplaceMechanism
+
+    budget = P.BudgetAccountant(epsilon=10.0, delta=1e-3)
+    LaplaceMechanism(F_PM, epsilon=0.5, accountant=budget).release(X, size=3)
+    GaussianMechanism(F_PM, epsilon=1.0, delta=1e-6, accountant=budget).release(X)
+    event = budget.to_dp_event()
+    assert isinstance(event, dpa.ComposedDpEvent) and len(event.events) == 2
+    assert event.events[0] == dpa.SelfComposedDpEvent(dpa.LaplaceDpEvent(noise_multiplier=2.0), 3)
+    acc = _pld(dpa).compose(event)
+    eps_total, delta_total = budget.total
+    assert acc.get_epsilon(delta_total) <= eps_total  # tighter than (never above) basic composition
+    budget.spend(0.5)  # a bare pure spend: the randomized-response pair
+    assert budget.to_dp_event().events[-1] == P.epsilon_delta_dp_event(0.5)
+    budget.spend(0.1, 1e-6)  # a bare (ε, δ) pair has no dp-accounting event: accountants refuse it
+    assert budget.to_dp_event().events[-1] == dpa.UnsupportedDpEvent()
+    assert not _pld(dpa).supports(budget.to_dp_event())
+
+
+def test_seeded_claims_are_not_private_events():
+    dpa = pytest.importorskip("dp_accounting")
+    from knorm import LaplaceMechanism
+
+    assert LaplaceMechanism(F_PM, epsilon=1.0, rng=1).privacy_per_answer.to_dp_event() == dpa.NonPrivateDpEvent()
+
+
+def test_dp_event_export_without_the_extra_names_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "dp_accounting", None)
+    with pytest.raises(ImportError, match=r"knorm\[accounting\]"):
+        P.epsilon_delta_dp_event(1.0)

@@ -114,6 +114,40 @@ class PrivacyClaim:
         return replace(self, epsilon=k * self.epsilon, delta=min(1.0, k * self.delta), answers=k,
                        composition=how)
 
+    def to_dp_event(self):
+        """The claim as a Google dp-accounting ``DpEvent`` (``pip install 'knorm[accounting]'``).
+
+        One answer: ``LaplaceDpEvent(b/Δ₁)`` for Laplace noise of scale b on a query of
+        ℓ₁ sensitivity Δ₁ (details ``scale``, ``l1_sensitivity``; ε = Δ₁/b; the shift of
+        d-dimensional Laplace noise by ‖v‖₁ ≤ Δ₁ is dominated by the shift of one coordinate
+        by Δ₁), ``GaussianDpEvent(σ/Δ₂)`` for Gaussian noise (details ``sigma``,
+        ``l2_sensitivity``; rotation invariance makes it one-dimensional), otherwise
+        :func:`knorm.privacy.epsilon_delta_dp_event` of (ε, δ) (for pure ε-DP claims such as
+        K-norm and NIM the pair of randomized response, tight for ε-DP).
+        ``answers`` = k > 1: ``SelfComposedDpEvent(·, k)``;
+        0: ``NoOpDpEvent``; noise from a known seed: ``NonPrivateDpEvent``. An MCMC claim
+        is exported as its ε: the event, like the claim, assumes exact uniform draws.
+        Compose with dp-accounting's ``PLDAccountant()`` (or ``RdpAccountant`` for Laplace and
+        Gaussian events).
+        """
+        from ..privacy import dp_events, epsilon_delta_dp_event
+
+        dpa = dp_events()
+        if not self.private:
+            return dpa.NonPrivateDpEvent()
+        if self.answers == 0:
+            return dpa.NoOpDpEvent()
+        eps1, dl1 = self.epsilon / self.answers, self.delta / self.answers  # one answer (see composed)
+        d = self.details
+        if self.exact and dl1 == 0 and d.get("scale") and d.get("l1_sensitivity") \
+                and np.isclose(d["l1_sensitivity"] / d["scale"], eps1, rtol=1e-9, atol=0):
+            event = dpa.LaplaceDpEvent(noise_multiplier=float(d["scale"] / d["l1_sensitivity"]))
+        elif self.exact and d.get("sigma") and d.get("l2_sensitivity"):
+            event = dpa.GaussianDpEvent(noise_multiplier=float(d["sigma"] / d["l2_sensitivity"]))
+        else:
+            event = epsilon_delta_dp_event(eps1, dl1)
+        return event if self.answers == 1 else dpa.SelfComposedDpEvent(event, int(self.answers))
+
     def as_dict(self):
         """JSON-ready form (for summaries and output files)."""
         return {"mechanism": self.mechanism, "epsilon": self.epsilon, "delta": self.delta, "notion": self.notion,
@@ -220,7 +254,8 @@ class Accounted:
     def _spend(self, k):
         self.answers += k
         if self.accountant is not None:
-            self.accountant.spend(k * self._claim.epsilon, k * self._claim.delta, label=self._claim.mechanism)
+            self.accountant.spend(k * self._claim.epsilon, k * self._claim.delta, label=self._claim.mechanism,
+                                  claim=self.privacy_per_answer.composed(k))
 
 
 class Mechanism(Accounted, ABC):

@@ -1,10 +1,11 @@
 """Chains of the random walks: state, randomness and parallel execution."""
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 import numpy as np
 
+from .._validate import is_int
 from . import _kernels as kn
 
 WALKS = {
@@ -152,18 +153,53 @@ class Chain:
         self.rng.bit_generator.state = d["rng"]
 
 
+def check_workers(workers):
+    """``workers`` as given, if valid: None, a positive int (threads), a
+    :class:`concurrent.futures.Executor`, or an object with a ``run_chains`` method (the
+    protocol of knorm 0.x, kept for compatibility)."""
+    if workers is None or isinstance(workers, Executor) or hasattr(workers, "run_chains"):
+        return workers
+    if is_int(workers) and workers >= 1:
+        return int(workers)
+    raise ValueError(f"workers must be None, a positive integer or a concurrent.futures.Executor, got {workers!r}")
+
+
 def n_workers(workers=None):
+    """Threads for ``workers`` None (one per core) or an int."""
     return max(1, os.cpu_count() or 1) if workers is None else max(1, int(workers))
 
 
-def run_chains(chains, walk, steps, thin, params, workers=None):
-    """Run every chain ``steps`` steps in parallel (kernels release the GIL).
+def advance_chain(frame, state, walk, steps, thin, params):
+    """Worker side of an out-of-process executor: rebuild a chain from its state
+    (:meth:`Chain.state_dict`), advance it, return ``(record, new state)``."""
+    chain = Chain.from_state(frame, state)
+    rec = chain.run(walk, steps, thin, params)
+    return rec, chain.state_dict()
 
-    ``workers``: number of local threads (default: one per core), or an executor with a
-    ``run_chains`` method (e.g. :class:`knorm.distributed.DaskExecutor`). Results never
-    depend on it. Returns an array (chains, steps // thin, r).
+
+def run_chains(chains, walk, steps, thin, params, workers=None):
+    """Run every chain ``steps`` steps in parallel; returns an array (chains, steps // thin, r).
+
+    ``workers``: None (one thread per core), an int (that many threads; the kernels
+    release the GIL), or any :class:`concurrent.futures.Executor`. A
+    :class:`~concurrent.futures.ThreadPoolExecutor` advances the chains in place; any
+    other executor (a :class:`~concurrent.futures.ProcessPoolExecutor`, Dask's
+    ``client.get_executor()``, :class:`knorm.distributed.DaskExecutor`) is sent each
+    chain's exact state and the frame (:func:`advance_chain`) and the chains load the
+    states that come back. The states are exact and every chain draws its randomness
+    from its own generator, so seeded results never depend on ``workers``.
     """
-    if hasattr(workers, "run_chains"):
+    workers = check_workers(workers)
+    params = np.asarray(params, np.float64)
+    if isinstance(workers, ThreadPoolExecutor):
+        return np.stack(list(workers.map(lambda c: c.run(walk, steps, thin, params), chains)))
+    if isinstance(workers, Executor):
+        futures = [workers.submit(advance_chain, c.frame, c.state_dict(), walk, steps, thin, params) for c in chains]
+        results = [f.result() for f in futures]
+        for c, (_, state) in zip(chains, results):
+            c.load_state_dict(state)
+        return np.stack([rec for rec, _ in results])
+    if workers is not None and not is_int(workers):  # the 0.x protocol: an object with run_chains
         return workers.run_chains(chains, walk, steps, thin, params)
     w = min(n_workers(workers), len(chains))
     if w == 1:

@@ -35,7 +35,9 @@ class Checkpoint:
 
     ``Checkpoint(directory, every=30.0, resume=False)``: snapshots go to
     ``directory/sample-<fingerprint>.npz``; with ``resume=True`` a run whose snapshot
-    exists continues from it (a finished run is loaded whole).
+    exists continues from it (a finished run is loaded whole). ``loaded`` counts the
+    snapshots resumed from and ``resumed_seconds`` adds up the sampler time they had
+    already spent (the resumed run's ``info.seconds`` includes it).
     """
 
     def __init__(self, directory, *, every=30.0, resume=False):
@@ -45,6 +47,7 @@ class Checkpoint:
         self.resume = bool(resume)
         self._last = time.monotonic()
         self.loaded = 0  # snapshots resumed from (for reporting)
+        self.resumed_seconds = 0.0  # sampler seconds spent before those snapshots were taken
 
     def path(self, fp):
         return self.directory / f"sample-{fp[:20]}.npz"
@@ -57,6 +60,7 @@ class Checkpoint:
         if str(snap["fingerprint"]) != fp:
             raise ValueError(f"checkpoint {self.path(fp)} belongs to a different run")
         self.loaded += 1
+        self.resumed_seconds += float(snap.get("seconds", 0.0))
         snap["chains"] = [
             {**{k: snap[f"chain_{k}"][i] for k in CHAIN_KEYS}, "rng": json.loads(str(snap["chain_rng"][i]))}
             for i in range(len(snap["chain_x"]))

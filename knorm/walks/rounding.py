@@ -68,6 +68,7 @@ def noise_spread(r, n_points):
 
 WARMUP_TAUS = 20  # steps before the first record used: at least 20·τ (as the Sampler's warm-up)
 MIN_EFFECTIVE = 4  # the spread is judged on at least 4·r effective points (noise spread ≤ 9)
+PROGRESS_PIECES = 4  # progress reports per rounding iteration
 TAU_GUESS = 2.0  # τ per step of the billiard walk in a roughly round body (1.2–3 measured at r = 40–80)
 
 
@@ -80,7 +81,7 @@ def chain_tau(rec):
     return max(1.0, total / e)
 
 
-def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=1.5, workers=None):
+def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=1.5, workers=None, progress=None):
     """Estimate Cov(Uniform K) by billiard walks in successively rounded frames.
 
     Starts from ``Σ₀ = F Fᵀ / n`` and ``chains`` billiard chains at the centre, which run
@@ -99,6 +100,11 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
     twice as many steps, up to 8×); or after ``max_iter`` iterations. Seeded with a fixed seed
     and a fixed chain count: the rounding of a body is deterministic (whatever
     ``workers``), so caching it never changes seeded results.
+
+    ``progress``: None, or a callable ``progress(done, max_iter)``: ``done`` counts
+    iterations in quarters (``PROGRESS_PIECES`` reports per iteration, the steps run in
+    as many pieces, which never changes the result), and is ``max_iter`` once the
+    rounding stops.
     """
     r = base.r
     rng = np.random.default_rng(ROUNDING_SEED)
@@ -123,7 +129,16 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
         params = default_params("billiard", frame)
         if pts is None:
             run_chains(cs, "billiard", warmup, warmup, params, workers)
-        rec = run_chains(cs, "billiard", steps, 1, params, workers)
+        if progress is None:
+            rec = run_chains(cs, "billiard", steps, 1, params, workers)
+        else:  # in pieces, to report within the iteration (records never depend on how steps are split)
+            cuts = np.linspace(0, steps, PROGRESS_PIECES + 1).astype(int)
+            parts = []
+            for i, k in enumerate(np.diff(cuts)):
+                if k:
+                    parts.append(run_chains(cs, "billiard", int(k), 1, params, workers))
+                progress(it - 1 + (i + 1) / PROGRESS_PIECES, max_iter)
+            rec = np.concatenate(parts, axis=1)
         Z = rec.reshape(-1, r)
         S = np.cov(Z, rowvar=False).reshape(r, r)
         ev = np.linalg.eigvalsh(S)
@@ -135,7 +150,10 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
         forgotten = before >= WARMUP_TAUS * tau
         before += steps
         n_eff = len(Z) / tau
-        if forgotten and n_eff >= MIN_EFFECTIVE * r and spread < spread_factor * noise_spread(r, n_eff):
+        done = forgotten and n_eff >= MIN_EFFECTIVE * r and spread < spread_factor * noise_spread(r, n_eff)
+        if progress is not None and done:
+            progress(max_iter, max_iter)
+        if done:
             break
         if n_eff < MIN_EFFECTIVE * r:  # too few effective points to judge the spread: more records
             steps = min(2 * steps, 8 * per_chain)

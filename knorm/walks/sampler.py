@@ -13,7 +13,7 @@ from .._validate import check_memory, is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
-from .chains import BLOCK, Chain, default_params, run_chains, walk_id
+from .chains import BLOCK, Chain, check_workers, default_params, run_chains, walk_id
 from .checkpoint import CHAIN_KEYS, fingerprint
 from .rounding import round_body
 
@@ -75,12 +75,14 @@ class SamplingInfo:
         return self.min_ess / self.seconds if self.seconds > 0 else np.inf
 
     def summary(self):
+        resumed = (f" (resumed from a checkpoint after {self.extra['seconds_before_resume']:.2f} s; times are the "
+                   "whole run's)") if self.extra.get("resumed") else ""
         return (
             f"{self.walk}: {self.extra.get('released', self.draws)} draws fit for release from {self.draws} records "
             f"of {self.chains} chains, thin {self.thin}, "
             f"{self.steps} steps in {self.seconds:.2f} s ({self.samples_per_second:.0f} samples/s); "
             f"max R-hat {self.max_rhat:.4f}, min bulk ESS {self.min_ess:.0f} "
-            f"({self.ess_per_second:.0f} ESS/s)"
+            f"({self.ess_per_second:.0f} ESS/s){resumed}"
         )
 
 
@@ -98,11 +100,41 @@ def as_body(body_or_F):
     return body_or_F if isinstance(body_or_F, SymmetricHull) else SymmetricHull(body_or_F)
 
 
-def rounding_of(body, workers=None):
-    """The body's rounding (computed once, cached on the body; deterministic, ``ROUNDING_CHAINS`` chains)."""
+def rounding_of(body, workers=None, progress=None):
+    """The body's rounding (computed once, cached on the body; deterministic, ``ROUNDING_CHAINS`` chains).
+
+    ``progress``: None, or ``progress(iteration, max_iter)`` (see :func:`round_body`),
+    called only when the rounding is computed.
+    """
     if body._rounding is None:
-        body._rounding = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers)
+        body._rounding = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers, progress=progress)
     return body._rounding
+
+
+def rounding_progress(progress):
+    """The rounding's progress report for a sampler's ``progress`` option.
+
+    None when ``progress`` is None; its ``rounding`` method if it has one (the command
+    line's bar); otherwise a tqdm bar on stderr (shown only on a terminal) counting the
+    rounding's iterations.
+    """
+    if progress is None:
+        return None
+    if callable(getattr(progress, "rounding", None)):
+        return progress.rounding
+    bar = None
+
+    def report(it, total):
+        nonlocal bar
+        from tqdm.auto import tqdm
+
+        if bar is None:
+            bar = tqdm(total=total, desc="rounding K", unit="iteration", leave=False, disable=None)
+        bar.update(it - bar.n)
+        if it >= total:
+            bar.close()
+
+    return report
 
 
 TARGET_ESS_FRACTION = 0.6  # aimed-for ESS per pooled draw; 0.5 is certified, 0.1 absorbs error in τ
@@ -157,12 +189,6 @@ class ConvergenceError(RuntimeError):
 
 def _even(k):
     return int(k) + (int(k) & 1)
-
-
-def _check_workers(workers):
-    if workers is None or hasattr(workers, "run_chains"):
-        return workers
-    return positive_int("workers", workers)
 
 
 class Sampler:
@@ -225,7 +251,7 @@ class Sampler:
         self.nchains = DEFAULT_CHAINS if chains is None else positive_int("chains", chains)
         self.min_draws = positive_int("min_draws", min_draws)
         self.max_steps = positive_int("max_steps", max_steps, allow_none=True)
-        self.workers = _check_workers(workers)
+        self.workers = check_workers(workers)
         if progress is not None and not callable(progress):
             raise ValueError(f"progress must be None or callable, got {progress!r}")
         if checkpoint is not None and rng is None:
@@ -257,7 +283,7 @@ class Sampler:
     def _setup(self):
         if self.chains is not None:
             return
-        self.rounding = rnd = rounding_of(self.body, self.workers)
+        self.rounding = rnd = rounding_of(self.body, self.workers, rounding_progress(self.progress))
         self.frame = rnd.frame
         self.params = default_params(self.walk, self.frame) if self._params is None else self._params
         child = self._gen.spawn(self.nchains)
@@ -320,7 +346,9 @@ class Sampler:
         order; ``info`` a :class:`SamplingInfo` (``converged``: certified or not; never
         warns). ``info.extra``: ``sources`` (m, 2) chain and record index of each draw,
         ``released`` m, ``repeats_dropped``, ``pool_repeats`` (records equal to the one
-        before, which a selection from the whole pool could release twice), ``tau``.
+        before, which a selection from the whole pool could release twice), ``tau``,
+        ``resumed`` (continued from a checkpoint snapshot) and ``seconds_before_resume``
+        (the snapshot's time, included in ``info.seconds``: the whole run's time).
         """
         t0 = time.perf_counter()
         size = positive_int("size", size)
@@ -334,6 +362,7 @@ class Sampler:
         stats0 = sum(c.stats for c in cs)
         pivots0 = sum(c.pivots for c in cs)
         fp = snap = None
+        before = 0.0  # seconds this run spent before its snapshot (a resumed run)
         if self.checkpoint is not None:
             fp = self._fingerprint(size, pool, budget)
             snap = self.checkpoint.load(fp)
@@ -343,6 +372,7 @@ class Sampler:
             used, warmup, need, offset = (int(snap[k]) for k in ("used", "warmup", "need", "offset"))
             self.tau, self.thin, self.warm = float(snap["tau"]), int(snap["thin"]), True
             draws, done = np.array(snap["draws"]), bool(snap["done"])
+            before = float(snap.get("seconds", 0.0))  # snapshots of knorm 0.x hold no time
         else:
             used = warmup = self._warm_up(budget) if not self.warm else 0
             draws, done, need, offset = np.empty((nchains, 0, r)), False, per_chain, self._records
@@ -350,7 +380,8 @@ class Sampler:
         def save(force=False):
             if self.checkpoint is not None:
                 self.checkpoint.save(fp, cs, {"used": used, "warmup": warmup, "tau": self.tau, "thin": self.thin,
-                                              "need": need, "offset": offset, "done": done}, draws, force=force)
+                                              "need": need, "offset": offset, "done": done,
+                                              "seconds": before + time.perf_counter() - t0}, draws, force=force)
 
         short_runs = 0
         while True:
@@ -400,10 +431,12 @@ class Sampler:
         pool_repeats = int(np.all(draws[:, 1:] == draws[:, :-1], axis=2).sum())
         self.last_info = SamplingInfo(
             walk=walk, chains=nchains, steps=used * nchains, thin=self.thin, warmup=warmup, draws=total, rhat=rh,
-            ess=e, seconds=time.perf_counter() - t0, converged=ok, pivots=sum(c.pivots for c in cs) - pivots0,
+            ess=e, seconds=before + time.perf_counter() - t0, converged=ok,
+            pivots=sum(c.pivots for c in cs) - pivots0,
             rounding_iterations=self.rounding.iterations,
             extra={"rejected": int(stats[0]), "reflections": int(stats[1]), "tau": self.tau, "released": len(out),
-                   "repeats_dropped": dropped, "pool_repeats": pool_repeats, "sources": sources},
+                   "repeats_dropped": dropped, "pool_repeats": pool_repeats, "sources": sources,
+                   "resumed": snap is not None, "seconds_before_resume": before},
         )
         return out, self.last_info
 

@@ -1,0 +1,145 @@
+"""Parallel back ends: any concurrent.futures.Executor runs the chains, with identical seeded results."""
+
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from knorm import Sampler, sample_uniform
+from knorm.walks.chains import Chain, run_chains
+
+F = np.random.default_rng(0).choice([-1.0, 1.0], size=(5, 14))
+SIZE = 300
+
+
+class InlineExecutor(Executor):
+    """The smallest Executor there is: runs each call at once, in this thread."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        f = Future()
+        f.set_result(fn(*args, **kwargs))
+        return f
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return sample_uniform(F, SIZE, rng=21, workers=1)
+
+
+def test_threads_and_processes_give_identical_draws(reference):
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        threads = sample_uniform(F, SIZE, rng=21, workers=ex)
+    with ProcessPoolExecutor(max_workers=2) as ex:
+        processes = sample_uniform(F, SIZE, rng=21, workers=ex)
+    np.testing.assert_array_equal(threads, reference)
+    np.testing.assert_array_equal(processes, reference)
+    np.testing.assert_array_equal(sample_uniform(F, SIZE, rng=21, workers=InlineExecutor()), reference)
+
+
+def test_a_sampler_continues_identically_on_another_executor(reference):
+    """Two runs of one sampler on a process pool equal two runs on threads (chain states come back exactly)."""
+    a = Sampler(F, rng=5, workers=2)
+    with ProcessPoolExecutor(max_workers=2) as ex:
+        b = Sampler(F, rng=5, workers=ex)
+        first, second = b.sample(100), b.sample(100)
+    np.testing.assert_array_equal(first, a.sample(100))
+    np.testing.assert_array_equal(second, a.sample(100))
+
+
+def test_run_chains_moves_out_of_process_chains_to_the_same_states():
+    from knorm.body import SymmetricHull
+    from knorm.walks.sampler import rounding_of
+
+    frame = rounding_of(SymmetricHull(F)).frame
+    params = np.array([np.inf])
+
+    def chains():
+        return [Chain(frame, np.zeros(frame.r), np.random.default_rng(s)) for s in (1, 2, 3)]
+
+    here, there = chains(), chains()
+    want = run_chains(here, "hit_and_run", 40, 2, params, workers=1)
+    with ProcessPoolExecutor(max_workers=2) as ex:
+        got = run_chains(there, "hit_and_run", 40, 2, params, workers=ex)
+    np.testing.assert_array_equal(got, want)
+    for a, b in zip(here, there):
+        np.testing.assert_array_equal(a.x, b.x)
+        assert a.rng.bit_generator.state == b.rng.bit_generator.state and a.pivots == b.pivots
+
+
+def test_dask_executors_give_identical_draws(reference):
+    distributed = pytest.importorskip("dask.distributed")
+    from knorm.distributed import DaskExecutor
+
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        via_client = sample_uniform(F, SIZE, rng=21, workers=client.get_executor())
+        with DaskExecutor(client) as ex:  # an Executor: leaving the block leaves the caller's client open
+            via_wrapper = sample_uniform(F, SIZE, rng=21, workers=ex)
+        assert client.status == "running"
+    np.testing.assert_array_equal(via_client, reference)
+    np.testing.assert_array_equal(via_wrapper, reference)
+
+
+@pytest.mark.parametrize("bad", ["all", 0, -1, 1.5, True, object()])
+def test_bad_workers_raise_naming_the_argument(bad):
+    with pytest.raises(ValueError, match="^workers must"):
+        Sampler(F, workers=bad)
+
+
+# ---- progress during rounding, resumed runs ---------------------------------------------------
+
+def test_rounding_reports_its_iterations_and_is_unchanged_by_reporting():
+    from knorm.body import SymmetricHull
+    from knorm.walks.rounding import PROGRESS_PIECES, round_body
+
+    seen = []
+    rnd = round_body(SymmetricHull(F).frame, progress=lambda done, total: seen.append((done, total)))
+    quiet = round_body(SymmetricHull(F).frame)
+    np.testing.assert_array_equal(rnd.T, quiet.T)  # the steps ran in pieces: same records, same rounding
+    want = [((it * PROGRESS_PIECES + i + 1) / PROGRESS_PIECES, 8) for it in range(rnd.iterations)
+            for i in range(PROGRESS_PIECES)]
+    assert seen[:-1] == want and seen[-1] == (8, 8)  # quarter iterations, then done
+
+
+def test_a_sampler_passes_rounding_progress_to_a_progress_object():
+    class Bar:
+        def __init__(self):
+            self.rounds, self.draws = [], []
+
+        def __call__(self, done, target):
+            self.draws.append(done)
+
+        def rounding(self, it, total):
+            self.rounds.append((it, total))
+
+    bar = Bar()
+    sample_uniform(F, 100, rng=2, progress=bar)
+    assert bar.rounds and bar.rounds[-1] == (8, 8) and bar.draws
+
+
+def test_a_resumed_run_says_so_and_times_the_whole_run(tmp_path):
+    import time
+
+    from knorm.walks.checkpoint import Checkpoint
+
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def slow_then_stop(done, target):  # 0.3 s pass before the first snapshot; stop at the second chunk
+        calls.append(done)
+        if len(calls) == 1:
+            time.sleep(0.3)
+        else:
+            raise Stop
+
+    with pytest.raises(Stop):
+        sample_uniform(F, 1500, rng=4, progress=slow_then_stop, checkpoint=Checkpoint(tmp_path, every=0))
+    ck = Checkpoint(tmp_path, resume=True)
+    _, info = sample_uniform(F, 1500, rng=4, checkpoint=ck, return_info=True)
+    assert info.extra["resumed"] and ck.loaded == 1
+    assert info.extra["seconds_before_resume"] == ck.resumed_seconds >= 0.3
+    assert info.seconds > info.extra["seconds_before_resume"]
+    assert "resumed from a checkpoint" in info.summary()
+    _, fresh = sample_uniform(F, 1500, rng=4, return_info=True)
+    assert not fresh.extra["resumed"] and "resumed" not in fresh.summary()
