@@ -84,7 +84,10 @@ def least_squares(F, answers, *, covariance=None, return_x=False):
         Fw, aw = F / L[:, None], a.T / L[:, None]
     else:
         Fw, aw = linalg.solve_triangular(L, F, lower=True), linalg.solve_triangular(L, a.T, lower=True)
-    x = linalg.lstsq(Fw, aw, lapack_driver="gelsd")[0].T  # (m, n), minimum norm
+    # rank cut-off as numpy's matrix_rank: scipy's default (eps) keeps singular values of
+    # ≈ 1e-15 relative, i.e. directions off the column space of a rank-deficient F
+    cond = max(Fw.shape) * np.finfo(np.float64).eps
+    x = linalg.lstsq(Fw, aw, cond=cond, lapack_driver="gelsd")[0].T  # (m, n), minimum norm
     out = x @ F.T
     if one:
         out, x = out[0], x[0]

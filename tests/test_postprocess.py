@@ -192,3 +192,17 @@ def test_validation():
             P.project_to_total(F, np.ones(3), 1, **kw)
     with pytest.raises(ValueError, match="return_x"):
         P.least_squares(F, np.ones(3), return_x=None)
+
+
+def test_least_squares_is_the_orthogonal_projection_on_rank_deficient_workloads():
+    """2-way marginals of a 3×2×4×3×2 table (rank 41 < d = 77): the projection is F·F⁺a,
+    the same for a batch and row by row (scipy's default rank cut-off kept two spurious
+    directions here)."""
+    from knorm import workloads
+
+    F = workloads.marginals((3, 2, 4, 3, 2), 2)
+    a = np.random.default_rng(0).laplace(scale=10.0, size=(50, F.shape[0]))
+    want = a @ (F @ np.linalg.pinv(F)).T
+    got = P.least_squares(F, a)
+    np.testing.assert_allclose(got, want, atol=1e-8 * np.abs(want).max())
+    np.testing.assert_allclose(np.array([P.least_squares(F, row) for row in a]), got, atol=1e-8 * np.abs(want).max())
