@@ -37,7 +37,7 @@ __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "P_IDENTITY_
 # the order also breaks ties (within TIE of each other): the simpler, exact mechanism first
 CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "knorm", "nim")
 P_IDENTITY_MAX_N = 512  # p-Identity's search is O(n²p) per step: seconds at n = 256, ~20 s at 1024
-TIE = 1e-9  # relative: rows this close are equal (K-norm of an injective F *is* the identity strategy)
+TIE = 1e-6  # relative: rows this close are equal (K-norm of an injective F *is* the identity strategy)
 MECHANISM_OPTIONS = ("walk", "bank_size", "sampler_options", "accept_uncertified")
 
 
@@ -245,7 +245,7 @@ def recommend(F, *, epsilon, delta=None, rng=None, candidates=None, n_samples=20
     ``n > p_identity_max_n``. A row that cannot be built (too large, an oracle error) says
     why (``skipped``) instead of failing the call.
 
-    ``best``: the least ``rms`` (ties within 1e-9 relative go to the earlier name of
+    ``best``: the least ``rms`` (ties within 1e-6 relative go to the earlier name of
     :data:`CANDIDATES`, so a one-level NIM never beats K-norm); ``mechanism``: that mechanism,
     built with ``rng`` (None: OS entropy; an int: reproducible and NOT private) and
     ``accountant``; ``mechanism_options`` (``walk``, ``bank_size``, ``sampler_options``,
