@@ -38,6 +38,7 @@ __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "P_IDENTITY_
 CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "knorm", "nim")
 P_IDENTITY_MAX_N = 512  # p-Identity's search is O(n²p) per step: seconds at n = 256, ~20 s at 1024
 TIE = 1e-6  # relative: rows this close are equal (K-norm of an injective F *is* the identity strategy)
+CHUNK_BYTES = 2**25  # noise draws held at once by the Monte Carlo of a row (32 MiB)
 MECHANISM_OPTIONS = ("walk", "bank_size", "sampler_options", "accept_uncertified")
 
 
@@ -218,12 +219,15 @@ class _Builder:
         if all(lv.exact_covariance for lv in m.levels):
             return self.row("nim", m.predicted_error, 0.0, True,
                             f"exact: √Σ c_i/ε_i², {len(m.levels)} level(s) {[lv.dim for lv in m.levels]}")
-        draws = m.sample_noise(self.n_samples)
         scale = self._body()._scale
-        fracs = [lv.mechanism.last_info.min_ess / lv.mechanism.last_info.draws for lv in m.levels
-                 if lv.mechanism.last_info is not None]
-        ess = max(2.0, self.n_samples * min(fracs + [1.0]))
-        rms, se = _rms_from_draws(np.linalg.norm(draws, axis=1) / scale, scale, ess)
+        step = max(1, CHUNK_BYTES // (8 * self.d))  # answers of all ranges: d = n(n+1)/2 per draw
+        norms, fracs = [], [1.0]
+        for i in range(0, self.n_samples, step):
+            norms.append(np.linalg.norm(m.sample_noise(min(step, self.n_samples - i)), axis=1) / scale)
+            fracs += [lv.mechanism.last_info.min_ess / lv.mechanism.last_info.draws for lv in m.levels
+                      if lv.mechanism.last_info is not None]
+        ess = max(2.0, self.n_samples * min(fracs))
+        rms, se = _rms_from_draws(np.concatenate(norms), scale, ess)
         return self.row("nim", rms, se, False, f"Monte Carlo over {self.n_samples} noise draws (ESS {ess:.0f}), "
                                                 f"{len(m.levels)} level(s) {[lv.dim for lv in m.levels]}")
 
