@@ -16,8 +16,9 @@ which never depends on x. Exact where a formula exists:
 
 The Monte Carlo of the table uses the fixed seed ``mc_seed`` (reproducible; it depends on
 F only and releases nothing, so it costs no privacy). The chosen mechanism
-(``Recommendation.mechanism``) is built afresh with the caller's ``rng``: None is OS
-entropy (private), an int a reproducible run that is NOT private.
+(``Recommendation.mechanism``) is built with the caller's ``rng`` (None is OS entropy,
+private; an int a reproducible run that is NOT private): the exact rows' mechanisms draw
+nothing to fill the table and are kept as built; K-norm and NIM are built afresh.
 """
 
 from dataclasses import dataclass
@@ -144,8 +145,11 @@ def _rms_from_draws(norms, factor, ess):
 class _Builder:
     """The rows, from F alone; keeps what the chosen mechanism can reuse (the body)."""
 
-    def __init__(self, F, epsilon, delta, n_samples, walk, mc_seed, p_identity_max_n, options):
+    def __init__(self, F, epsilon, delta, n_samples, walk, mc_seed, p_identity_max_n, options, rng, accountant):
         self.F, self.epsilon, self.delta = F, epsilon, delta
+        # the rows of these are exact formulas (no draws): built once, with the caller's rng, and kept
+        self.common = {"epsilon": epsilon, "rng": rng, "accountant": accountant}
+        self.built = {}
         self.d, self.n = F.shape
         self.n_samples, self.walk, self.mc_seed = n_samples, walk, mc_seed
         self.p_identity_max_n, self.options = p_identity_max_n, options
@@ -160,30 +164,31 @@ class _Builder:
         return ErrorRow(name, None, None, False, "", notion, self.d, skipped=why)
 
     def laplace(self):
-        m = LaplaceMechanism(self.F, epsilon=self.epsilon, rng=self.mc_seed)
+        m = self.built["laplace"] = LaplaceMechanism(self.F, **self.common)
         return self.row("laplace", np.sqrt(m.expected_squared_error()), 0.0, True, "exact: √(2d)·Δ₁/ε")
 
     def gaussian(self):
-        m = GaussianMechanism(self.F, epsilon=self.epsilon, delta=self.delta, rng=self.mc_seed)
+        m = self.built["gaussian"] = GaussianMechanism(self.F, delta=self.delta, **self.common)
         return self.row("gaussian", np.sqrt(m.expected_squared_error()), 0.0, True,
                         "exact: √d·σ (analytic calibration)", notion="(ε, δ)-DP")
 
     def _strategy(self, name, m, how):
+        self.built[name] = m
         return self.row(name, np.sqrt(m.expected_squared_error()), 0.0, True, f"exact: {how}")
 
     def identity(self):
-        m = IdentityMechanism(self.F, epsilon=self.epsilon, rng=self.mc_seed)
+        m = IdentityMechanism(self.F, **self.common)
         return self._strategy("identity", m, "√2/ε·‖F‖_F")
 
     def hierarchical(self):
-        m = HierarchicalMechanism(self.F, epsilon=self.epsilon, rng=self.mc_seed)
+        m = HierarchicalMechanism(self.F, **self.common)
         return self._strategy("hierarchical", m, f"√2·levels/ε·‖F A⁺‖_F, b = {m.branching}, {m.levels} levels")
 
     def p_identity(self):
         if self.n > self.p_identity_max_n:
             return self.skipped("p-identity", f"n = {self.n} > p_identity_max_n = {self.p_identity_max_n} "
                                               "(the search costs O(n²p) per step)")
-        m = PIdentityMechanism(self.F, epsilon=self.epsilon, rng=self.mc_seed)
+        m = PIdentityMechanism(self.F, **self.common)
         return self._strategy("p-identity", m, f"√2/ε·‖F A⁺‖_F, p = {m.p}")
 
     def _body(self):
@@ -267,7 +272,7 @@ def recommend(F, *, epsilon, delta=None, rng=None, candidates=None, n_samples=20
     options = _check_options(mechanism_options)
     options.setdefault("walk", walk)
 
-    b = _Builder(F, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options)
+    b = _Builder(F, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant)
     table = {}
     for name in names:
         try:
@@ -293,23 +298,10 @@ def recommend(F, *, epsilon, delta=None, rng=None, candidates=None, n_samples=20
         reason += f"; next {runner.mechanism} {runner.rms:.4g} ({runner.rms / low:.3g}×)"
     if table[best].notion != "pure ε-DP":
         reason += f"; (ε, δ)-DP with δ = {delta:g}"
-    mech = _build(best, F, epsilon, delta, rng, accountant, options, b)
+    if best in b.built:  # built with the caller's rng, nothing drawn yet
+        mech = b.built[best]
+    elif best == "knorm":  # the table's K-norm drew seeded uniform draws: a fresh one (same body)
+        mech = KNormMechanism(F, body=b._body(), **options, **b.common)
+    else:  # NIM: planned again (the plan is a function of F: the same plan)
+        mech = NIMechanism(F, **options, **b.common)
     return Recommendation(table, best, mech, epsilon, delta, b.d, b.n, reason)
-
-
-def _build(name, F, epsilon, delta, rng, accountant, options, b):
-    """The chosen mechanism, with the caller's rng (the table's were seeded)."""
-    common = {"epsilon": epsilon, "rng": rng, "accountant": accountant}
-    if name == "laplace":
-        return LaplaceMechanism(F, **common)
-    if name == "gaussian":
-        return GaussianMechanism(F, delta=delta, **common)
-    if name == "identity":
-        return IdentityMechanism(F, **common)
-    if name == "hierarchical":
-        return HierarchicalMechanism(F, **common)
-    if name == "p-identity":
-        return PIdentityMechanism(F, **common)
-    if name == "knorm":
-        return KNormMechanism(F, body=b._body(), **options, **common)
-    return NIMechanism(F, **options, **common)
