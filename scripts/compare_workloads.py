@@ -200,7 +200,8 @@ def plot(path, results):
             ax.bar(x + (j - (len(mechs) - 1) / 2) * width, vals, width, label=LABELS[m], color=f"C{j}",
                    hatch="//" if m == "gaussian" else None, edgecolor="white" if m != "gaussian" else "k")
         best = [results[n][1]["recommend"][e][0] for n in names]
-        ax.scatter(x, best, marker="*", s=120, color="k", zorder=3, label="recommend's choice")
+        at = [i + (mechs.index(results[n][2].best) - (len(mechs) - 1) / 2) * width for i, n in enumerate(names)]
+        ax.scatter(at, best, marker="*", s=120, color="k", zorder=3, label="recommend's choice")
         ax.set_yscale("log")
         ax.set_xticks(x, [n.replace(", ", ",\n") for n in names], fontsize=7)
         ax.set_title(f"ε = {'√2' if e != 1.0 else '1'} (Gaussian: δ = {DELTA:g}, (ε, δ)-DP)")
