@@ -22,6 +22,7 @@ import csv
 import math
 import os
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -203,7 +204,7 @@ def plot(path, results):
         at = [i + (mechs.index(results[n][2].best) - (len(mechs) - 1) / 2) * width for i, n in enumerate(names)]
         ax.scatter(at, best, marker="*", s=120, color="k", zorder=3, label="recommend's choice")
         ax.set_yscale("log")
-        ax.set_xticks(x, [n.replace(", ", ",\n") for n in names], fontsize=7)
+        ax.set_xticks(x, [textwrap.fill(n, 14) for n in names], fontsize=7)
         ax.set_title(f"ε = {'√2' if e != 1.0 else '1'} (Gaussian: δ = {DELTA:g}, (ε, δ)-DP)")
         ax.grid(axis="y", alpha=0.3)
         if e != 1.0:
