@@ -99,12 +99,14 @@ class Recommendation:
 
     def __str__(self):
         head = f"expected error at ε = {self.epsilon:g}" + (f", δ = {self.delta:g}" if self.delta else "")
-        lines = [f"{head} ({self.d} queries, {self.n} cells); rms = √E‖noise‖₂² on the answers, per query = rms/√d:",
+        lines = [f"{head} ({self.d} queries, {self.n} cells); rms = √E‖noise‖₂² on the answers, "
+                 "per query = rms/√d:",
                  f"  {'mechanism':13s} {'rms':>12s} {'± SE':>9s} {'per query':>11s}  notion       how"]
         for name, r in self.table.items():
             mark = "*" if name == self.best else " "
             if r.rms is None:
-                lines.append(f"{mark} {name:13s} {'—':>12s} {'':>9s} {'—':>11s}  {r.notion:12s} skipped: {r.skipped}")
+                lines.append(f"{mark} {name:13s} {'—':>12s} {'':>9s} {'—':>11s}  {r.notion:12s} "
+                             f"skipped: {r.skipped}")
                 continue
             se = "exact" if r.exact else f"{r.stderr:.2g}"
             lines.append(f"{mark} {name:13s} {r.rms:12.5g} {se:>9s} {r.per_query_rmse:11.5g}  {r.notion:12s} "
@@ -182,7 +184,8 @@ class _Builder:
 
     def hierarchical(self):
         m = HierarchicalMechanism(self.F, **self.common)
-        return self._strategy("hierarchical", m, f"√2·levels/ε·‖F A⁺‖_F, b = {m.branching}, {m.levels} levels")
+        how = f"√2·levels/ε·‖F A⁺‖_F, b = {m.branching}, {m.levels} levels"
+        return self._strategy("hierarchical", m, how)
 
     def p_identity(self):
         if self.n > self.p_identity_max_n:

@@ -157,7 +157,8 @@ def markdown(results):
     cols = [*MECHANISMS, "recommend"]
     lines = []
     for e in EPSILONS:
-        lines.append(f"Per-query RMSE √(E‖noise‖₂²/d) at ε = {'√2' if e != 1.0 else '1'} (Gaussian: δ = {DELTA:g}, "
+        lines.append(f"Per-query RMSE √(E‖noise‖₂²/d) at ε = {'√2' if e != 1.0 else '1'} "
+                     f"(Gaussian: δ = {DELTA:g}, "
                      "(ε, δ)-DP; ± SE for Monte-Carlo rows; bold: least pure ε-DP row)\n")
         lines.append("| workload (d × n) | " + " | ".join(LABELS[c] for c in cols) + " |")
         lines.append("|---" * (len(cols) + 1) + "|")

@@ -27,8 +27,8 @@ def test_exact_rows_equal_the_formulas(prefix4):
     """prefix(4): d = n = 4, Δ₁ = 4 (first column), Δ₂ = 2, ‖F‖_F² = 1+2+3+4 = 10.
 
     Laplace: E‖Lap(Δ₁/ε)^d‖² = 2d(Δ₁/ε)² → √(2·4)·4/ε. Gaussian: d σ². Identity: F·Lap(1/ε)ⁿ,
-    E‖·‖² = 2/ε²·‖F‖_F² = 20/ε². F is injective, so ‖Fw‖_K = ‖w‖₁ and K-norm noise is F·Lap(1/ε)ⁿ
-    too: the same 20/ε² (and NIM, one level, is K-norm).
+    E‖·‖² = 2/ε²·‖F‖_F² = 20/ε². F is injective, so ‖Fw‖_K = ‖w‖₁ and K-norm noise is
+    F·Lap(1/ε)ⁿ too: the same 20/ε² (and NIM, one level, is K-norm).
     """
     t = prefix4.table
     assert all(t[k].exact and t[k].stderr == 0 for k in CANDIDATES)
