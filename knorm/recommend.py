@@ -25,12 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._rng import as_generator
 from ._validate import is_int, positive_int
 from .body import SymmetricHull
 from .body.hull import validate_matrix
 from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
                          LaplaceMechanism, NIMechanism, PIdentityMechanism)
-from .mechanisms._base import check_delta, check_epsilon, check_n_samples
+from .mechanisms._base import check_accountant, check_delta, check_epsilon, check_n_samples
 from .walks.chains import walk_id
 
 __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "P_IDENTITY_MAX_N"]
@@ -273,6 +274,9 @@ def recommend(F, *, epsilon, delta=None, rng=None, candidates=None, n_samples=20
         raise ValueError(f"mc_seed must be a non-negative integer, got {mc_seed!r}")
     p_identity_max_n = positive_int("p_identity_max_n", p_identity_max_n)
     options = _check_options(mechanism_options)
+    if rng is not None:
+        as_generator(rng)  # refuses a bad rng here, not as a failure of every row
+    check_accountant(accountant)
     options.setdefault("walk", walk)
 
     b = _Builder(F, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant)

@@ -252,6 +252,11 @@ def test_sample_auto_uses_recommends_choice(tmp_path, capsys):
     assert np.load(tmp_path / "a.npy").shape == (30, 8) and "NOT PRIVATE" not in stdout
     rc, stdout, _ = run([*args, "--delta", "1e-6", "--json"], capsys)  # δ lets the Gaussian mechanism compete
     assert rc == 0 and "gaussian" in json.loads(stdout)["mechanism_choice"]["table"]
+    # random ±1 6×20: K-norm (MCMC) is far ahead of every other row; the sampler options reach it
+    rc, stdout, _ = run(["sample", *SMALL, "--mechanism", "auto", "--count", "50", "--workers", "1", "--json"], capsys)
+    s = json.loads(stdout)
+    assert rc == 0 and s["mechanism_choice"]["mechanism"] == "knorm" and s["privacy"]["mechanism"] == "K-norm"
+    assert s["diagnostics"]["converged"] and s["noise_source"] == "os-entropy"
 
 
 def test_info_on_an_exact_workload(capsys):

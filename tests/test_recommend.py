@@ -126,6 +126,9 @@ def test_rows_that_cannot_be_built_say_why(monkeypatch):
     ({"epsilon": 1, "walk": "teleport"}, "walk"),
     ({"epsilon": 1, "p_identity_max_n": 0}, "p_identity_max_n"),
     ({"epsilon": 1, "mechanism_options": {"chains": 3}}, "mechanism_options"),
+    ({"epsilon": 1, "rng": -1}, "rng"),
+    ({"epsilon": 1, "rng": "os"}, "rng"),
+    ({"epsilon": 1, "accountant": 3}, "accountant"),
 ])
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
