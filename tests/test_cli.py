@@ -221,6 +221,43 @@ def test_info_reports_and_recommends(capsys):
     assert f["recommendation"]["mechanism"] == "knorm"
     assert f["vol_lower_bound"]["value"] > 0
     assert set(f["expected_l2_error"]) == {"laplace", "knorm", "gaussian", "nim"}
+    table = f["recommend"]["table"]  # recommend's table: every candidate, gaussian because --delta was given
+    assert set(table) == {"laplace", "gaussian", "identity", "hierarchical", "p-identity", "knorm", "nim"}
+    assert f["recommend"]["best"] == "knorm" == min(table, key=lambda k: table[k]["rms"])
+    assert table["gaussian"]["notion"] == "(ε, δ)-DP"
+
+
+def test_info_prints_the_recommend_table(capsys):
+    rc, stdout, _ = run(["info", "--workload", "prefix", "--n", "8", "--no-nim"], capsys)
+    assert rc == 0
+    assert "per query" in stdout and "p-identity" in stdout and "recommended: " in stdout
+    assert "gaussian" not in stdout.split("per query")[1]  # no --delta: no (ε, δ) row
+
+
+def test_sample_auto_uses_recommends_choice(tmp_path, capsys):
+    """prefix over 8 cells: every row is exact, so the choice is deterministic (the argmin of
+    recommend's table) and the mechanism built is that row's."""
+    from knorm import workloads
+    from knorm.recommend import recommend
+
+    want = recommend(workloads.prefix(8), epsilon=1.0)
+    args = ["sample", "--workload", "prefix", "--n", "8", "--mechanism", "auto", "--count", "30"]
+    rc, stdout, _ = run([*args, "--nonprivate-seed", "3", "--json"], capsys)
+    assert rc == 0
+    s = json.loads(stdout)
+    assert s["mechanism_choice"]["mechanism"] == want.best
+    assert s["privacy"]["mechanism"] == want.mechanism.privacy.mechanism and s["noise_source"] == "seed"
+    np.save(tmp_path / "x.npy", np.ones(8))
+    rc, stdout, _ = run([*args, "--data", str(tmp_path / "x.npy"), "--out", str(tmp_path / "a.npy")], capsys)
+    assert rc == 0 and f"--mechanism auto chose {want.best}: least rms" in stdout
+    assert np.load(tmp_path / "a.npy").shape == (30, 8) and "NOT PRIVATE" not in stdout
+    rc, stdout, _ = run([*args, "--delta", "1e-6", "--json"], capsys)  # δ lets the Gaussian mechanism compete
+    assert rc == 0 and "gaussian" in json.loads(stdout)["mechanism_choice"]["table"]
+    # random ±1 6×20: K-norm (MCMC) is far ahead of every other row; the sampler options reach it
+    rc, stdout, _ = run(["sample", *SMALL, "--mechanism", "auto", "--count", "50", "--workers", "1", "--json"], capsys)
+    s = json.loads(stdout)
+    assert rc == 0 and s["mechanism_choice"]["mechanism"] == "knorm" and s["privacy"]["mechanism"] == "K-norm"
+    assert s["diagnostics"]["converged"] and s["noise_source"] == "os-entropy"
 
 
 def test_info_on_an_exact_workload(capsys):
