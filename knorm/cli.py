@@ -36,6 +36,7 @@ import numpy as np
 from . import __version__
 from ._io import atomic_write
 from ._validate import check_memory as _check_memory
+from .walks.chains import WALKS
 
 MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
 WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range", "marginals")
@@ -925,7 +926,7 @@ def build_parser():
                         "count·ε in total")
     s.add_argument("--data", help="x as a .npy vector of length n: release Fx + noise (default: noise only); "
                                   "needs --out or --json")
-    s.add_argument("--walk", choices=["billiard", "hit_and_run", "coordinate", "ball"], default="billiard")
+    s.add_argument("--walk", choices=list(WALKS), default="billiard")
     s.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
                    help="seed the noise: a reproducible run that is NOT PRIVATE (for tests and debugging); "
                         "default: OS entropy")
@@ -968,7 +969,7 @@ def build_parser():
     _add_debug(u, argparse.SUPPRESS)
     u.add_argument("--count", "--size", dest="count", type=_positive_int, default=2000,
                    help="number of draws (default 2000)")
-    u.add_argument("--walk", choices=["billiard", "hit_and_run", "coordinate", "ball"], default="billiard")
+    u.add_argument("--walk", choices=list(WALKS), default="billiard")
     u.add_argument("--chains", type=_positive_int, default=None)
     u.add_argument("--workers", type=_positive_int, default=None)
     u.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
@@ -994,8 +995,8 @@ def build_parser():
     b.add_argument("--releases", type=_positive_int, default=100, help="table3: releases per cell")
     b.add_argument("--highs-steps", type=_positive_int, default=60, help="oracles: steps of the HiGHS chain")
     b.add_argument("--factors", type=_positive_int, nargs="+", default=[1, 5, 25], help="scaling: n = factor·d")
-    b.add_argument("--walks", nargs="+", choices=["billiard", "hit_and_run", "coordinate", "ball"],
-                   default=["billiard", "hit_and_run", "coordinate", "ball"], help="scaling")
+    b.add_argument("--walks", nargs="+", choices=list(WALKS),
+                   default=list(WALKS), help="scaling")
     b.add_argument("--seconds", type=_positive_float, default=3.0,
                    help="scaling: sampling seconds per configuration and walk (default 3)")
     b.add_argument("--bench-seed", type=_seed, default=None, metavar="N",
@@ -1016,7 +1017,7 @@ def build_parser():
     pl.add_argument("what", choices=PLOTS)
     pl.add_argument("--out", required=True, help="the figure (.png, .pdf or .svg)")
     pl.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    pl.add_argument("--walk", choices=["billiard", "hit_and_run", "coordinate", "ball"], default="billiard")
+    pl.add_argument("--walk", choices=list(WALKS), default="billiard")
     pl.add_argument("--seed", type=_seed, default=0, metavar="N",
                     help="seed of the sampler and the Monte-Carlo estimates (default 0)")
     pl.add_argument("--count", type=_positive_int, default=None,

@@ -169,16 +169,14 @@ class Frame:
         self.max_pivots = 50 * (self.n + self.r) + 1000
         self._state = None
         self._Ft = None
-        self.radius = None  # cached by knorm.walks.chains.body_radius
         # the shared warm-start state is mutated by every query: one thread at a time
         self._lock = threading.Lock()
 
     def __getstate__(self):  # picklable (process pools, Dask): no lock, no cached state
-        return {"cols": self.cols, "T": self.T, "radius": self.radius}
+        return {"cols": self.cols, "T": self.T}
 
     def __setstate__(self, d):
         self.__init__(d["cols"], d["T"])
-        self.radius = d["radius"]
 
     def mapped(self, T):
         """The frame of coordinates ``x'`` with ``x = T·x'`` (same body, same oracle data:
@@ -345,7 +343,6 @@ class SymmetricHull:
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
         cols, T, self._M = _oracle_coordinates(Fs, self.span_basis, S, unit)
         self.frame = Frame(cols, T)
-        self._rounding = None
         self._structure = False  # not yet detected
 
     @property

@@ -3,6 +3,7 @@
 import os
 import time
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -100,15 +101,20 @@ def as_body(body_or_F):
     return body_or_F if isinstance(body_or_F, SymmetricHull) else SymmetricHull(body_or_F)
 
 
+# body -> its Rounding: the sampling layer's cache (weak: it goes with the body), not
+# state written on the body object
+_ROUNDINGS = weakref.WeakKeyDictionary()
+
+
 def rounding_of(body, workers=None, progress=None):
-    """The body's rounding (computed once, cached on the body; deterministic, ``ROUNDING_CHAINS`` chains).
+    """The body's rounding (computed once per body and cached; deterministic, ``ROUNDING_CHAINS`` chains).
 
     ``progress``: None, or ``progress(iteration, max_iter)`` (see :func:`round_body`),
     called only when the rounding is computed.
     """
-    if body._rounding is None:
-        body._rounding = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers, progress=progress)
-    return body._rounding
+    if body not in _ROUNDINGS:
+        _ROUNDINGS[body] = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers, progress=progress)
+    return _ROUNDINGS[body]
 
 
 def rounding_progress(progress):
