@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._rng import as_generator
-from ._validate import is_int, positive_int
+from ._validate import check_options, is_int, positive_int
 from .body import SymmetricHull
 from .body.hull import validate_matrix
 from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
@@ -129,11 +129,7 @@ def _check_candidates(candidates, delta):
 
 
 def _check_options(options):
-    opts = dict(options or {})
-    unknown = sorted(set(opts) - set(MECHANISM_OPTIONS))
-    if unknown:
-        raise ValueError(f"mechanism_options: unknown keys {unknown}; allowed: {list(MECHANISM_OPTIONS)}")
-    return opts
+    return check_options("mechanism_options", options, MECHANISM_OPTIONS)
 
 
 def _rms_from_draws(norms, factor, ess):

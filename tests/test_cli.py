@@ -12,14 +12,7 @@ import pytest
 from knorm import cli
 
 
-def run(argv, capsys):
-    """(exit status, stdout, stderr) of ``knorm argv`` in-process (argparse's usage errors exit 2)."""
-    try:
-        rc = cli.main(argv)
-    except SystemExit as e:
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+from cli_helpers import interrupt_progress, run  # noqa: E402
 
 
 SMALL = ["--d", "6", "--n", "20"]
@@ -192,16 +185,7 @@ def test_interrupted_run_leaves_no_output_and_resumes_identically(tmp_path, caps
     want = tmp_path / "want.npy"
     assert run([*base, "--out", str(want)], capsys)[0] == 0
 
-    calls = []
-    real = cli.Progress.__call__
-
-    def interrupting(self, done, target):
-        calls.append(done)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, done, target)
-
-    monkeypatch.setattr(cli.Progress, "__call__", interrupting)
+    real = interrupt_progress(monkeypatch, after=2)
     out = tmp_path / "got.npy"
     ck = tmp_path / "ck"
     rc, _, err = run([*base, "--out", str(out), "--checkpoint", str(ck), "--checkpoint-every", "1e-9"], capsys)
@@ -542,16 +526,7 @@ def test_square_workloads_take_d_or_n(capsys):
 def test_a_resumed_run_says_so(tmp_path, capsys, monkeypatch):
     base = ["sample", *SMALL, "--count", "3000", "--nonprivate-seed", "9", "--checkpoint", str(tmp_path / "ck"),
             "--checkpoint-every", "1e-9"]
-    real = cli.Progress.__call__
-    calls = []
-
-    def interrupting(self, done, target):
-        calls.append(done)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, done, target)
-
-    monkeypatch.setattr(cli.Progress, "__call__", interrupting)
+    real = interrupt_progress(monkeypatch, after=2)
     assert run([*base, "--quiet"], capsys)[0] == 130
     monkeypatch.setattr(cli.Progress, "__call__", real)
     rc, stdout, _ = run([*base, "--resume"], capsys)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._validate import positive_int
+from .._validate import check_options, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.sampler import ConvergenceError, Sampler, check_memory
@@ -15,11 +15,7 @@ SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "c
 
 def check_sampler_options(sampler_options):
     """``sampler_options`` as a dict of :class:`~knorm.walks.sampler.Sampler` keywords."""
-    opts = dict(sampler_options or {})
-    unknown = sorted(set(opts) - set(SAMPLER_OPTIONS))
-    if unknown:
-        raise ValueError(f"sampler_options: unknown keys {unknown}; allowed: {list(SAMPLER_OPTIONS)}")
-    return opts
+    return check_options("sampler_options", sampler_options, SAMPLER_OPTIONS)
 
 
 class KNormMechanism(Mechanism):
