@@ -255,8 +255,8 @@ def _wilson(k: NDArray[Any], n: int, z: float) -> tuple[NDArray[np.float64], NDA
     return (c - h) / (1 + z * z / n), (c + h) / (1 + z * z / n)
 
 
-def _best_event(a: NDArray[np.float64], b: NDArray[np.float64], delta: float, thresholds: dict[str, NDArray[np.float64]],
-                alpha: float) -> tuple[float, tuple[str, float] | None]:
+def _best_event(a: NDArray[np.float64], b: NDArray[np.float64], delta: float,
+                thresholds: dict[str, NDArray[np.float64]], alpha: float) -> tuple[float, tuple[str, float] | None]:
     """On training data: the threshold event with the largest approximate ε bound.
 
     Ranking by a confidence bound (Wilson, vectorised) rather than the raw ratio avoids
@@ -284,7 +284,8 @@ def _best_event(a: NDArray[np.float64], b: NDArray[np.float64], delta: float, th
 
 
 def audit(sample_p: Callable[[int], ArrayLike], sample_q: Callable[[int], ArrayLike], *, n: int = 20000,
-          delta: float = 0.0, alpha: float = 0.05, n_proj: int = 4, rng: np.random.Generator | int | None = None) -> AuditResult:
+          delta: float = 0.0, alpha: float = 0.05, n_proj: int = 4, rng: np.random.Generator | int | None = None
+          ) -> AuditResult:
     """Lower-bound the ε of a mechanism from its outputs on two neighbouring inputs.
 
     ``sample_p(k)`` / ``sample_q(k)``: k outputs of the mechanism on x and on x'

@@ -144,8 +144,8 @@ def _check_volume_args(rel_error: float, quantile: float, method: str, chains: i
     return rel_error, quantile, chains, max_samples
 
 
-def volume(body_or_F: SymmetricHull | ArrayLike, *, rel_error: float = 0.1, quantile: float = 0.3,
-           method: str = "auto", rng: np.random.Generator | int | None = None, chains: int = 4, max_samples: int | None = None,
+def volume(body_or_F: SymmetricHull | ArrayLike, *, rel_error: float = 0.1, quantile: float = 0.3, method: str = "auto",
+           rng: np.random.Generator | int | None = None, chains: int = 4, max_samples: int | None = None,
            workers: int | Executor | None = None) -> VolumeEstimate:
     """``Vol_r(K)`` for ``K = F·B₁ⁿ`` (r = rank F), exact or by multiphase Monte Carlo.
 
@@ -263,8 +263,9 @@ _CONSTANT_NOTE = ("without the unknown absolute constant of the theorem (error >
                   "a yardstick, not a certified bound")
 
 
-def vol_lower_bound(F: SymmetricHull | ArrayLike, epsilon: float, *, rel_error: float = 0.5, rng: np.random.Generator | int | None = None,
-                    volume_estimate: VolumeEstimate | None = None) -> BoundEstimate:
+def vol_lower_bound(F: SymmetricHull | ArrayLike, epsilon: float, *, rel_error: float = 0.5,
+                    rng: np.random.Generator | int | None = None, volume_estimate: VolumeEstimate | None = None
+                    ) -> BoundEstimate:
     """``VolLB(F, ε) = ε⁻¹ r √r Vol_r(K)^{1/r}`` (r = rank F), constant omitted.
 
     The volume's relative error enters divided by r, so a loose ``rel_error`` suffices.
@@ -286,7 +287,8 @@ def vol_lower_bound(F: SymmetricHull | ArrayLike, epsilon: float, *, rel_error: 
     return BoundEstimate(value, value * est.rel_stderr / r, r, eps, "VolLB " + _CONSTANT_NOTE)
 
 
-def gvol_lower_bound(F: ArrayLike, epsilon: float, *, rel_error: float = 0.5, rng: np.random.Generator | int | None = None) -> BoundEstimate:
+def gvol_lower_bound(F: ArrayLike, epsilon: float, *, rel_error: float = 0.5,
+                     rng: np.random.Generator | int | None = None) -> BoundEstimate:
     """GVolLB estimate: max of ``ε⁻¹ k √k Vol_k(PK)^{1/k}`` over NIM's subspaces.
 
     Candidates: the whole span and, for each level of NIM's halving rule (``split="halves"``),

@@ -105,7 +105,8 @@ def _nnls(A: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]
     return optimize.nnls(A, b, maxiter=50 * A.shape[1])[0]
 
 
-def nonnegative(F: ArrayLike, answers: ArrayLike, *, return_x: bool = False) -> NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]]:
+def nonnegative(F: ArrayLike, answers: ArrayLike, *, return_x: bool = False
+                ) -> NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Consistent answers ``F x̂`` with ``x̂ = argmin_{x >= 0} ‖a − Fx‖₂`` (a histogram of counts).
 
     The projection of ``a`` onto the convex cone ``{Fx : x >= 0}``, which contains the true

@@ -119,7 +119,8 @@ def random_pm1(d: int, n: int, *, rng: np.random.Generator | int | None = None) 
     return as_generator(rng).choice([-1.0, 1.0], size=(d, n))
 
 
-def random_bernoulli(d: int, n: int, *, p: float = 0.5, rng: np.random.Generator | int | None = None) -> NDArray[np.float64]:
+def random_bernoulli(d: int, n: int, *, p: float = 0.5, rng: np.random.Generator | int | None = None
+                     ) -> NDArray[np.float64]:
     """Random ``{0, 1}`` matrix (d × n) with P(1) = p."""
     p = _p(p)
     d, n = positive_int("d", d), positive_int("n", n)

@@ -76,8 +76,8 @@ class CovarianceGaussianMechanism(Accounted):
 
     F: NDArray[np.float64]  # the workload, set by from_workload only
 
-    def __init__(self, M: ArrayLike, sensitivity: float, *, epsilon: float, delta: float, rng: np.random.Generator | int | None = None,
-                 accountant: BudgetAccountant | None = None) -> None:
+    def __init__(self, M: ArrayLike, sensitivity: float, *, epsilon: float, delta: float,
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
         M = validate_matrix(M, "M")
         if M.shape[0] != M.shape[1] or not np.allclose(M, M.T, rtol=1e-10, atol=1e-12 * np.abs(M).max()):
             raise ValueError(f"M must be a symmetric square matrix, got shape {M.shape}")
@@ -102,8 +102,9 @@ class CovarianceGaussianMechanism(Accounted):
                                     details={"sensitivity_M": self.sensitivity, "c": self.c})
 
     @classmethod
-    def from_workload(cls, F: ArrayLike, M: ArrayLike, *, epsilon: float, delta: float, rng: np.random.Generator | int | None = None,
-                      accountant: BudgetAccountant | None = None) -> CovarianceGaussianMechanism:
+    def from_workload(cls, F: ArrayLike, M: ArrayLike, *, epsilon: float, delta: float,
+                      rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None
+                      ) -> CovarianceGaussianMechanism:
         F = validate_matrix(F)
         M = validate_matrix(M, "M")
         if M.shape != (F.shape[0], F.shape[0]):

@@ -12,8 +12,8 @@ from .._validate import positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory
-from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples, check_size,
-                    mc_norm_estimate)
+from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
+                    check_size, mc_norm_estimate)
 
 
 SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "checkpoint", "params")
@@ -48,8 +48,8 @@ class KNormMechanism(Mechanism):
     ``accept_uncertified=True``: then they are used and the claim says UNCERTIFIED.
     """
 
-    def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard", rng: np.random.Generator | int | None = None,
-                 body: SymmetricHull | None = None, bank_size: int = 1000,
+    def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard",
+                 rng: np.random.Generator | int | None = None, body: SymmetricHull | None = None, bank_size: int = 1000,
                  sampler_options: dict[str, Any] | None = None, accept_uncertified: bool = False,
                  accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)

@@ -164,10 +164,11 @@ class NIMechanism(Mechanism):
     ``accept_uncertified=True``).
     """
 
-    def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard", rng: np.random.Generator | int | None = None,
-                 bank_size: int = 1000, sampler_options: dict[str, Any] | None = None,
-                 accept_uncertified: bool = False, accountant: BudgetAccountant | None = None, split: str = "auto",
-                 max_levels: int | None = None, max_estimates: int = DEFAULT_MAX_ESTIMATES) -> None:
+    def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard",
+                 rng: np.random.Generator | int | None = None, bank_size: int = 1000,
+                 sampler_options: dict[str, Any] | None = None, accept_uncertified: bool = False,
+                 accountant: BudgetAccountant | None = None, split: str = "auto", max_levels: int | None = None,
+                 max_estimates: int = DEFAULT_MAX_ESTIMATES) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)

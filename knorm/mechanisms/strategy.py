@@ -59,7 +59,8 @@ class IdentityMechanism(Mechanism):
     F this is also the K-norm mechanism of F (``‖Fw‖_K = ‖w‖₁``).
     """
 
-    def __init__(self, F: ArrayLike, *, epsilon: float, rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
+    def __init__(self, F: ArrayLike, *, epsilon: float, rng: np.random.Generator | int | None = None,
+                 accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = 1.0
@@ -212,8 +213,8 @@ class HierarchicalMechanism(Mechanism):
     (``branching_errors`` holds every candidate's; ties go to the smaller b).
     """
 
-    def __init__(self, F: ArrayLike, *, epsilon: float, branching: int | None = None, rng: np.random.Generator | int | None = None,
-                 accountant: BudgetAccountant | None = None) -> None:
+    def __init__(self, F: ArrayLike, *, epsilon: float, branching: int | None = None,
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         if branching is None:

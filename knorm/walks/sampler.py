@@ -108,7 +108,8 @@ def as_body(body_or_F: SymmetricHull | ArrayLike) -> SymmetricHull:
     return body_or_F if isinstance(body_or_F, SymmetricHull) else SymmetricHull(body_or_F)
 
 
-def rounding_of(body: SymmetricHull, workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None) -> Rounding:
+def rounding_of(body: SymmetricHull, workers: int | Executor | None = None,
+                progress: Callable[[int, int], object] | None = None) -> Rounding:
     """The body's rounding (computed once, cached on the body; deterministic, ``ROUNDING_CHAINS`` chains).
 
     ``progress``: None, or ``progress(iteration, max_iter)`` (see :func:`round_body`),
@@ -254,8 +255,8 @@ class Sampler:
 
     def __init__(self, body_or_F: SymmetricHull | ArrayLike, *, walk: str = "billiard", chains: int | None = None,
                  rng: np.random.Generator | int | None = None, min_draws: int = 1000, max_steps: int | None = None,
-                 workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None, checkpoint: Checkpoint | None = None,
-                 params: ArrayLike | None = None) -> None:
+                 workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None,
+                 checkpoint: Checkpoint | None = None, params: ArrayLike | None = None) -> None:
         walk_id(walk)
         self.walk = walk
         self.nchains = DEFAULT_CHAINS if chains is None else positive_int("chains", chains)
@@ -457,12 +458,14 @@ class Sampler:
     @overload
     def sample(self, size: int, return_info: Literal[True]) -> tuple[NDArray[np.float64], SamplingInfo]: ...
 
-    def sample(self, size: int, return_info: bool = False) -> NDArray[np.float64] | tuple[NDArray[np.float64], SamplingInfo]:
+    def sample(self, size: int, return_info: bool = False
+               ) -> NDArray[np.float64] | tuple[NDArray[np.float64], SamplingInfo]:
         """The next ``size`` draws fit for release (continuing the chains); warns
         (:class:`ConvergenceWarning`) if the run was not certified."""
         return self._sample(size, return_info, stacklevel=3)
 
-    def _sample(self, size: int, return_info: bool, stacklevel: int) -> NDArray[np.float64] | tuple[NDArray[np.float64], SamplingInfo]:
+    def _sample(self, size: int, return_info: bool, stacklevel: int
+                ) -> NDArray[np.float64] | tuple[NDArray[np.float64], SamplingInfo]:
         draws, info = self.run(size)
         if not info.converged:
             warnings.warn(
@@ -558,15 +561,17 @@ class Sampler:
 @overload
 def sample_uniform(body_or_F: SymmetricHull | ArrayLike, size: int, *, walk: str = ..., chains: int | None = ...,
                    rng: np.random.Generator | int | None = ..., return_info: Literal[False] = ..., min_draws: int = ...,
-                   max_steps: int | None = ..., workers: int | Executor | None = ..., progress: Callable[[int, int], object] | None = ...,
-                   checkpoint: Checkpoint | None = ...) -> NDArray[np.float64]: ...
+                   max_steps: int | None = ..., workers: int | Executor | None = ...,
+                   progress: Callable[[int, int], object] | None = ..., checkpoint: Checkpoint | None = ...
+                   ) -> NDArray[np.float64]: ...
 
 
 @overload
 def sample_uniform(body_or_F: SymmetricHull | ArrayLike, size: int, *, walk: str = ..., chains: int | None = ...,
                    rng: np.random.Generator | int | None = ..., return_info: Literal[True], min_draws: int = ...,
-                   max_steps: int | None = ..., workers: int | Executor | None = ..., progress: Callable[[int, int], object] | None = ...,
-                   checkpoint: Checkpoint | None = ...) -> tuple[NDArray[np.float64], SamplingInfo]: ...
+                   max_steps: int | None = ..., workers: int | Executor | None = ...,
+                   progress: Callable[[int, int], object] | None = ..., checkpoint: Checkpoint | None = ...
+                   ) -> tuple[NDArray[np.float64], SamplingInfo]: ...
 
 
 def sample_uniform(body_or_F: SymmetricHull | ArrayLike, size: int, *, walk: str = "billiard",
