@@ -13,6 +13,7 @@ from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
                          LaplaceMechanism, NIMechanism, PIdentityMechanism, PrivacyClaim)
 from .mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
+from .recommend import Recommendation, recommend
 from .walks import WALKS, ConvergenceError, ConvergenceWarning, Sampler, SamplingInfo, sample_uniform
 
 __all__ = [
@@ -23,7 +24,7 @@ __all__ = [
     # mechanisms
     "LaplaceMechanism", "GaussianMechanism", "KNormMechanism", "NIMechanism", "BoundedLaplaceMechanism",
     "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "PrivacyClaim",
-    "ErrorEstimate",
+    "ErrorEstimate", "recommend", "Recommendation",
     # modules
     "diagnostics", "workloads", "bounds", "discrete", "functional", "privacy", "audit", "postprocess", "data",
 ]

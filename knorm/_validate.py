@@ -58,3 +58,13 @@ def as_real_array(name, value, *, allow_object=False):
     if np.iscomplexobj(arr) or arr.dtype.kind not in ("biufO" if allow_object else "biuf"):
         raise ValueError(f"{name} must be real numbers (a numeric array), got dtype {arr.dtype}")
     return arr
+
+
+def check_options(name, options, allowed):
+    """``options`` (None or a mapping) as a dict whose keys are all in ``allowed``; else a
+    ValueError naming ``name``, the unknown keys and the allowed ones."""
+    opts = dict(options or {})
+    unknown = sorted(set(opts) - set(allowed))
+    if unknown:
+        raise ValueError(f"{name}: unknown keys {unknown}; allowed: {list(allowed)}")
+    return opts

@@ -23,8 +23,8 @@ Both audits then return ``epsilon_lower_bound = inf`` with ``failure`` naming th
 sampler (so ``refutes(any claim)`` is True); they never silently return 0.
 """
 
-
 from __future__ import annotations
+
 import math
 from collections.abc import Callable
 from dataclasses import dataclass

@@ -21,8 +21,8 @@ then estimated on fresh draws, with standard errors from the ESS of the indicato
 until ``Σ var(p̂_i)/p_i² <= rel_error²``.
 """
 
-
 from __future__ import annotations
+
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field

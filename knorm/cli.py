@@ -36,6 +36,7 @@ import numpy as np
 from . import __version__
 from ._io import atomic_write
 from ._validate import check_memory as _check_memory
+from .walks.chains import WALKS
 
 MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
 WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range", "marginals")
@@ -365,6 +366,19 @@ def build_mechanism(name, F, args, rng, sampler_options):
         raise CLIError(str(exc)) from None
 
 
+def _auto_mechanism(F, args, rng, sampler_options):
+    """``--mechanism auto``: :func:`knorm.recommend`'s least-error mechanism (from F alone), built
+    with the run's rng; returns (its choice as JSON-ready data, the mechanism)."""
+    from .recommend import recommend
+
+    options = {"walk": args.walk, "sampler_options": sampler_options, "accept_uncertified": args.accept_uncertified}
+    try:
+        rec = recommend(F, epsilon=args.epsilon, delta=args.delta, rng=rng, mechanism_options=options)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    return {"mechanism": rec.best, "reason": rec.reason, **rec.as_dict()}, rec.mechanism
+
+
 def _diagnostics(mech):
     infos = []
     if hasattr(mech, "levels"):
@@ -433,8 +447,9 @@ def _check_sample_args(args):
     """Argument combinations argparse cannot express (usage errors, exit 2)."""
     if args.mechanism == "gaussian" and args.delta is None:
         raise UsageError("--mechanism gaussian needs --delta")
-    if args.delta is not None and args.mechanism != "gaussian":
-        raise UsageError(f"--delta applies only to --mechanism gaussian; {args.mechanism} is pure ε-DP (δ = 0)")
+    if args.delta is not None and args.mechanism not in ("gaussian", "auto"):
+        raise UsageError(f"--delta applies only to --mechanism gaussian or auto; {args.mechanism} is pure ε-DP "
+                         "(δ = 0)")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint DIR")
     if args.data and not args.out and not args.json:
@@ -445,8 +460,8 @@ def _check_sample_args(args):
     mcmc_only = [o for o, v in (("--checkpoint", args.checkpoint), ("--scheduler", args.scheduler),
                                 ("--workers", args.workers), ("--accept-uncertified", args.accept_uncertified))
                  if v]
-    if mcmc_only and args.mechanism not in ("knorm", "nim"):
-        raise UsageError(f"{mcmc_only[0]} applies only to the MCMC mechanisms (knorm, nim), "
+    if mcmc_only and args.mechanism not in ("knorm", "nim", "auto"):
+        raise UsageError(f"{mcmc_only[0]} applies only to the MCMC mechanisms (knorm, nim, or auto choosing one), "
                          f"not to --mechanism {args.mechanism}")
 
 
@@ -484,7 +499,11 @@ def cmd_sample(args):
         if args.scheduler:
             executor = _dask_executor(args.scheduler)
         opts = {**sampler_options, "progress": progress, **({"workers": executor} if executor else {})}
-        mech = build_mechanism(args.mechanism, F, args, rng, opts)
+        choice = None
+        if args.mechanism == "auto":
+            choice, mech = _auto_mechanism(F, args, rng, opts)
+        else:
+            mech = build_mechanism(args.mechanism, F, args, rng, opts)
         t0 = time.perf_counter()
         if x is not None:
             samples = np.atleast_2d(mech.release(x, size=args.count))
@@ -511,6 +530,7 @@ def cmd_sample(args):
         "noise_source": total["noise_source"],
         "privacy": total,
         "privacy_per_answer": per_answer,
+        "mechanism_choice": choice,
         "seconds": seconds,
         "samples_per_second": args.count / seconds if seconds > 0 else None,
     }
@@ -569,6 +589,8 @@ def _privacy_lines(s):
 
 def _print_sample_summary(s):
     print(f"knorm {s['knorm']}: {s['workload']}; {s['count']} × {s['output']}")
+    if s["mechanism_choice"]:
+        print(f"--mechanism auto chose {s['mechanism_choice']['mechanism']}: {s['mechanism_choice']['reason']}")
     for line in _privacy_lines(s):
         print(line)
     if s["resumed_from_checkpoint"]:
@@ -600,6 +622,7 @@ def cmd_info(args):
     from .body import SymmetricHull
     from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
     from .mechanisms.additive import l1_sensitivity, l2_sensitivity
+    from .recommend import CANDIDATES, recommend
 
     F, label = load_workload(args)  # info never reads data: every number below depends on F only
     K = SymmetricHull(F)
@@ -618,10 +641,9 @@ def cmd_info(args):
     }
     if args.delta is not None:
         errs["gaussian"] = GaussianMechanism(F, epsilon=eps, delta=args.delta).expected_error()
-    one_level_nim = False  # a one-level NIM plan is the K-norm mechanism itself: never recommended over it
     if not args.no_nim:
         nim = NIMechanism(F, epsilon=eps, rng=args.mc_seed)
-        errs["nim"], one_level_nim = nim.expected_error(n_samples=1000), len(nim.levels) == 1
+        errs["nim"] = nim.expected_error(n_samples=1000)
     facts["expected_l2_error"] = {k: {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
                                   for k, e in errs.items()}
     if K.dim <= args.vollb_max_dim:
@@ -629,13 +651,11 @@ def cmd_info(args):
         facts["vol_lower_bound"] = {"value": lb.value, "stderr": lb.stderr, "note": lb.note}
     else:
         facts["vol_lower_bound"] = None
-    pure = {k: v for k, v in errs.items() if k != "gaussian" and not (k == "nim" and one_level_nim)}
-    best = min(pure, key=lambda k: pure[k].value)
-    rec = {"mechanism": best, "reason": f"smallest expected ℓ₂ error among pure ε-DP mechanisms at ε = {eps:g}"}
-    if "gaussian" in errs and errs["gaussian"].value < pure[best].value:
-        rec["note"] = (f"the Gaussian mechanism is more accurate ({errs['gaussian'].value:.4g}) but only "
-                       f"(ε, δ)-DP with δ = {args.delta:g}")
+    candidates = [c for c in CANDIDATES if not (c == "nim" and args.no_nim or c == "gaussian" and args.delta is None)]
+    table = recommend(F, epsilon=eps, delta=args.delta, rng=args.mc_seed, candidates=candidates, mc_seed=args.mc_seed)
+    rec = {"mechanism": table.best, "reason": table.reason}
     facts["recommendation"] = rec
+    facts["recommend"] = table.as_dict()
     if args.json:
         print(json.dumps(facts, indent=2, default=float, ensure_ascii=False))
         return 0
@@ -649,7 +669,7 @@ def cmd_info(args):
     lb = facts["vol_lower_bound"]
     print(f"VolLB (no constant): {lb['value']:.4g} ± {lb['stderr']:.2g}" if lb else
           f"VolLB: skipped (rank {K.dim} > --vollb-max-dim {args.vollb_max_dim})")
-    print(f"recommended: {rec['mechanism']} ({rec['reason']})" + (f"; {rec['note']}" if "note" in rec else ""))
+    print(table)
     return 0
 
 
@@ -895,15 +915,18 @@ def build_parser():
                                    "answers, and the summary states the total claim of the run.")
     _add_workload(s)
     _add_debug(s, argparse.SUPPRESS)
-    s.add_argument("--mechanism", choices=MECHANISMS, default="knorm")
+    s.add_argument("--mechanism", choices=(*MECHANISMS, "auto"), default="knorm",
+                   help="default knorm; auto: the least expected error among all mechanisms (knorm.recommend, "
+                        "from F alone; with --delta the Gaussian mechanism competes)")
     s.add_argument("--epsilon", type=_positive_float, default=1.0, help="ε of one answer (default 1)")
-    s.add_argument("--delta", type=_probability, default=None, help="δ in (0, 1), for --mechanism gaussian only")
+    s.add_argument("--delta", type=_probability, default=None,
+                   help="δ in (0, 1), for --mechanism gaussian (or auto, letting it compete)")
     s.add_argument("--count", type=_positive_int, default=1000,
                    help="number of draws (default 1000); with --data, count answers on the same data cost "
                         "count·ε in total")
     s.add_argument("--data", help="x as a .npy vector of length n: release Fx + noise (default: noise only); "
                                   "needs --out or --json")
-    s.add_argument("--walk", choices=["billiard", "hit_and_run", "coordinate", "ball"], default="billiard")
+    s.add_argument("--walk", choices=list(WALKS), default="billiard")
     s.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
                    help="seed the noise: a reproducible run that is NOT PRIVATE (for tests and debugging); "
                         "default: OS entropy")
@@ -946,7 +969,7 @@ def build_parser():
     _add_debug(u, argparse.SUPPRESS)
     u.add_argument("--count", "--size", dest="count", type=_positive_int, default=2000,
                    help="number of draws (default 2000)")
-    u.add_argument("--walk", choices=["billiard", "hit_and_run", "coordinate", "ball"], default="billiard")
+    u.add_argument("--walk", choices=list(WALKS), default="billiard")
     u.add_argument("--chains", type=_positive_int, default=None)
     u.add_argument("--workers", type=_positive_int, default=None)
     u.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
@@ -972,8 +995,8 @@ def build_parser():
     b.add_argument("--releases", type=_positive_int, default=100, help="table3: releases per cell")
     b.add_argument("--highs-steps", type=_positive_int, default=60, help="oracles: steps of the HiGHS chain")
     b.add_argument("--factors", type=_positive_int, nargs="+", default=[1, 5, 25], help="scaling: n = factor·d")
-    b.add_argument("--walks", nargs="+", choices=["billiard", "hit_and_run", "coordinate", "ball"],
-                   default=["billiard", "hit_and_run", "coordinate", "ball"], help="scaling")
+    b.add_argument("--walks", nargs="+", choices=list(WALKS),
+                   default=list(WALKS), help="scaling")
     b.add_argument("--seconds", type=_positive_float, default=3.0,
                    help="scaling: sampling seconds per configuration and walk (default 3)")
     b.add_argument("--bench-seed", type=_seed, default=None, metavar="N",
@@ -994,7 +1017,7 @@ def build_parser():
     pl.add_argument("what", choices=PLOTS)
     pl.add_argument("--out", required=True, help="the figure (.png, .pdf or .svg)")
     pl.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    pl.add_argument("--walk", choices=["billiard", "hit_and_run", "coordinate", "ball"], default="billiard")
+    pl.add_argument("--walk", choices=list(WALKS), default="billiard")
     pl.add_argument("--seed", type=_seed, default=0, metavar="N",
                     help="seed of the sampler and the Monte-Carlo estimates (default 0)")
     pl.add_argument("--count", type=_positive_int, default=None,

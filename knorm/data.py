@@ -17,8 +17,8 @@ one cell, so adding or removing one record changes ``x`` by 1 in ℓ₁: the nei
 mechanism's ``release()``, never print or save it.
 """
 
-
 from __future__ import annotations
+
 import itertools
 import math
 from collections.abc import Mapping, Sequence

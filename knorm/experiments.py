@@ -16,7 +16,7 @@ from . import workloads as W
 from .body import ReferenceOracle, SymmetricHull
 from .diagnostics import ess as _ess
 from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
-from .walks.chains import BLOCK, Chain, block_inputs, run_chains
+from .walks.chains import BLOCK, WALKS, Chain, block_inputs, run_chains
 from .walks.reference import hit_and_run_reference
 from .walks.sampler import _start_points, rounding_of, sample_uniform
 
@@ -178,7 +178,7 @@ def plot(rows, ds, n, releases, path, out=print):
     out(f"wrote {path}")
 
 
-def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=("billiard", "hit_and_run", "coordinate", "ball"), *,
+def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=tuple(WALKS), *,
             seconds=3.0, chains=2, seed=0, out_dir=".", plot_path=True, out=print):
     """ESS/s, steps/s and pivots per step of each walk on random ±1 F, d × (factor·d).
 

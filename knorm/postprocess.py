@@ -17,8 +17,8 @@ farther from ``Fx``: ``‖P(a) − Fx‖ <= ‖a − Fx‖`` for every draw of t
 Answers are one vector (d,) or a batch (m, d); the result has the same shape.
 """
 
-
 from __future__ import annotations
+
 from typing import Any
 
 import numpy as np

@@ -15,8 +15,8 @@
   Google dp-accounting ``DpEvent`` objects, to be composed by its RDP or PLD accountants.
 """
 
-
 from __future__ import annotations
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 

@@ -5,8 +5,8 @@ before allocating: a matrix of more than ``MAX_ENTRIES`` float64 entries (2 GiB)
 refused with a ``ValueError`` naming the argument and the size it would need.
 """
 
-
 from __future__ import annotations
+
 import itertools
 import math
 

@@ -12,14 +12,7 @@ import pytest
 from knorm import cli
 
 
-def run(argv, capsys):
-    """(exit status, stdout, stderr) of ``knorm argv`` in-process (argparse's usage errors exit 2)."""
-    try:
-        rc = cli.main(argv)
-    except SystemExit as e:
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+from cli_helpers import interrupt_progress, run  # noqa: E402
 
 
 SMALL = ["--d", "6", "--n", "20"]
@@ -192,16 +185,7 @@ def test_interrupted_run_leaves_no_output_and_resumes_identically(tmp_path, caps
     want = tmp_path / "want.npy"
     assert run([*base, "--out", str(want)], capsys)[0] == 0
 
-    calls = []
-    real = cli.Progress.__call__
-
-    def interrupting(self, done, target):
-        calls.append(done)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, done, target)
-
-    monkeypatch.setattr(cli.Progress, "__call__", interrupting)
+    real = interrupt_progress(monkeypatch, after=2)
     out = tmp_path / "got.npy"
     ck = tmp_path / "ck"
     rc, _, err = run([*base, "--out", str(out), "--checkpoint", str(ck), "--checkpoint-every", "1e-9"], capsys)
@@ -221,6 +205,43 @@ def test_info_reports_and_recommends(capsys):
     assert f["recommendation"]["mechanism"] == "knorm"
     assert f["vol_lower_bound"]["value"] > 0
     assert set(f["expected_l2_error"]) == {"laplace", "knorm", "gaussian", "nim"}
+    table = f["recommend"]["table"]  # recommend's table: every candidate, gaussian because --delta was given
+    assert set(table) == {"laplace", "gaussian", "identity", "hierarchical", "p-identity", "knorm", "nim"}
+    assert f["recommend"]["best"] == "knorm" == min(table, key=lambda k: table[k]["rms"])
+    assert table["gaussian"]["notion"] == "(ε, δ)-DP"
+
+
+def test_info_prints_the_recommend_table(capsys):
+    rc, stdout, _ = run(["info", "--workload", "prefix", "--n", "8", "--no-nim"], capsys)
+    assert rc == 0
+    assert "per query" in stdout and "p-identity" in stdout and "recommended: " in stdout
+    assert "gaussian" not in stdout.split("per query")[1]  # no --delta: no (ε, δ) row
+
+
+def test_sample_auto_uses_recommends_choice(tmp_path, capsys):
+    """prefix over 8 cells: every row is exact, so the choice is deterministic (the argmin of
+    recommend's table) and the mechanism built is that row's."""
+    from knorm import workloads
+    from knorm.recommend import recommend
+
+    want = recommend(workloads.prefix(8), epsilon=1.0)
+    args = ["sample", "--workload", "prefix", "--n", "8", "--mechanism", "auto", "--count", "30"]
+    rc, stdout, _ = run([*args, "--nonprivate-seed", "3", "--json"], capsys)
+    assert rc == 0
+    s = json.loads(stdout)
+    assert s["mechanism_choice"]["mechanism"] == want.best
+    assert s["privacy"]["mechanism"] == want.mechanism.privacy.mechanism and s["noise_source"] == "seed"
+    np.save(tmp_path / "x.npy", np.ones(8))
+    rc, stdout, _ = run([*args, "--data", str(tmp_path / "x.npy"), "--out", str(tmp_path / "a.npy")], capsys)
+    assert rc == 0 and f"--mechanism auto chose {want.best}: least rms" in stdout
+    assert np.load(tmp_path / "a.npy").shape == (30, 8) and "NOT PRIVATE" not in stdout
+    rc, stdout, _ = run([*args, "--delta", "1e-6", "--json"], capsys)  # δ lets the Gaussian mechanism compete
+    assert rc == 0 and "gaussian" in json.loads(stdout)["mechanism_choice"]["table"]
+    # random ±1 6×20: K-norm (MCMC) is far ahead of every other row; the sampler options reach it
+    rc, stdout, _ = run(["sample", *SMALL, "--mechanism", "auto", "--count", "50", "--workers", "1", "--json"], capsys)
+    s = json.loads(stdout)
+    assert rc == 0 and s["mechanism_choice"]["mechanism"] == "knorm" and s["privacy"]["mechanism"] == "K-norm"
+    assert s["diagnostics"]["converged"] and s["noise_source"] == "os-entropy"
 
 
 def test_info_on_an_exact_workload(capsys):
@@ -505,16 +526,7 @@ def test_square_workloads_take_d_or_n(capsys):
 def test_a_resumed_run_says_so(tmp_path, capsys, monkeypatch):
     base = ["sample", *SMALL, "--count", "3000", "--nonprivate-seed", "9", "--checkpoint", str(tmp_path / "ck"),
             "--checkpoint-every", "1e-9"]
-    real = cli.Progress.__call__
-    calls = []
-
-    def interrupting(self, done, target):
-        calls.append(done)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(self, done, target)
-
-    monkeypatch.setattr(cli.Progress, "__call__", interrupting)
+    real = interrupt_progress(monkeypatch, after=2)
     assert run([*base, "--quiet"], capsys)[0] == 130
     monkeypatch.setattr(cli.Progress, "__call__", real)
     rc, stdout, _ = run([*base, "--resume"], capsys)

@@ -26,13 +26,7 @@ def sampler():
     return s
 
 
-def run(argv, capsys):
-    try:
-        rc = cli.main(argv)
-    except SystemExit as e:
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+from cli_helpers import run  # noqa: E402
 
 
 def test_chain_plots_from_a_sampler_and_from_an_array(sampler, tmp_path):

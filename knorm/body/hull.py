@@ -1,7 +1,7 @@
 """The body ``K = F·B₁ⁿ`` and its exact oracle (docs/design.md §2)."""
 
-
 from __future__ import annotations
+
 import contextlib
 import math
 import threading
@@ -15,7 +15,6 @@ from .._validate import as_real_array, is_real
 from . import _simplex as sx
 
 if TYPE_CHECKING:
-    from ..walks.rounding import Rounding
     from .structure import ExactStructure
 
 _STATUS = {
@@ -178,16 +177,14 @@ class Frame:
         self.max_pivots = 50 * (self.n + self.r) + 1000
         self._state = None
         self._Ft = None
-        self.radius = None  # cached by knorm.walks.chains.body_radius
         # the shared warm-start state is mutated by every query: one thread at a time
         self._lock = threading.Lock()
 
     def __getstate__(self):  # picklable (process pools, Dask): no lock, no cached state
-        return {"cols": self.cols, "T": self.T, "radius": self.radius}
+        return {"cols": self.cols, "T": self.T}
 
     def __setstate__(self, d):
         self.__init__(d["cols"], d["T"])
-        self.radius = d["radius"]
 
     def mapped(self, T):
         """The frame of coordinates ``x'`` with ``x = T·x'`` (same body, same oracle data:
@@ -354,7 +351,6 @@ class SymmetricHull:
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
         cols, T, self._M = _oracle_coordinates(Fs, self.span_basis, S, unit)
         self.frame = Frame(cols, T)
-        self._rounding: Rounding | None = None
         self._structure: Any = False  # not yet detected (else an ExactStructure or None)
 
     @property

@@ -9,8 +9,8 @@ Both take finite real draws shaped ``(chains, draws)`` or ``(chains, draws, k)``
 value per coordinate ``k``), at least 4 draws per chain; anything else is a ValueError.
 """
 
-
 from __future__ import annotations
+
 from collections.abc import Callable
 
 import numpy as np

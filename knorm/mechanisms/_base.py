@@ -1,7 +1,7 @@
 """Shared pieces of the mechanisms: validation, the privacy claim, error estimates."""
 
-
 from __future__ import annotations
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar

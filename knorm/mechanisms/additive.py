@@ -1,7 +1,7 @@
 """Laplace and Gaussian baselines with sensitivities computed from F (docs/design.md §4.1, §4.2)."""
 
-
 from __future__ import annotations
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special

@@ -1,7 +1,7 @@
 """Bounded 1-D Laplace and the Gaussian mechanism with a covariance matrix (docs/design.md §7)."""
 
-
 from __future__ import annotations
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 

@@ -1,14 +1,14 @@
 """The K-norm mechanism (docs/design.md §4.3): density ∝ exp(−ε‖a − Fx‖_K)."""
 
-
 from __future__ import annotations
+
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
-from .._validate import positive_int
+from .._validate import check_options, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory
@@ -21,11 +21,7 @@ SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "c
 
 def check_sampler_options(sampler_options: dict[str, Any] | None) -> dict[str, Any]:
     """``sampler_options`` as a dict of :class:`~knorm.walks.sampler.Sampler` keywords."""
-    opts = dict(sampler_options or {})
-    unknown = sorted(set(opts) - set(SAMPLER_OPTIONS))
-    if unknown:
-        raise ValueError(f"sampler_options: unknown keys {unknown}; allowed: {list(SAMPLER_OPTIONS)}")
-    return opts
+    return check_options("sampler_options", sampler_options, SAMPLER_OPTIONS)
 
 
 class KNormMechanism(Mechanism):

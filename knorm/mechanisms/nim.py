@@ -12,8 +12,8 @@ last level releases all of ``U_{L-1}``). The levels are independent and mean zer
 (:func:`split_epsilon`). One level is the K-norm mechanism itself.
 """
 
-
 from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import Any
 

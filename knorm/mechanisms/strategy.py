@@ -13,8 +13,8 @@ column rank A that is ``Fx + F A⁺ z``: the noise ``F A⁺ z`` never depends on
   2018) with Δ₁ = 1, Θ >= 0 optimised for the workload by L-BFGS-B.
 """
 
-
 from __future__ import annotations
+
 from collections.abc import Callable
 from typing import Any
 

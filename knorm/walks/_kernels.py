@@ -43,17 +43,6 @@ def _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1):
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
-def _tmul(T, v, out):
-    """``out ← T·v``."""
-    r = v.shape[0]
-    for i in range(r):
-        s = 0.0
-        for k in range(r):
-            s += T[i, k] * v[k]
-        out[i] = s
-
-
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 def _tmul_t(T, v, out):
     """``out ← Tᵀ·v``."""
     r = v.shape[0]
@@ -91,8 +80,8 @@ def _chord_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, rad
     r = x.shape[0]
     z = np.empty(r)
     uz = np.empty(r)
-    _tmul(T, x, z)
-    _tmul(T, u, uz)
+    sx._matvec(T, x, z)
+    sx._matvec(T, u, uz)
     _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1)
     st = sx.move(A, fmax, b1, B1, l1, g1, c1, z, uz, bp, max_piv, out)
     if st != sx.OK:
@@ -147,8 +136,8 @@ def _billiard_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, len
     z = np.empty(r)
     uz = np.empty(r)
     nz = np.empty(r)
-    _tmul(T, x, z)
-    _tmul(T, u, uz)
+    sx._matvec(T, x, z)
+    sx._matvec(T, u, uz)
     _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1)
     rem = length
     nref = 0
@@ -176,7 +165,7 @@ def _billiard_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, len
             _reflect(u, nz)  # facet of K: normal Tᵀλ in frame coordinates
         else:
             _reflect(u, x)   # the sphere: outward normal x
-        _tmul(T, u, uz)
+        sx._matvec(T, u, uz)
     stats[S_REFLECTIONS] += nref
     return sx.OK
 
@@ -193,7 +182,7 @@ def _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, s
     yz = np.empty(r)
     for i in range(r):
         y[i] = x[i] + scale * v[i]
-    _tmul(T, y, yz)
+    sx._matvec(T, y, yz)
     st = sx.solve(A, fmax, b0, B0, l0, g0, c0, yz, max_piv)
     if st != sx.OK:
         return st

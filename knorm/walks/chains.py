@@ -1,19 +1,15 @@
 """Chains of the random walks: state, randomness and parallel execution."""
 
 import os
+import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from .._validate import is_int
 from . import _kernels as kn
-
-WALKS = {
-    "ball": kn.BALL,
-    "hit_and_run": kn.HIT_AND_RUN,
-    "coordinate": kn.COORDINATE,
-    "billiard": kn.BILLIARD,
-}
 
 BALL_RADIUS = 1.5  # tuned at d = 20: acceptance ≈ 0.4, best ESS per second
 # Billiard trajectory length: uniform on [(1−a)·L, (1+a)·L], L = BILLIARD_LENGTH·R,
@@ -29,41 +25,76 @@ BILLIARD_MAX_REFLECTIONS = 10  # per dimension; never reached at r = 40–80 (6�
 BLOCK = 512  # steps of random inputs drawn at a time per chain
 
 
-def walk_id(walk):
-    if walk not in WALKS:
-        raise ValueError(f"walk must be one of {sorted(WALKS)}, got {walk!r}")
-    return WALKS[walk]
+_RADII = weakref.WeakKeyDictionary()  # frame -> body_radius (the sampling layer's cache, not the frame's state)
 
 
 def body_radius(frame, k=64):
     """Median over ``k`` fixed random unit directions v of ``1/‖v‖_K``: a scale-free size of K.
 
-    Deterministic to the last bit (fixed directions, fresh warm-start state, cached on
-    the frame), so walk parameters derived from it never depend on earlier queries.
+    Deterministic to the last bit (fixed directions, fresh warm-start state; cached per
+    frame), so walk parameters derived from it never depend on earlier queries.
     """
-    if frame.radius is None:
+    if frame not in _RADII:
         V = np.random.default_rng(12345).standard_normal((k, frame.r))
         V /= np.linalg.norm(V, axis=1, keepdims=True)
         g, _ = frame.gauges(V, state=frame.crash_basis())
-        frame.radius = float(np.median(1.0 / g))
-    return frame.radius
+        _RADII[frame] = float(np.median(1.0 / g))
+    return _RADII[frame]
+
+
+def _ball_params(frame):
+    """Ball walk: radius δ = BALL_RADIUS·R/√r."""
+    return np.array([BALL_RADIUS * body_radius(frame) / np.sqrt(frame.r)])
+
+
+def _billiard_params(frame):
+    """Trajectory length uniform on ``[(1−a)L, (1+a)L]``, L = BILLIARD_LENGTH·R,
+    a = BILLIARD_JITTER, at most BILLIARD_MAX_REFLECTIONS·r reflections (``[L, 10·r, inf, a]``)."""
+    return np.array([BILLIARD_LENGTH * body_radius(frame), BILLIARD_MAX_REFLECTIONS * frame.r, np.inf,
+                     BILLIARD_JITTER])
+
+
+def _chord_params(frame):
+    """Hit-and-run walks need none (``[inf]``: all of K, no ball clip)."""
+    return np.array([np.inf])
+
+
+@dataclass(frozen=True)
+class Walk:
+    """A registered walk: ``kernel``, its branch in ``knorm.walks._kernels.run_chain``;
+    ``params(frame)``, its default parameters; ``summary``, one line for users.
+
+    A new walk is one kernel (a step function and its branch in ``run_chain``) plus one
+    entry in :data:`WALKS`; the CLI, the experiments and the docs take the names from here.
+    """
+
+    name: str
+    kernel: int
+    params: Callable[..., np.ndarray]
+    summary: str
+
+
+WALKS = {w.name: w for w in (
+    Walk("billiard", kn.BILLIARD, _billiard_params,
+         "billiard walk (default): straight trajectories of random length, reflected off K's facets"),
+    Walk("hit_and_run", kn.HIT_AND_RUN, _chord_params, "hit-and-run: uniform point on a random chord"),
+    Walk("coordinate", kn.COORDINATE, _chord_params, "coordinate hit-and-run: chords along the frame's axes"),
+    Walk("ball", kn.BALL, _ball_params, "ball walk: uniform proposal in a small ball, stays on rejection"),
+)}
+
+
+def walk_id(walk):
+    """The kernel branch of a walk name (ValueError naming ``walk`` if unknown)."""
+    if walk not in WALKS:
+        raise ValueError(f"walk must be one of {sorted(WALKS)}, got {walk!r}")
+    return WALKS[walk].kernel
 
 
 def default_params(walk, frame):
-    """Walk parameters from the body's size R (:func:`body_radius`) and dimension r.
-
-    Ball walk: radius δ = BALL_RADIUS·R/√r; billiard: trajectory length uniform on
-    ``[(1−a)L, (1+a)L]``, L = BILLIARD_LENGTH·R, a = BILLIARD_JITTER, at most
-    BILLIARD_MAX_REFLECTIONS·r reflections per trajectory (``[L, 10·r, inf, a]``);
-    hit-and-run and coordinate hit-and-run need none.
-    """
-    r = frame.r
-    if walk == "ball":
-        return np.array([BALL_RADIUS * body_radius(frame) / np.sqrt(r)])
-    if walk == "billiard":
-        return np.array([BILLIARD_LENGTH * body_radius(frame), BILLIARD_MAX_REFLECTIONS * r, np.inf,
-                         BILLIARD_JITTER])
-    return np.array([np.inf])
+    """Walk parameters from the body's size R (:func:`body_radius`) and dimension r
+    (see each walk's ``params`` in :data:`WALKS`)."""
+    walk_id(walk)
+    return WALKS[walk].params(frame)
 
 
 def block_inputs(rng, r):

@@ -1,10 +1,11 @@
 """``Sampler`` and ``sample_uniform``: approximately uniform draws from K, fit for release."""
 
-
 from __future__ import annotations
+
 import os
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -108,16 +109,21 @@ def as_body(body_or_F: SymmetricHull | ArrayLike) -> SymmetricHull:
     return body_or_F if isinstance(body_or_F, SymmetricHull) else SymmetricHull(body_or_F)
 
 
+# body -> its Rounding: the sampling layer's cache (weak: it goes with the body), not
+# state written on the body object
+_ROUNDINGS: weakref.WeakKeyDictionary[SymmetricHull, Rounding] = weakref.WeakKeyDictionary()
+
+
 def rounding_of(body: SymmetricHull, workers: int | Executor | None = None,
                 progress: Callable[[int, int], object] | None = None) -> Rounding:
-    """The body's rounding (computed once, cached on the body; deterministic, ``ROUNDING_CHAINS`` chains).
+    """The body's rounding (computed once per body and cached; deterministic, ``ROUNDING_CHAINS`` chains).
 
     ``progress``: None, or ``progress(iteration, max_iter)`` (see :func:`round_body`),
     called only when the rounding is computed.
     """
-    if body._rounding is None:
-        body._rounding = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers, progress=progress)
-    return body._rounding
+    if body not in _ROUNDINGS:
+        _ROUNDINGS[body] = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers, progress=progress)
+    return _ROUNDINGS[body]
 
 
 def rounding_progress(progress: Any) -> Callable[[int, int], None] | None:

@@ -404,3 +404,27 @@ def test_bad_counts_raise_naming_the_argument(F, value, name):
         Sampler(F, **{name: value})
     with pytest.raises(ValueError, match=name):
         sample_uniform(F, 10, **{name: value})
+
+
+def test_walks_are_one_registry_and_caches_live_outside_the_body():
+    """Every walk is one entry of knorm.WALKS (kernel branch, default parameters, summary);
+    the CLI offers exactly those names; the rounding and the body radius are cached by the
+    sampling layer, not written on the body or frame objects."""
+    import knorm
+    from knorm.cli import build_parser
+    from knorm.walks.chains import body_radius, default_params, walk_id
+    from knorm.walks.sampler import rounding_of
+
+    assert list(knorm.WALKS)[0] == "billiard"
+    assert len({w.kernel for w in knorm.WALKS.values()}) == len(knorm.WALKS)
+    K = knorm.SymmetricHull(knorm.workloads.random_pm1(6, 12, rng=np.random.default_rng(0)))
+    before = set(vars(K)) | set(vars(K.frame))
+    for name, w in knorm.WALKS.items():
+        assert walk_id(name) == w.kernel and w.summary
+        np.testing.assert_array_equal(default_params(name, K.frame), w.params(K.frame))
+    assert rounding_of(K) is rounding_of(K)
+    assert body_radius(K.frame) == body_radius(K.frame)
+    assert set(vars(K)) | set(vars(K.frame)) == before
+    sub = build_parser()._subparsers._group_actions[0].choices["sample"]
+    walk_action = next(a for a in sub._actions if a.dest == "walk")
+    assert list(walk_action.choices) == list(knorm.WALKS)

@@ -1,0 +1,142 @@
+"""knorm.recommend: every row is rms = √E‖noise‖₂² on the answers, from F alone; the best row
+is the argmin and comes back as a ready mechanism built with the caller's rng."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from knorm import workloads as W
+from knorm import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism, LaplaceMechanism,
+                   NIMechanism, PIdentityMechanism, Recommendation, recommend)
+from knorm.mechanisms.additive import analytic_gaussian_sigma
+from knorm.recommend import CANDIDATES, TIE
+
+EPS = 0.7
+CLASSES = {"laplace": LaplaceMechanism, "gaussian": GaussianMechanism, "identity": IdentityMechanism,
+           "hierarchical": HierarchicalMechanism, "p-identity": PIdentityMechanism, "knorm": KNormMechanism,
+           "nim": NIMechanism}
+
+
+@pytest.fixture(scope="module")
+def prefix4():
+    return recommend(W.prefix(4), epsilon=EPS, delta=1e-6, rng=1)
+
+
+def test_exact_rows_equal_the_formulas(prefix4):
+    """prefix(4): d = n = 4, Δ₁ = 4 (first column), Δ₂ = 2, ‖F‖_F² = 1+2+3+4 = 10.
+
+    Laplace: E‖Lap(Δ₁/ε)^d‖² = 2d(Δ₁/ε)² → √(2·4)·4/ε. Gaussian: d σ². Identity: F·Lap(1/ε)ⁿ,
+    E‖·‖² = 2/ε²·‖F‖_F² = 20/ε². F is injective, so ‖Fw‖_K = ‖w‖₁ and K-norm noise is
+    F·Lap(1/ε)ⁿ too: the same 20/ε² (and NIM, one level, is K-norm).
+    """
+    t = prefix4.table
+    assert all(t[k].exact and t[k].stderr == 0 for k in CANDIDATES)
+    assert t["laplace"].rms == pytest.approx(np.sqrt(8) * 4 / EPS, rel=1e-12)
+    sigma = analytic_gaussian_sigma(2.0, EPS, 1e-6)
+    assert t["gaussian"].rms == pytest.approx(2 * sigma, rel=1e-12) and t["gaussian"].notion == "(ε, δ)-DP"
+    assert t["identity"].rms == pytest.approx(np.sqrt(20) / EPS, rel=1e-12)
+    assert t["knorm"].rms == pytest.approx(np.sqrt(20) / EPS, rel=1e-9)
+    assert t["nim"].rms == pytest.approx(np.sqrt(20) / EPS, rel=1e-9)
+    assert t["knorm"].per_query_rmse == pytest.approx(np.sqrt(20 / 4) / EPS, rel=1e-9)
+    # the strategies' rows are their own exact expected_squared_error()
+    for name, cls in (("hierarchical", HierarchicalMechanism), ("p-identity", PIdentityMechanism)):
+        assert t[name].rms == pytest.approx(np.sqrt(cls(W.prefix(4), epsilon=EPS).expected_squared_error()),
+                                            rel=1e-12)
+
+
+def test_hierarchical_row_on_two_cells():
+    """F = I₂, b = 2: A = [[1,1],[1,0],[0,1]], Δ₁ = 2 levels, (AᵀA)⁻¹ = [[2,−1],[−1,2]]/3 with
+    trace 4/3, so E‖noise‖² = 2(2/ε)²·4/3 = 32/(3ε²)."""
+    r = recommend(np.eye(2), epsilon=EPS, candidates=["hierarchical", "identity"])
+    assert r.table["hierarchical"].rms == pytest.approx(np.sqrt(32 / 3) / EPS, rel=1e-12)
+    assert r.table["identity"].rms == pytest.approx(2 / EPS, rel=1e-12)
+    assert r.best == "identity" and list(r.table) == ["identity", "hierarchical"]
+
+
+def test_monte_carlo_knorm_row_on_a_hexagon():
+    """F = [[1,0,1],[0,1,1]]: K = conv(±(1,0), ±(0,1), ±(1,1)), a hexagon (no exact structure).
+    Uniform on it, by triangles from 0 (∫_T ‖z‖² = area·(‖a‖²+‖b‖²+a·b)/6): ∫‖z‖² = 5/3 over
+    area 3, so E‖z‖² = 5/9 and E‖noise‖² = (k+1)(k+2)/ε²·5/9 = 20/(3ε²) (k = 2)."""
+    r = recommend(np.array([[1.0, 0, 1], [0, 1, 1]]), epsilon=EPS, candidates=["knorm", "laplace"], n_samples=4000)
+    row = r.table["knorm"]
+    assert not row.exact and row.stderr > 0 and "Monte Carlo" in row.method
+    assert abs(row.rms - np.sqrt(20 / 3) / EPS) < 4 * row.stderr
+    assert r.best == "knorm"  # Laplace: √(2·2)·2/ε = 4/ε > 2.58/ε
+
+
+def test_best_is_the_argmin_and_its_mechanism(prefix4):
+    t = prefix4.table
+    low = min(r.rms for r in t.values())
+    assert t[prefix4.best].rms <= low * (1 + TIE)
+    assert isinstance(prefix4, Recommendation)
+    assert type(prefix4.mechanism) is CLASSES[prefix4.best]
+    assert prefix4.mechanism.privacy.noise_source == "seed" and not prefix4.mechanism.privacy.private
+    text = str(prefix4)
+    assert f"recommended: {prefix4.best}" in text and "(ε, δ)-DP" in text and "per query" in text
+
+
+def test_mechanism_follows_rng_and_the_table_does_not():
+    F = np.array([[1.0, 0, 1], [0, 1, 1]])
+    private = recommend(F, epsilon=1.0, candidates=["knorm", "laplace"])
+    seeded = recommend(F, epsilon=1.0, candidates=["knorm", "laplace"], rng=7)
+    assert isinstance(private.mechanism, KNormMechanism) and isinstance(seeded.mechanism, KNormMechanism)
+    assert private.mechanism.privacy.noise_source == "os-entropy" and private.mechanism.privacy.private
+    assert seeded.mechanism.privacy.noise_source == "seed" and not seeded.mechanism.privacy.private
+    # the table is seeded by mc_seed (a function of F only), whatever the rng
+    assert private.table["knorm"].rms == seeded.table["knorm"].rms
+    assert private.mechanism.epsilon == 1.0 and private.mechanism.answers == 0
+
+
+def test_gaussian_only_with_delta():
+    F = W.prefix(3)
+    assert "gaussian" not in recommend(F, epsilon=1.0).table
+    r = recommend(F, epsilon=1.0, delta=0.5)  # a huge δ: the Gaussian row wins and is built
+    assert r.best == "gaussian" and isinstance(r.mechanism, GaussianMechanism)
+    assert r.mechanism.privacy_per_answer.delta == 0.5 and "(ε, δ)-DP with δ = 0.5" in r.reason
+    with pytest.raises(ValueError, match="candidates: 'gaussian' needs delta"):
+        recommend(F, epsilon=1.0, candidates=["gaussian"])
+
+
+def test_rows_that_cannot_be_built_say_why(monkeypatch):
+    rec_module = importlib.import_module("knorm.recommend")  # the module (knorm.recommend is the function)
+
+    r = recommend(W.prefix(8), epsilon=1.0, candidates=["identity", "p-identity"], p_identity_max_n=4)
+    assert r.table["p-identity"].rms is None and "p_identity_max_n = 4" in r.table["p-identity"].skipped
+    assert r.best == "identity" and "skipped" in str(r)
+
+    def broken(self):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(rec_module._Builder, "hierarchical", broken)
+    r = recommend(W.prefix(8), epsilon=1.0, candidates=["identity", "hierarchical"])
+    assert r.table["hierarchical"].skipped == "MemoryError: no room" and r.best == "identity"
+    with pytest.raises(ValueError, match="no candidate mechanism could be built"):
+        recommend(W.prefix(8), epsilon=1.0, candidates=["hierarchical"])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"epsilon": 0}, "epsilon"),
+    ({"epsilon": float("inf")}, "epsilon"),
+    ({"epsilon": 1, "delta": 1.5}, "delta"),
+    ({"epsilon": 1, "candidates": ["knorm", "exponential"]}, "candidates"),
+    ({"epsilon": 1, "candidates": []}, "candidates"),
+    ({"epsilon": 1, "n_samples": 1}, "n_samples"),
+    ({"epsilon": 1, "mc_seed": -1}, "mc_seed"),
+    ({"epsilon": 1, "walk": "teleport"}, "walk"),
+    ({"epsilon": 1, "p_identity_max_n": 0}, "p_identity_max_n"),
+    ({"epsilon": 1, "mechanism_options": {"chains": 3}}, "mechanism_options"),
+    ({"epsilon": 1, "rng": -1}, "rng"),
+    ({"epsilon": 1, "rng": "os"}, "rng"),
+    ({"epsilon": 1, "accountant": 3}, "accountant"),
+])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        recommend(W.prefix(3), **kwargs)
+
+
+def test_bad_matrix():
+    with pytest.raises(ValueError):
+        recommend(np.array([[1.0, np.nan]]), epsilon=1.0)
+    with pytest.raises(ValueError):
+        recommend("F", epsilon=1.0)
