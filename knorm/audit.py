@@ -23,10 +23,15 @@ Both audits then return ``epsilon_lower_bound = inf`` with ``failure`` naming th
 sampler (so ``refutes(any claim)`` is True); they never silently return 0.
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 from scipy.spatial import KDTree
 
@@ -49,7 +54,7 @@ class AuditResult:
     epsilon_lower_bound: float
     confidence: float
     delta: float
-    event: dict
+    event: dict[str, Any]
     p_hat: float
     q_hat: float
     n: int
@@ -57,17 +62,17 @@ class AuditResult:
     q_high: float = 1.0
     failure: str | None = None
 
-    def refutes(self, claimed_epsilon):
+    def refutes(self, claimed_epsilon: float) -> bool:
         return self.epsilon_lower_bound > claimed_epsilon
 
-    def delta_lower_bound(self, epsilon):
+    def delta_lower_bound(self, epsilon: float) -> float:
         """``P_low − e^ε Q_high`` (>= 0): the release is not (ε, δ)-DP for smaller δ."""
         if self.failure is not None:
             return 1.0
         return float(max(0.0, self.p_low - math.exp(epsilon) * self.q_high)) if epsilon < 700 else 0.0
 
 
-def clopper_pearson(k, n, alpha):
+def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     """Clopper–Pearson bounds for k successes in n trials: ``(low, high)``.
 
     Each bound is one-sided at level 1 − α/2 (together, a two-sided 1 − α interval):
@@ -77,7 +82,8 @@ def clopper_pearson(k, n, alpha):
     return float(ci.low), float(ci.high)
 
 
-def _epsilon_bound(k_p, k_q, n_p, n_q, delta, alpha):
+def _epsilon_bound(k_p: int, k_q: int, n_p: int, n_q: int, delta: float,
+                   alpha: float) -> tuple[float, float, float]:
     """``(ε_LB, P_low, Q_high)`` with ε_LB = ln((P_low − δ)/Q_high), floored at 0."""
     p_low, _ = clopper_pearson(k_p, n_p, alpha)
     _, q_high = clopper_pearson(k_q, n_q, alpha)
@@ -85,31 +91,33 @@ def _epsilon_bound(k_p, k_q, n_p, n_q, delta, alpha):
     return max(lb, 0.0), p_low, q_high
 
 
-def _check_common(alpha, delta):
+def _check_common(alpha: float, delta: float) -> None:
     if not (is_real(alpha) and 0 < alpha < 1):
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     if not (is_real(delta) and 0 <= delta < 1):
         raise ValueError(f"delta must be in [0, 1), got {delta!r}")
 
 
-def _int_at_least(name, value, low):
+def _int_at_least(name: str, value: Any, low: int) -> int:
     if not is_int(value) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
 
 
-def _failure(alpha, delta, n, event, message):
+def _failure(alpha: float, delta: float, n: int, event: dict[str, Any], message: str) -> AuditResult:
     return AuditResult(math.inf, 1 - alpha, delta, event, math.nan, math.nan, n, failure=message)
 
 
-def _nonfinite_message(name, what):
+def _nonfinite_message(name: str, what: str) -> str:
     return f"{name} returned {what} that are not finite (NaN or ±inf); a mechanism must never emit them"
 
 
 # ---------------------------------------------------------------- pre-registered events
 
 
-def audit_event(event, sample_p, sample_q, *, windows=200, window=20, delta=0.0, alpha=0.05, name=None):
+def audit_event(event: Callable[[NDArray[np.float64]], bool], sample_p: Callable[[int], ArrayLike],
+                sample_q: Callable[[int], ArrayLike], *, windows: int = 200, window: int = 20, delta: float = 0.0,
+                alpha: float = 0.05, name: str | None = None) -> AuditResult:
     """Lower-bound ε with a pre-registered event on windows of outputs.
 
     ``event(W) -> bool`` for a window ``W`` of shape (window,) or (window, dim);
@@ -154,12 +162,12 @@ def audit_event(event, sample_p, sample_q, *, windows=200, window=20, delta=0.0,
     return AuditResult(lb, 1 - alpha, delta, ev, k_p / windows, k_q / windows, windows, p_low, q_high)
 
 
-def _as_rows(W):
+def _as_rows(W: ArrayLike) -> NDArray[np.float64]:
     W = np.asarray(W, dtype=float)
     return W[:, None] if W.ndim == 1 else W
 
 
-def repeated_answer(atol=0.0):
+def repeated_answer(atol: float = 0.0) -> Callable[[NDArray[np.float64]], bool]:
     """Event: two outputs of the window agree within ``atol`` (max-norm; 0 = identical).
 
     A mechanism with continuous noise repeats an answer with probability 0, so any hit
@@ -169,14 +177,14 @@ def repeated_answer(atol=0.0):
     if not (is_real(atol) and 0 <= atol < math.inf):
         raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
 
-    def answer_repeated(W):
+    def answer_repeated(W: NDArray[np.float64]) -> bool:
         return bool(KDTree(_as_rows(W)).query_pairs(r=float(atol), p=np.inf))
 
     answer_repeated.__name__ = f"answer repeated (atol={atol:g})"
     return answer_repeated
 
 
-def fx_on_line(fx, tol=1e-9):
+def fx_on_line(fx: ArrayLike, tol: float = 1e-9) -> Callable[[NDArray[np.float64]], bool]:
     """Event: the true answer ``fx`` lies on the line through two outputs of the window.
 
     With ``u_i = a_i − fx`` and unit directions ``û_i``, a pair hits when
@@ -191,7 +199,7 @@ def fx_on_line(fx, tol=1e-9):
     if not (is_real(tol) and 0 < tol < 1):
         raise ValueError(f"tol must be in (0, 1), got {tol!r}")
 
-    def on_line(W):
+    def on_line(W: NDArray[np.float64]) -> bool:
         W = _as_rows(W)
         if W.shape[1] != fx.size:
             raise ValueError(f"fx has {fx.size} entries but the outputs have {W.shape[1]}")
@@ -211,7 +219,8 @@ def fx_on_line(fx, tol=1e-9):
 # ---------------------------------------------------------------- threshold events
 
 
-def _statistics(A, B, rng, n_proj):
+def _statistics(A: NDArray[np.float64], B: NDArray[np.float64], rng: np.random.Generator,
+                n_proj: int) -> list[tuple[str, NDArray[np.float64], NDArray[np.float64]]]:
     """Scalar statistics of vector outputs: coordinates, mean-difference direction, random projections."""
     if A.ndim == 1:
         return [("output", A, B)]
@@ -227,7 +236,7 @@ def _statistics(A, B, rng, n_proj):
     return out
 
 
-def _thresholds(pooled, quantiles):
+def _thresholds(pooled: NDArray[np.float64], quantiles: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
     """Thresholds per side: a quantile grid, plus one event per distinct order statistic
     beyond it, ``{T >= v}`` above the grid and ``{T <= v}`` below it (every tail event of
     the training sample is represented, down to a single sample). Cutting at v rather
@@ -238,7 +247,7 @@ def _thresholds(pooled, quantiles):
             "less": np.unique(np.concatenate([grid, np.nextafter(v[v < grid[0]], np.inf)]))}
 
 
-def _wilson(k, n, z):
+def _wilson(k: NDArray[Any], n: int, z: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Wilson score bounds, vectorised: a ranking score only (never reported as a bound)."""
     p = k / n
     c = p + z * z / (2 * n)
@@ -246,7 +255,8 @@ def _wilson(k, n, z):
     return (c - h) / (1 + z * z / n), (c + h) / (1 + z * z / n)
 
 
-def _best_event(a, b, delta, thresholds, alpha):
+def _best_event(a: NDArray[np.float64], b: NDArray[np.float64], delta: float,
+                thresholds: dict[str, NDArray[np.float64]], alpha: float) -> tuple[float, tuple[str, float] | None]:
     """On training data: the threshold event with the largest approximate ε bound.
 
     Ranking by a confidence bound (Wilson, vectorised) rather than the raw ratio avoids
@@ -255,7 +265,7 @@ def _best_event(a, b, delta, thresholds, alpha):
     """
     z = stats.norm.ppf(1 - alpha / 2)
     sa, sb = np.sort(a), np.sort(b)
-    best = (-np.inf, None)
+    best: tuple[float, tuple[str, float] | None] = (-np.inf, None)
     for side, ts in thresholds.items():
         if side == "greater":
             ka = len(a) - np.searchsorted(sa, ts, side="right")
@@ -273,7 +283,9 @@ def _best_event(a, b, delta, thresholds, alpha):
     return best
 
 
-def audit(sample_p, sample_q, *, n=20000, delta=0.0, alpha=0.05, n_proj=4, rng=None):
+def audit(sample_p: Callable[[int], ArrayLike], sample_q: Callable[[int], ArrayLike], *, n: int = 20000,
+          delta: float = 0.0, alpha: float = 0.05, n_proj: int = 4, rng: np.random.Generator | int | None = None
+          ) -> AuditResult:
     """Lower-bound the ε of a mechanism from its outputs on two neighbouring inputs.
 
     ``sample_p(k)`` / ``sample_q(k)``: k outputs of the mechanism on x and on x'
@@ -297,7 +309,8 @@ def audit(sample_p, sample_q, *, n=20000, delta=0.0, alpha=0.05, n_proj=4, rng=N
     quantiles = np.linspace(0.005, 0.995, 199)
     stats_list = _statistics(A, B, gen, n_proj)
     # choose, on the training halves, the best event over statistics and both directions
-    best = (-np.inf, None)
+    best: tuple[float, dict[str, Any] | None] = (-np.inf, None)
+    ev: Any  # (side, threshold) of a statistic's best event, then the chosen event's dict
     for name, a, b in stats_list:
         ts = _thresholds(np.concatenate([a[:half], b[:half]]), quantiles)
         for direction, (x, y) in (("P vs Q", (a, b)), ("Q vs P", (b, a))):

@@ -21,10 +21,15 @@ then estimated on fresh draws, with standard errors from the ESS of the indicato
 until ``Σ var(p̂_i)/p_i² <= rel_error²``.
 """
 
+from __future__ import annotations
+
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import special
 from scipy.linalg import qr
 
@@ -33,6 +38,7 @@ from ._validate import is_real, positive_int
 from .diagnostics import ess as _ess
 from .mechanisms._base import check_epsilon
 from .walks.chains import BILLIARD_LENGTH, Chain, body_radius, check_workers, run_chains
+from .body.hull import SymmetricHull
 from .walks.sampler import as_body, rounding_of
 
 
@@ -52,10 +58,10 @@ class VolumeEstimate:
     phases: int = 0
     samples: int = 0
     seconds: float = 0.0
-    radii: list = field(default_factory=list)
+    radii: list[float] = field(default_factory=list)
 
     @property
-    def volume(self):
+    def volume(self) -> float:
         """``exp(log_volume)``; a ValueError where that leaves the float64 range (use log_volume)."""
         with np.errstate(over="ignore", under="ignore"):
             v = float(np.exp(self.log_volume))
@@ -63,17 +69,17 @@ class VolumeEstimate:
             raise ValueError(f"volume = exp({self.log_volume:.6g}) is outside the float64 range: use log_volume")
         return v
 
-    def root(self):
+    def root(self) -> tuple[float, float]:
         """``Vol^{1/dim}`` and its relative standard error (rel_stderr / dim)."""
         return float(np.exp(self.log_volume / self.dim)), self.rel_stderr / self.dim
 
 
-def log_ball_volume(r, radius=1.0):
+def log_ball_volume(r: int, radius: float = 1.0) -> float:
     """log Vol(radius·B₂^r) = log(π^{r/2} radius^r / Γ(r/2 + 1))."""
     return 0.5 * r * np.log(np.pi) + r * np.log(radius) - special.gammaln(r / 2 + 1)
 
 
-def inner_radius(frame):
+def inner_radius(frame: Any) -> float:
     """A radius ρ with ``B(ρ) ⊆ K`` (valid lower bound on the inradius).
 
     For λ in the polar ``{|Fᵀλ| <= 1}``: ``‖Bᵀλ‖₂ <= √r`` for any r columns B, so
@@ -89,8 +95,8 @@ def inner_radius(frame):
     return float(max(s_b / np.sqrt(r), s_f / np.sqrt(n)))
 
 
-def _exact_log_volume(body):
-    s = body.exact_structure
+def _exact_log_volume(body: SymmetricHull) -> float:
+    s: Any = body.exact_structure  # not None: the caller checked
     r = body.dim
     base = r * np.log(2.0) - special.gammaln(r + 1) if s.kind == "cross-polytope" else r * np.log(2.0)
     return base + np.linalg.slogdet(s.G)[1] + r * body._log_scale
@@ -102,7 +108,7 @@ MAX_CHAINS = 1024
 METHODS = ("auto", "exact", "mc")
 
 
-def _real(name, value, lo, hi):
+def _real(name: str, value: Any, lo: float, hi: float) -> float:
     """``value`` as a float in the open interval (lo, hi), or a one-line ValueError."""
     if not is_real(value):
         raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {value!r}")
@@ -111,7 +117,8 @@ def _real(name, value, lo, hi):
     return float(value)
 
 
-def _check_volume_args(rel_error, quantile, method, chains, max_samples, workers):
+def _check_volume_args(rel_error: float, quantile: float, method: str, chains: int, max_samples: int | None,
+                       workers: int | Executor | None) -> tuple[float, float, int, int | None]:
     """Validate :func:`volume`'s arguments; fail fast when the target cannot fit the caps.
 
     A phase estimates ``p ≈ quantile`` to relative variance ``rel_error²/phases``, which
@@ -137,8 +144,9 @@ def _check_volume_args(rel_error, quantile, method, chains, max_samples, workers
     return rel_error, quantile, chains, max_samples
 
 
-def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, chains=4, max_samples=None,
-           workers=None):
+def volume(body_or_F: SymmetricHull | ArrayLike, *, rel_error: float = 0.1, quantile: float = 0.3, method: str = "auto",
+           rng: np.random.Generator | int | None = None, chains: int = 4, max_samples: int | None = None,
+           workers: int | Executor | None = None) -> VolumeEstimate:
     """``Vol_r(K)`` for ``K = F·B₁ⁿ`` (r = rank F), exact or by multiphase Monte Carlo.
 
     ``method``: "auto" (exact when K is an image of the cross-polytope or cube, else
@@ -182,7 +190,7 @@ def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, c
     if max_samples is None:
         max_samples = int(min(200 * r / rel_error**2, MAX_PHASE_DRAWS))
 
-    def sample(radius, per_chain):
+    def sample(radius: float, per_chain: int) -> NDArray[np.float64]:
         for c in cs:  # pull the chains into the current ball (K' is star-shaped about 0)
             nrm = np.linalg.norm(c.x)
             if nrm > radius:
@@ -208,7 +216,7 @@ def volume(body_or_F, *, rel_error=0.1, quantile=0.3, method="auto", rng=None, c
     cap = -(-max_samples // chains)  # draws per chain per phase
     chunk = max(25, CHUNK_VALUES // (r * chains))  # draws per chain held in memory at once
 
-    def indicators(outer, inner, per_chain):
+    def indicators(outer: float, inner: float, per_chain: int) -> NDArray[np.float64]:
         parts = []
         while per_chain > 0:
             k = min(per_chain, chunk)
@@ -248,14 +256,16 @@ class BoundEstimate:
     dim: int
     epsilon: float
     note: str
-    candidates: list = field(default_factory=list)
+    candidates: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 _CONSTANT_NOTE = ("without the unknown absolute constant of the theorem (error >= c·value for some c > 0): "
                   "a yardstick, not a certified bound")
 
 
-def vol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None, volume_estimate=None):
+def vol_lower_bound(F: SymmetricHull | ArrayLike, epsilon: float, *, rel_error: float = 0.5,
+                    rng: np.random.Generator | int | None = None, volume_estimate: VolumeEstimate | None = None
+                    ) -> BoundEstimate:
     """``VolLB(F, ε) = ε⁻¹ r √r Vol_r(K)^{1/r}`` (r = rank F), constant omitted.
 
     The volume's relative error enters divided by r, so a loose ``rel_error`` suffices.
@@ -277,7 +287,8 @@ def vol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None, volume_estimate=None
     return BoundEstimate(value, value * est.rel_stderr / r, r, eps, "VolLB " + _CONSTANT_NOTE)
 
 
-def gvol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None):
+def gvol_lower_bound(F: ArrayLike, epsilon: float, *, rel_error: float = 0.5,
+                     rng: np.random.Generator | int | None = None) -> BoundEstimate:
     """GVolLB estimate: max of ``ε⁻¹ k √k Vol_k(PK)^{1/k}`` over NIM's subspaces.
 
     Candidates: the whole span and, for each level of NIM's halving rule (``split="halves"``),
@@ -292,7 +303,7 @@ def gvol_lower_bound(F, epsilon, *, rel_error=0.5, rng=None):
     nim = NIMechanism(F, epsilon=eps, rng=gen, split="halves")
     Fm = np.asarray(F, float)
     cands = []
-    seen = []
+    seen: list[NDArray[np.float64]] = []
     for lv in nim.levels:
         for U in (lv.basis, lv.kept):
             if U.shape[1] == 0 or any(U.shape == S.shape and np.allclose(np.abs(U.T @ S), np.eye(U.shape[1]))

@@ -17,12 +17,16 @@ one cell, so adding or removing one record changes ``x`` by 1 in ℓ₁: the nei
 mechanism's ``release()``, never print or save it.
 """
 
+from __future__ import annotations
+
 import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._validate import as_real_array, check_memory, is_int, is_real, positive_int
 from . import workloads
@@ -30,7 +34,7 @@ from . import workloads
 __all__ = ["Attribute", "Domain", "histogram", "marginal_workload", "marginal_keys", "split_marginals"]
 
 
-def _edges(name, edges):
+def _edges(name: str, edges: ArrayLike) -> tuple[float, ...]:
     e = as_real_array(f"attribute {name!r}: edges", edges).astype(np.float64)
     if e.ndim != 1 or e.size < 2:
         raise ValueError(f"attribute {name!r}: edges must be a 1-D sequence of at least 2 numbers, got shape {e.shape}")
@@ -41,7 +45,7 @@ def _edges(name, edges):
     return tuple(float(v) for v in e)
 
 
-def _categories(name, categories):
+def _categories(name: str, categories: Any) -> tuple[Any, ...]:
     if isinstance(categories, (str, bytes)) or not isinstance(categories, (Sequence, np.ndarray)):
         raise ValueError(f"attribute {name!r}: categories must be a list of values, got {categories!r}")
     cats = tuple(c.item() if isinstance(c, np.generic) else c for c in categories)
@@ -67,15 +71,17 @@ class Attribute:
     """
 
     name: str
-    categories: tuple = None
-    edges: tuple = None
-    labels: tuple = None
+    categories: tuple[Any, ...] | None = None
+    edges: tuple[float, ...] | None = None
+    labels: tuple[str, ...] | None = None
 
-    def __init__(self, name, *, categories=None, edges=None, labels=None):
+    def __init__(self, name: str, *, categories: Sequence[Any] | None = None, edges: ArrayLike | None = None,
+                 labels: Sequence[str] | None = None) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         if (categories is None) == (edges is None):
             raise ValueError(f"attribute {name!r}: give exactly one of categories and edges")
+        e: Any  # edges, or None when cats is given (exactly one of the two is)
         cats = _categories(name, categories) if categories is not None else None
         e = _edges(name, edges) if edges is not None else None
         size = len(cats) if cats is not None else len(e) - 1
@@ -95,11 +101,11 @@ class Attribute:
         object.__setattr__(self, "labels", labels)
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Number of values: categories, or bins (``len(edges) − 1``)."""
-        return len(self.categories) if self.categories is not None else len(self.edges) - 1
+        return len(self.categories) if self.categories is not None else len(self.edges) - 1  # type: ignore[arg-type]
 
-    def discretise(self, values, *, clip=False):
+    def discretise(self, values: ArrayLike, *, clip: bool = False) -> NDArray[np.int64]:
         """Codes ``0 … size−1`` (int64) of ``values``, a 1-D array-like.
 
         A value outside the domain raises a ValueError naming the attribute: an unknown
@@ -121,7 +127,7 @@ class Attribute:
             raise ValueError(f"attribute {self.name!r}: binned values must be numbers, got dtype {v.dtype}") from None
         if np.isnan(num).any():
             raise ValueError(f"attribute {self.name!r}: {int(np.isnan(num).sum())} missing (NaN) values")
-        lo, hi = self.edges[0], self.edges[-1]
+        lo, hi = self.edges[0], self.edges[-1]  # type: ignore[index]  # binned: edges is set
         outside = (num < lo) | (num > hi)
         if outside.any():
             if not clip:
@@ -131,14 +137,14 @@ class Attribute:
         codes = np.searchsorted(np.asarray(self.edges), num, side="right") - 1
         return np.minimum(codes, self.size - 1).astype(np.int64)  # e_m itself: the last bin
 
-    def _category_codes(self, v):
+    def _category_codes(self, v: NDArray[Any]) -> NDArray[np.int64]:
         if v.dtype.kind in "biuf":  # numbers: compare by value with each numeric category
             codes = np.full(v.shape[0], -1, dtype=np.int64)
-            for i, c in enumerate(self.categories):
+            for i, c in enumerate(self.categories):  # type: ignore[arg-type]  # categorical: set
                 if not isinstance(c, str):
                     codes[(v == c) & (codes < 0)] = i
         else:  # strings, objects (pandas columns): one hash lookup per value; 1 == 1.0, never "1"
-            lookup = {c: i for i, c in enumerate(self.categories)}
+            lookup = {c: i for i, c in enumerate(self.categories)}  # type: ignore[arg-type]
             codes = np.fromiter((_lookup(lookup, u) for u in v.tolist()), np.int64, v.shape[0])
         bad = codes < 0
         if bad.any():
@@ -148,7 +154,7 @@ class Attribute:
         return codes
 
 
-def _lookup(lookup, u):
+def _lookup(lookup: dict[Any, int], u: Any) -> int:
     """The code of value u, or −1 (unknown, unhashable, or a missing value such as None, NaN, pandas.NA)."""
     try:
         return lookup.get(u, -1)
@@ -164,7 +170,7 @@ class Domain:
     documentation or physical ranges, never from the data (see the module docstring).
     """
 
-    def __init__(self, attributes):
+    def __init__(self, attributes: Sequence[Attribute]) -> None:
         if isinstance(attributes, (str, bytes, Attribute)) or not isinstance(attributes, (Sequence, np.ndarray)):
             raise ValueError(f"attributes must be a list of knorm.data.Attribute, got {type(attributes).__name__}")
         attrs = tuple(attributes)
@@ -180,31 +186,32 @@ class Domain:
         self.attributes = attrs
 
     @property
-    def names(self):
+    def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attributes)
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return tuple(a.size for a in self.attributes)
 
     @property
-    def size(self):
+    def size(self) -> int:
         return math.prod(self.shape)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.attributes)
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Attribute:
         for a in self.attributes:
             if a.name == name:
                 return a
         raise KeyError(name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         parts = ", ".join(f"{a.name}: {a.size}" for a in self.attributes)
         return f"Domain({parts}; {self.size} cells)"
 
-    def discretise(self, table, *, columns=None, clip=False):
+    def discretise(self, table: Any, *, columns: Sequence[Any] | Mapping[str, Any] | None = None,
+                   clip: bool = False) -> NDArray[np.int64]:
         """Codes (N, k) int64 of the table's records, one column per attribute (see :func:`histogram`)."""
         cols = _columns(table, self, columns)
         n_rows = {len(c) for c in cols}
@@ -214,12 +221,12 @@ class Domain:
         return np.stack(codes, axis=1)
 
 
-def _is_dataframe(table):
+def _is_dataframe(table: Any) -> bool:
     mod = type(table).__module__ or ""
     return mod.startswith("pandas") and type(table).__name__ == "DataFrame"
 
 
-def _frame_column(col):
+def _frame_column(col: Any) -> NDArray[Any]:
     """A pandas column as numpy: numeric columns as float64 with missing values (pandas.NA) as NaN."""
     from pandas.api import types  # pandas is loaded already: the table is a DataFrame
 
@@ -228,7 +235,7 @@ def _frame_column(col):
     return col.to_numpy()
 
 
-def _columns(table, domain, columns):
+def _columns(table: Any, domain: Domain, columns: Sequence[Any] | Mapping[str, Any] | None) -> list[NDArray[Any]]:
     """One 1-D column per attribute of ``domain``, in domain order."""
     k = len(domain)
     if columns is None:
@@ -282,7 +289,8 @@ def _columns(table, domain, columns):
     return [arr[:, key] for key in keys]
 
 
-def histogram(table, domain, *, columns=None, clip=False):
+def histogram(table: Any, domain: Domain, *, columns: Sequence[Any] | Mapping[str, Any] | None = None,
+              clip: bool = False) -> NDArray[np.int64]:
     """The count vector x (int64, length ``domain.size``, C order over ``domain.shape``).
 
     ``x[ravel_multi_index(codes, shape)]`` counts the records whose values have those codes.
@@ -308,7 +316,7 @@ def histogram(table, domain, *, columns=None, clip=False):
     return np.bincount(cells, minlength=domain.size).astype(np.int64)
 
 
-def _k(domain, k):
+def _k(domain: Domain, k: int) -> int:
     if not isinstance(domain, Domain):
         raise ValueError(f"domain must be a knorm.data.Domain, got {type(domain).__name__}")
     k = positive_int("k", k)
@@ -317,19 +325,19 @@ def _k(domain, k):
     return k
 
 
-def marginal_keys(domain, k):
+def marginal_keys(domain: Domain, k: int) -> list[tuple[str, ...]]:
     """The attribute-name tuples of the k-way marginals, in the row order of :func:`marginal_workload`."""
     k = _k(domain, k)
     return [tuple(domain.names[a] for a in attrs) for attrs in itertools.combinations(range(len(domain)), k)]
 
 
-def marginal_workload(domain, k):
+def marginal_workload(domain: Domain, k: int) -> NDArray[np.float64]:
     """All k-way marginal queries over the domain: :func:`knorm.workloads.marginals` of ``domain.shape``."""
     k = _k(domain, k)
     return workloads.marginals(domain.shape, k)
 
 
-def split_marginals(domain, k, answers):
+def split_marginals(domain: Domain, k: int, answers: ArrayLike) -> dict[tuple[str, ...], NDArray[np.float64]]:
     """Answers of :func:`marginal_workload` (d,) or a batch (m, d) → ``{(names…): table}``.
 
     Each table has shape ``(size_a, size_b, …)`` (``(m, size_a, …)`` for a batch), indexed by

@@ -17,7 +17,12 @@ farther from ``Fx``: ``‖P(a) − Fx‖ <= ‖a − Fx‖`` for every draw of t
 Answers are one vector (d,) or a batch (m, d); the result has the same shape.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import linalg, optimize
 
 from ._validate import as_real_array, is_real
@@ -26,7 +31,7 @@ from .body.hull import validate_matrix
 __all__ = ["least_squares", "nonnegative", "project_to_total"]
 
 
-def _answers(F, answers):
+def _answers(F: NDArray[np.float64], answers: ArrayLike) -> tuple[NDArray[np.float64], bool]:
     """``answers`` as a float (m, d) array matching F, and whether it was one vector."""
     a = as_real_array("answers", answers)
     if a.ndim not in (1, 2) or a.shape[-1] != F.shape[0]:
@@ -38,7 +43,7 @@ def _answers(F, answers):
     return np.atleast_2d(a), a.ndim == 1
 
 
-def _whitener(covariance, d):
+def _whitener(covariance: ArrayLike | None, d: int) -> NDArray[np.float64] | None:
     """Lower Cholesky factor L of the noise covariance (Σ = LLᵀ), or None for Σ ∝ I.
 
     ``covariance`` is a (d, d) symmetric positive definite matrix or a (d,) vector of
@@ -62,7 +67,8 @@ def _whitener(covariance, d):
         raise ValueError("covariance must be positive definite (its Cholesky factorisation failed)") from None
 
 
-def least_squares(F, answers, *, covariance=None, return_x=False):
+def least_squares(F: ArrayLike, answers: ArrayLike, *, covariance: ArrayLike | None = None,
+                  return_x: bool = False) -> NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Consistent answers ``F x̂``, ``x̂ = argmin_x (a − Fx)ᵀ Σ⁻¹ (a − Fx)`` (generalised least squares).
 
     Without ``covariance`` (Σ ∝ I) this is the orthogonal projection of ``a`` onto the
@@ -94,12 +100,13 @@ def least_squares(F, answers, *, covariance=None, return_x=False):
     return (out, x) if return_x else out
 
 
-def _nnls(A, b):
+def _nnls(A: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
     """``argmin_{u >= 0} ‖Au − b‖`` by Lawson–Hanson (scipy), with room for large active sets."""
     return optimize.nnls(A, b, maxiter=50 * A.shape[1])[0]
 
 
-def nonnegative(F, answers, *, return_x=False):
+def nonnegative(F: ArrayLike, answers: ArrayLike, *, return_x: bool = False
+                ) -> NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Consistent answers ``F x̂`` with ``x̂ = argmin_{x >= 0} ‖a − Fx‖₂`` (a histogram of counts).
 
     The projection of ``a`` onto the convex cone ``{Fx : x >= 0}``, which contains the true
@@ -117,7 +124,8 @@ def nonnegative(F, answers, *, return_x=False):
     return (out, x) if return_x else out
 
 
-def project_to_total(F, answers, total, *, nonnegative=True, return_x=False):
+def project_to_total(F: ArrayLike, answers: ArrayLike, total: float, *, nonnegative: bool = True,
+                     return_x: bool = False) -> NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The point of ``N·K`` closest (ℓ₂) to the answers, for a PUBLIC total count N.
 
     ``nonnegative=True``: histograms ``x >= 0`` with ``Σx = N``, so ``N·K = N·conv(f_i)`` (the

@@ -15,19 +15,26 @@
   Google dp-accounting ``DpEvent`` objects, to be composed by its RDP or PLD accountants.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special, stats
 
 from ._validate import is_real
+
+if TYPE_CHECKING:
+    from .mechanisms._base import PrivacyClaim
 
 __all__ = ["tradeoff_eps_delta", "tradeoff_gdp", "gdp_delta", "gdp_epsilon", "gdp_mu_for", "gdp_compose",
            "group_gdp", "basic_composition", "advanced_composition", "group_privacy", "gaussian_mu",
            "BudgetAccountant", "BudgetExceededError", "Spend", "epsilon_delta_dp_event"]
 
 
-def _real(name, v):
+def _real(name: str, v: Any) -> float:
     """A real scalar (Python or numpy, 0-d arrays included) as float; bools and strings refused."""
     if isinstance(v, np.ndarray) and v.ndim == 0:
         v = v[()]
@@ -36,21 +43,21 @@ def _real(name, v):
     return float(v)
 
 
-def _nonneg(name, v, allow_inf=False):
+def _nonneg(name: str, v: Any, allow_inf: bool = False) -> float:
     v = _real(name, v)
     if np.isnan(v) or v < 0 or (not allow_inf and not np.isfinite(v)):
         raise ValueError(f"{name} must be a non-negative finite number, got {v}")
     return v
 
 
-def _prob(name, v, closed=True):
+def _prob(name: str, v: Any, closed: bool = True) -> float:
     v = _real(name, v)
     if not (0.0 <= v <= 1.0 if closed else 0.0 < v < 1.0):
         raise ValueError(f"{name} must be in {'[0, 1]' if closed else '(0, 1)'}, got {v}")
     return v
 
 
-def tradeoff_eps_delta(alpha, epsilon, delta=0.0):
+def tradeoff_eps_delta(alpha: ArrayLike, epsilon: float, delta: float = 0.0) -> NDArray[np.float64]:
     """``f_{ε,δ}(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)}`` (vectorised in α)."""
     eps = _nonneg("epsilon", epsilon)
     delta = _prob("delta", delta)
@@ -60,7 +67,7 @@ def tradeoff_eps_delta(alpha, epsilon, delta=0.0):
     return np.maximum(0.0, np.maximum(1 - delta - np.exp(eps) * a, np.exp(-eps) * (1 - delta - a)))
 
 
-def tradeoff_gdp(alpha, mu):
+def tradeoff_gdp(alpha: ArrayLike, mu: float) -> NDArray[np.float64]:
     """``G_μ(α) = Φ(Φ⁻¹(1 − α) − μ)``: the trade-off of N(0,1) vs N(μ,1)."""
     mu = _nonneg("mu", mu)
     a = np.asarray(alpha, float)
@@ -69,14 +76,14 @@ def tradeoff_gdp(alpha, mu):
     return stats.norm.cdf(stats.norm.ppf(1 - a) - mu)
 
 
-def gaussian_mu(sensitivity, sigma):
+def gaussian_mu(sensitivity: float, sigma: float) -> float:
     """Gaussian noise N(0, σ²) on a query of ℓ₂ sensitivity Δ is (Δ/σ)-GDP."""
     if sigma <= 0 or sensitivity < 0:
         raise ValueError("need sigma > 0 and sensitivity >= 0")
     return float(sensitivity) / float(sigma)
 
 
-def gdp_delta(epsilon, mu):
+def gdp_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]:
     """``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``: μ-GDP ⇔ (ε, δ(ε))-DP for all ε >= 0."""
     mu = _nonneg("mu", mu)
     eps = np.asarray(epsilon, float)
@@ -89,7 +96,7 @@ def gdp_delta(epsilon, mu):
     return out if out.ndim else float(out)
 
 
-def gdp_epsilon(delta, mu):
+def gdp_epsilon(delta: float, mu: float) -> float:
     """The smallest ε with ``δ(ε) <= delta`` for a μ-GDP mechanism."""
     mu = _nonneg("mu", mu)
     delta = _prob("delta", delta, closed=False)
@@ -101,7 +108,7 @@ def gdp_epsilon(delta, mu):
     return float(optimize.brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-13))
 
 
-def gdp_mu_for(epsilon, delta):
+def gdp_mu_for(epsilon: float, delta: float) -> float:
     """The largest μ such that μ-GDP implies (ε, δ)-DP."""
     eps = _nonneg("epsilon", epsilon)
     delta = _prob("delta", delta, closed=False)
@@ -111,24 +118,24 @@ def gdp_mu_for(epsilon, delta):
     return float(optimize.brentq(lambda m: gdp_delta(eps, m) - delta, 1e-12, hi, xtol=1e-14))
 
 
-def gdp_compose(*mus):
+def gdp_compose(*mus: float) -> float:
     """Composition of μ_i-GDP mechanisms is ``√(Σ μ_i²)``-GDP."""
     arr = np.array([_nonneg("mu", m) for m in np.ravel(mus)])
     return float(np.sqrt(np.sum(arr**2)))
 
 
-def group_gdp(mu, k):
+def group_gdp(mu: float, k: int) -> float:
     """A μ-GDP mechanism is kμ-GDP for groups of size k."""
     return float(_nonneg("mu", mu) * _positive_int("k", k))
 
 
-def _positive_int(name, k):
+def _positive_int(name: str, k: Any) -> int:
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"{name} must be a positive integer, got {k!r}")
     return int(k)
 
 
-def basic_composition(epsilons, deltas=None):
+def basic_composition(epsilons: ArrayLike, deltas: ArrayLike | None = None) -> tuple[float, float]:
     """k mechanisms (ε_i, δ_i)-DP compose to (Σε_i, Σδ_i)-DP."""
     eps = np.array([_nonneg("epsilon", e) for e in np.ravel(epsilons)])
     dl = np.zeros_like(eps) if deltas is None else np.array([_prob("delta", d) for d in np.ravel(deltas)])
@@ -137,7 +144,7 @@ def basic_composition(epsilons, deltas=None):
     return float(eps.sum()), float(min(1.0, dl.sum()))
 
 
-def advanced_composition(epsilon, delta, k, delta_prime):
+def advanced_composition(epsilon: float, delta: float, k: int, delta_prime: float) -> tuple[float, float]:
     """k-fold composition of (ε, δ)-DP is (ε', kδ + δ')-DP (Dwork, Rothblum & Vadhan) with
     ``ε' = ε √(2k ln(1/δ')) + k ε (e^ε − 1)``."""
     eps = _nonneg("epsilon", epsilon)
@@ -148,7 +155,7 @@ def advanced_composition(epsilon, delta, k, delta_prime):
     return float(e), float(min(1.0, k * delta + dp))
 
 
-def group_privacy(epsilon, delta, k):
+def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
     """(ε, δ)-DP for individuals gives (kε, k e^{(k−1)ε} δ)-DP for groups of size k."""
     eps = _nonneg("epsilon", epsilon)
     delta = _prob("delta", delta)
@@ -156,7 +163,7 @@ def group_privacy(epsilon, delta, k):
     return float(k * eps), float(min(1.0, k * np.exp((k - 1) * eps) * delta))
 
 
-def dp_events():
+def dp_events() -> Any:
     """dp-accounting's ``dp_event`` module (imported on first use; an optional extra)."""
     try:
         from dp_accounting import dp_event as dpa
@@ -166,7 +173,7 @@ def dp_events():
     return dpa
 
 
-def epsilon_delta_dp_event(epsilon, delta=0.0):
+def epsilon_delta_dp_event(epsilon: float, delta: float = 0.0) -> Any:
     """The dp-accounting ``DpEvent`` of a mechanism known only to be ``(ε, δ)``-DP.
 
     Pure ε-DP (δ = 0): ``DiscreteLaplaceDpEvent(noise_parameter=ε, sensitivity=1)``.
@@ -203,9 +210,9 @@ class Spend:
     epsilon: float
     delta: float
     label: str = ""
-    claim: object = field(default=None, compare=False, repr=False)
+    claim: PrivacyClaim | None = field(default=None, compare=False, repr=False)
 
-    def to_dp_event(self):
+    def to_dp_event(self) -> Any:
         """The release as a dp-accounting ``DpEvent``: its claim's
         (``PrivacyClaim.to_dp_event``), else :func:`epsilon_delta_dp_event`."""
         if self.claim is not None:
@@ -227,24 +234,24 @@ class BudgetAccountant:
     # slack for floating-point sums: ten releases at ε = 0.1 fit a budget of 1
     _SLACK = 1e-12
 
-    def __init__(self, *, epsilon=float("inf"), delta=0.0):
+    def __init__(self, *, epsilon: float = float("inf"), delta: float = 0.0) -> None:
         self.epsilon = _nonneg("epsilon", epsilon, allow_inf=True)
         self.delta = _prob("delta", delta)
-        self.spends = []
+        self.spends: list[Spend] = []
 
     @property
-    def total(self):
+    def total(self) -> tuple[float, float]:
         """``(Σε_i, min(1, Σδ_i))`` over everything spent so far."""
         return (float(sum(s.epsilon for s in self.spends)),
                 float(min(1.0, sum(s.delta for s in self.spends))))
 
     @property
-    def remaining(self):
+    def remaining(self) -> tuple[float, float]:
         """What is left of the budget: ``(ε − Σε_i, δ − Σδ_i)``, never negative."""
         e, d = self.total
         return max(0.0, self.epsilon - e), max(0.0, self.delta - d)
 
-    def check(self, epsilon, delta=0.0):
+    def check(self, epsilon: float, delta: float = 0.0) -> tuple[float, float]:
         """Raise :class:`BudgetExceededError` if spending ``(epsilon, delta)`` would exceed the budget."""
         eps = _nonneg("epsilon", epsilon)
         dl = _prob("delta", delta)
@@ -255,14 +262,15 @@ class BudgetAccountant:
                 f"would pass the budget ε = {self.epsilon:g}, δ = {self.delta:g}")
         return eps, dl
 
-    def spend(self, epsilon, delta=0.0, *, label="", claim=None):
+    def spend(self, epsilon: float, delta: float = 0.0, *, label: str = "",
+              claim: PrivacyClaim | None = None) -> tuple[float, float]:
         """Record a release of ``(epsilon, delta)`` after :meth:`check` (``claim``: the
         release's :class:`~knorm.mechanisms.PrivacyClaim`, kept for :meth:`to_dp_event`)."""
         eps, dl = self.check(epsilon, delta)
         self.spends.append(Spend(eps, dl, str(label), claim))
         return self.total
 
-    def to_dp_event(self):
+    def to_dp_event(self) -> Any:
         """Everything spent as one dp-accounting ``ComposedDpEvent`` (one event per spend,
         :meth:`Spend.to_dp_event`), for a tighter composition than :attr:`total`'s basic
         one: ``PLDAccountant().compose(acc.to_dp_event()).get_epsilon(δ)``.
@@ -270,11 +278,11 @@ class BudgetAccountant:
         dpa = dp_events()
         return dpa.ComposedDpEvent([s.to_dp_event() for s in self.spends])
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget every spend (a new data set)."""
         self.spends = []
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         e, d = self.total
         return (f"BudgetAccountant(spent ε = {e:g}, δ = {d:g} of ε = {self.epsilon:g}, δ = {self.delta:g}; "
                 f"{len(self.spends)} spend(s))")

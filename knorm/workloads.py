@@ -5,10 +5,16 @@ before allocating: a matrix of more than ``MAX_ENTRIES`` float64 entries (2 GiB)
 refused with a ``ValueError`` naming the argument and the size it would need.
 """
 
+from __future__ import annotations
+
 import itertools
 import math
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._rng import as_generator
 from ._validate import is_real, positive_int
@@ -19,7 +25,7 @@ __all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "rando
 MAX_ENTRIES = 2**28  # float64 entries of one workload matrix: 2 GiB
 
 
-def _fits(name, value, rows, cols, what):
+def _fits(name: str, value: Any, rows: int, cols: int, what: str) -> None:
     """Refuse a ``rows × cols`` float64 matrix over ``MAX_ENTRIES`` (Python ints: no overflow)."""
     size = rows * cols
     if size > MAX_ENTRIES:
@@ -27,21 +33,21 @@ def _fits(name, value, rows, cols, what):
                          f"({8 * float(size) / 2**30:.3g} GiB), over the cap of {MAX_ENTRIES} entries (2 GiB)")
 
 
-def identity(n):
+def identity(n: int) -> NDArray[np.float64]:
     """The n point queries: ``F = I_n``; K is the cross-polytope ``B₁ⁿ``."""
     n = positive_int("n", n)
     _fits("n", n, n, n, "identity(n)")
     return np.eye(n)
 
 
-def prefix(n):
+def prefix(n: int) -> NDArray[np.float64]:
     """Cumulative sums ``x_1 + … + x_i``, i = 1..n: lower-triangular ones (n × n)."""
     n = positive_int("n", n)
     _fits("n", n, n, n, "prefix(n)")
     return np.tril(np.ones((n, n)))
 
 
-def width_range(n, k):
+def width_range(n: int, k: int) -> NDArray[np.float64]:
     """All ranges of width k, ``x_i + … + x_{i+k-1}``: (n-k+1) × n."""
     n = positive_int("n", n)
     k = positive_int("k", k)
@@ -54,14 +60,14 @@ def width_range(n, k):
     return F
 
 
-def all_range(n):
+def all_range(n: int) -> NDArray[np.float64]:
     """All ranges ``[i, j]``, 1 <= i <= j <= n: n(n+1)/2 × n."""
     n = positive_int("n", n)
     _fits("n", n, n * (n + 1) // 2, n, "all_range(n)")
     return np.vstack([width_range(n, k) for k in range(1, n + 1)])
 
 
-def _shape(shape):
+def _shape(shape: ArrayLike) -> tuple[int, ...]:
     try:
         arr = np.asarray(shape)
     except (ValueError, TypeError) as exc:
@@ -72,7 +78,7 @@ def _shape(shape):
     return tuple(positive_int(f"shape[{i}]", s) for i, s in enumerate(items))
 
 
-def marginals(shape, k):
+def marginals(shape: Sequence[int], k: int) -> NDArray[np.float64]:
     """All k-way marginals of a product domain with attribute sizes ``shape``.
 
     Cells are the points of ``∏ range(shape[a])`` in C order (n = ∏ shape); one query
@@ -100,20 +106,21 @@ def marginals(shape, k):
     return out
 
 
-def _p(p):
+def _p(p: float) -> float:
     if not is_real(p) or not 0.0 < p <= 1.0:
         raise ValueError(f"p must be a number in (0, 1], got {p!r}")
     return float(p)
 
 
-def random_pm1(d, n, *, rng=None):
+def random_pm1(d: int, n: int, *, rng: np.random.Generator | int | None = None) -> NDArray[np.float64]:
     """Random ``{-1, +1}`` matrix (d × n), the workload of docs/design.md §5 and §8."""
     d, n = positive_int("d", d), positive_int("n", n)
     _fits("n", n, d, n, f"random_pm1(d={d}, n)")
     return as_generator(rng).choice([-1.0, 1.0], size=(d, n))
 
 
-def random_bernoulli(d, n, *, p=0.5, rng=None):
+def random_bernoulli(d: int, n: int, *, p: float = 0.5, rng: np.random.Generator | int | None = None
+                     ) -> NDArray[np.float64]:
     """Random ``{0, 1}`` matrix (d × n) with P(1) = p."""
     p = _p(p)
     d, n = positive_int("d", d), positive_int("n", n)
@@ -121,17 +128,19 @@ def random_bernoulli(d, n, *, p=0.5, rng=None):
     return (as_generator(rng).random((d, n)) < p).astype(float)
 
 
-def by_name(name, *, d=None, n=None, k=None, shape=None, rng=None):
+def by_name(name: str, *, d: int | None = None, n: int | None = None, k: int | None = None,
+            shape: Sequence[int] | None = None, rng: np.random.Generator | int | None = None) -> NDArray[np.float64]:
     """Build a workload by name (used by the command line)."""
     size = n if n is not None else d
+    # a size left None reaches its generator, which refuses it with a ValueError naming it
     makers = {
-        "identity": lambda: identity(size),
-        "prefix": lambda: prefix(size),
-        "all_range": lambda: all_range(n),
-        "width_range": lambda: width_range(n, k),
-        "marginals": lambda: marginals(shape, k),
-        "pm1": lambda: random_pm1(d, n, rng=rng),
-        "bernoulli": lambda: random_bernoulli(d, n, rng=rng),
+        "identity": lambda: identity(size),  # type: ignore[arg-type]
+        "prefix": lambda: prefix(size),  # type: ignore[arg-type]
+        "all_range": lambda: all_range(n),  # type: ignore[arg-type]
+        "width_range": lambda: width_range(n, k),  # type: ignore[arg-type]
+        "marginals": lambda: marginals(shape, k),  # type: ignore[arg-type]
+        "pm1": lambda: random_pm1(d, n, rng=rng),  # type: ignore[arg-type]
+        "bernoulli": lambda: random_bernoulli(d, n, rng=rng),  # type: ignore[arg-type]
     }
     if not isinstance(name, str) or name not in makers:
         raise ValueError(f"unknown workload {name!r}; choose from {sorted(makers)}")

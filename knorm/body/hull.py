@@ -1,13 +1,21 @@
 """The body ``K = F·B₁ⁿ`` and its exact oracle (docs/design.md §2)."""
 
+from __future__ import annotations
+
 import contextlib
 import math
 import threading
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._validate import as_real_array, is_real
 from . import _simplex as sx
+
+if TYPE_CHECKING:
+    from .structure import ExactStructure
 
 _STATUS = {
     sx.PIVOT_LIMIT: "exceeded its pivot limit",
@@ -26,7 +34,7 @@ class OracleError(RuntimeError):
     """The facet-walk oracle could not finish (pivot limit or numerical breakdown)."""
 
 
-def validate_matrix(F, name="F"):
+def validate_matrix(F: ArrayLike, name: str = "F") -> NDArray[np.float64]:
     """Return ``F`` as a finite float64 2-D array or raise ``ValueError`` saying why."""
     arr = as_real_array(name, F)
     if arr.ndim != 2:
@@ -306,7 +314,7 @@ class SymmetricHull:
     solve (the gauge is positively homogeneous); results are scaled back exactly.
     """
 
-    def __init__(self, F):
+    def __init__(self, F: ArrayLike) -> None:
         F = validate_matrix(F)
         d = F.shape[0]
         e = _exponent(F)
@@ -343,10 +351,10 @@ class SymmetricHull:
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
         cols, T, self._M = _oracle_coordinates(Fs, self.span_basis, S, unit)
         self.frame = Frame(cols, T)
-        self._structure = False  # not yet detected
+        self._structure: Any = False  # not yet detected (else an ExactStructure or None)
 
     @property
-    def exact_structure(self):
+    def exact_structure(self) -> ExactStructure | None:
         """``ExactStructure`` if K is a linear image of the cross-polytope or cube, else None.
 
         Then uniform draws are exact (no MCMC); see :mod:`knorm.body.structure`.
@@ -359,7 +367,7 @@ class SymmetricHull:
 
     # -- coordinates -------------------------------------------------------------
     @property
-    def n_columns(self):
+    def n_columns(self) -> int:
         return self.F.shape[1]
 
     def _to_frame(self, Y):
@@ -377,7 +385,7 @@ class SymmetricHull:
         off = np.linalg.norm(resid, axis=1) / np.where(yn > 0, yn, 1.0)
         return Ys @ self._M, k, off
 
-    def to_ambient(self, Z):
+    def to_ambient(self, Z: ArrayLike) -> NDArray[np.float64]:
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
         Z = np.asarray(Z, dtype=np.float64)
         if Z.ndim < 1 or Z.shape[-1] != self.dim:
@@ -398,7 +406,7 @@ class SymmetricHull:
         off = math.sqrt(float(resid @ resid) / yy) if yy > 0.0 else 0.0
         return ys @ self._M, k, off
 
-    def _check_points(self, y, name):
+    def _check_points(self, y: ArrayLike, name: str) -> NDArray[np.float64]:
         arr = as_real_array(name, y)
         if arr.ndim not in (1, 2) or arr.shape[-1] != self.ambient_dim:
             raise ValueError(
@@ -420,7 +428,7 @@ class SymmetricHull:
         return vals, normals, off
 
     # -- oracle --------------------------------------------------------------------
-    def gauge(self, y, *, span_tol=1e-9):
+    def gauge(self, y: ArrayLike, *, span_tol: float = 1e-9) -> float | NDArray[np.float64]:
         """Minkowski norm ``‖y‖_K = min{‖w‖₁ : Fw = y}``, exact; ``inf`` off the span.
 
         ``y`` is one point (d,) or a batch (m, d) of points (one result per row).
@@ -435,7 +443,7 @@ class SymmetricHull:
         vals = np.where(off > span_tol, np.inf, vals)
         return vals if Y.ndim == 2 else float(vals[0])
 
-    def contains(self, y, *, tol=1e-9):
+    def contains(self, y: ArrayLike, *, tol: float = 1e-9) -> bool | NDArray[np.bool_]:
         """True where ``‖y‖_K <= 1 + tol``."""
         tol = _check_tol("tol", tol)
         Y = self._check_points(y, "y")
@@ -453,7 +461,7 @@ class SymmetricHull:
             raise ValueError("F: facet normals of K overflow float64 (K is too thin at this scale)")
         return lam
 
-    def facet_normal(self, y):
+    def facet_normal(self, y: ArrayLike) -> NDArray[np.float64]:
         """Dual vector λ (ambient, in the span) with ``λ·y = ‖y‖_K`` and ``|Fᵀλ| <= 1``.
 
         On the boundary this is the outward normal of a facet of K through y.
@@ -465,7 +473,7 @@ class SymmetricHull:
         lam = self._normal_to_ambient(normals)
         return lam if Y.ndim == 2 else lam[0]
 
-    def chord(self, x, u):
+    def chord(self, x: ArrayLike, u: ArrayLike) -> tuple[float, float]:
         """``(t_minus, t_plus)`` with ``x + t·u ∈ K`` exactly for ``t`` in that interval.
 
         ``x`` must lie in K. Directions with a component off the span give (0, 0);
@@ -499,5 +507,5 @@ class SymmetricHull:
             raise ValueError("u: a chord end overflows float64 (u is too short for this body)")
         return (ends[1], ends[0])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"SymmetricHull(ambient_dim={self.ambient_dim}, dim={self.dim}, n_columns={self.n_columns})"

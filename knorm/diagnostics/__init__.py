@@ -9,7 +9,12 @@ Both take finite real draws shaped ``(chains, draws)`` or ``(chains, draws, k)``
 value per coordinate ``k``), at least 4 draws per chain; anything else is a ValueError.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from .._validate import as_real_array
@@ -17,7 +22,7 @@ from .._validate import as_real_array
 __all__ = ["rhat", "ess", "autocorrelation_time"]
 
 
-def _as_chains(x):
+def _as_chains(x: ArrayLike) -> NDArray[np.float64]:
     """Draws as a finite float64 array (chains, draws[, k]) or a one-line ValueError."""
     a = as_real_array("draws", x, allow_object=True)
     try:
@@ -38,29 +43,29 @@ def _as_chains(x):
     return a
 
 
-def _unit(a):
+def _unit(a: NDArray[np.float64]) -> NDArray[np.float64]:
     """``a / 2^e`` with ``max|a/2^e|`` in [0.5, 1) (exact); ESS and R-hat are scale-free,
     and moments of the scaled draws neither overflow nor underflow."""
     m = float(np.max(np.abs(a)))
     return np.ldexp(a, -int(np.frexp(m)[1])) if m > 0 else a
 
 
-def _constant(a):
+def _constant(a: NDArray[np.float64]) -> bool:
     """True when the draws do not vary (relative to their size)."""
     return np.ptp(a) <= np.finfo(float).resolution * np.max(np.abs(a))
 
 
-def _split(a):
+def _split(a: NDArray[np.float64]) -> NDArray[np.float64]:
     half = a.shape[1] // 2
     return np.concatenate([a[:, :half], a[:, -half:]], axis=0)
 
 
-def _z_scale(a):
+def _z_scale(a: NDArray[np.float64]) -> NDArray[np.float64]:
     rank = stats.rankdata(a, method="average", axis=None).reshape(a.shape)
     return stats.norm.ppf((rank - 0.375) / (a.size + 0.25))
 
 
-def _rhat_basic(a):
+def _rhat_basic(a: NDArray[np.float64]) -> float:
     n = a.shape[1]
     between = n * np.var(a.mean(axis=1), ddof=1)
     within = np.mean(np.var(a, axis=1, ddof=1))
@@ -69,7 +74,7 @@ def _rhat_basic(a):
     return np.sqrt((between / within + n - 1) / n)
 
 
-def _rhat_one(a):
+def _rhat_one(a: NDArray[np.float64]) -> float:
     a = _unit(a)
     if _constant(a):
         return 1.0
@@ -79,7 +84,7 @@ def _rhat_one(a):
     return max(bulk, tail)
 
 
-def _autocov(a):
+def _autocov(a: NDArray[np.float64]) -> NDArray[np.float64]:
     """Autocovariance of each row (biased, FFT), lags 0..n-1."""
     n = a.shape[1]
     c = a - a.mean(axis=1, keepdims=True)
@@ -88,7 +93,7 @@ def _autocov(a):
     return np.fft.irfft(f * np.conj(f), n=m, axis=1)[:, :n] / n
 
 
-def _ess_raw(a):
+def _ess_raw(a: NDArray[np.float64]) -> float:
     """ESS of ``(chains, draws)`` (no rank normalisation), ArviZ's ``_ess``."""
     m, n = a.shape
     a = _unit(a)
@@ -127,14 +132,14 @@ def _ess_raw(a):
     return total / tau
 
 
-def _per_coordinate(fn, x):
+def _per_coordinate(fn: Callable[[NDArray[np.float64]], float], x: ArrayLike) -> float | NDArray[np.float64]:
     a = _as_chains(x)
     if a.ndim == 2:
         return float(fn(a))
     return np.array([fn(a[:, :, k]) for k in range(a.shape[2])])
 
 
-def rhat(draws):
+def rhat(draws: ArrayLike) -> float | NDArray[np.float64]:
     """Rank-normalised split R-hat (max of bulk and tail); < 1.01 is the usual target.
 
     ``inf`` when every split chain is constant but they differ (no mixing at all).
@@ -142,7 +147,7 @@ def rhat(draws):
     return _per_coordinate(_rhat_one, draws)
 
 
-def ess(draws, method="bulk"):
+def ess(draws: ArrayLike, method: str = "bulk") -> float | NDArray[np.float64]:
     """Effective sample size: ``"bulk"`` (rank-normalised split chains, the default) or
     ``"mean"`` (split chains, no rank normalisation: the ESS for estimating a mean)."""
     if method == "bulk":
@@ -152,7 +157,7 @@ def ess(draws, method="bulk"):
     raise ValueError(f"method must be 'bulk' or 'mean', got {method!r}")
 
 
-def autocorrelation_time(draws):
+def autocorrelation_time(draws: ArrayLike) -> float | NDArray[np.float64]:
     """Integrated autocorrelation time per draw: ``draws_total / ess``."""
     a = _as_chains(draws)
     return a.shape[0] * (a.shape[1] // 2) * 2 / np.asarray(ess(a))

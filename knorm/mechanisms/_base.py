@@ -1,9 +1,13 @@
 """Shared pieces of the mechanisms: validation, the privacy claim, error estimates."""
 
+from __future__ import annotations
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator, noise_source
 from .._validate import check_memory, is_real, positive_int
@@ -12,8 +16,10 @@ from ..body.hull import validate_matrix
 
 NEIGHBOURS = "‖x − x'‖₁ ≤ 1"
 
+_V = TypeVar("_V")
 
-def check_epsilon(epsilon):
+
+def check_epsilon(epsilon: float) -> float:
     if not is_real(epsilon):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
     if not np.isfinite(epsilon) or epsilon <= 0:
@@ -21,7 +27,7 @@ def check_epsilon(epsilon):
     return float(epsilon)
 
 
-def check_delta(delta):
+def check_delta(delta: float) -> float:
     if not is_real(delta):
         raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
     if not (0.0 < delta < 1.0):
@@ -29,7 +35,7 @@ def check_delta(delta):
     return float(delta)
 
 
-def check_size(size, dim=None):
+def check_size(size: int | None, dim: int | None = None) -> int | None:
     """``size`` as None or an int >= 1; with ``dim``, refuse (before allocating) a request
     whose (size, dim) float64 output and working copies cannot fit in memory."""
     m = positive_int("size", size, allow_none=True)
@@ -38,7 +44,7 @@ def check_size(size, dim=None):
     return m
 
 
-def check_n_samples(n_samples, name="n_samples"):
+def check_n_samples(n_samples: int, name: str = "n_samples") -> int:
     """A Monte-Carlo sample count: an int >= 2 (a standard error needs two draws)."""
     n = positive_int(name, n_samples)
     if n < 2:
@@ -46,7 +52,7 @@ def check_n_samples(n_samples, name="n_samples"):
     return n
 
 
-def check_finite_output(values, what):
+def check_finite_output(values: _V, what: str) -> _V:
     """Raise instead of returning NaN or ±inf (e.g. a noise scale that overflowed)."""
     arr = np.asarray(values)
     if not np.all(np.isfinite(arr)):
@@ -55,7 +61,7 @@ def check_finite_output(values, what):
     return values
 
 
-def check_accountant(accountant):
+def check_accountant(accountant: BudgetAccountant | None) -> BudgetAccountant | None:
     if accountant is not None and not isinstance(accountant, BudgetAccountant):
         raise ValueError(f"accountant must be a knorm.privacy.BudgetAccountant or None, got "
                          f"{type(accountant).__name__}")
@@ -83,26 +89,26 @@ class PrivacyClaim:
     sampling: str
     neighbours: str = NEIGHBOURS
     composition: str = ""
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
     answers: int = 1
     noise_source: str = "os-entropy"
     certified: bool = True
 
     @property
-    def exact(self):
+    def exact(self) -> bool:
         return self.sampling == "exact"
 
     @property
-    def approximate(self):
+    def approximate(self) -> bool:
         """MCMC sampling: the guarantee holds only approximately (the draws are not exactly uniform)."""
         return not self.exact
 
     @property
-    def private(self):
+    def private(self) -> bool:
         """False when the noise came from a known seed: anyone with the seed can subtract it."""
         return self.noise_source != "seed"
 
-    def composed(self, k):
+    def composed(self, k: int) -> PrivacyClaim:
         """The claim of ``k`` answers on the same data: basic composition, ``(kε, min(1, kδ))``."""
         k = int(k)
         if k < 0:
@@ -114,7 +120,7 @@ class PrivacyClaim:
         return replace(self, epsilon=k * self.epsilon, delta=min(1.0, k * self.delta), answers=k,
                        composition=how)
 
-    def to_dp_event(self):
+    def to_dp_event(self) -> Any:
         """The claim as a Google dp-accounting ``DpEvent`` (``pip install 'knorm[accounting]'``).
 
         One answer: ``LaplaceDpEvent(b/Δ₁)`` for Laplace noise of scale b on a query of
@@ -148,14 +154,14 @@ class PrivacyClaim:
             event = epsilon_delta_dp_event(eps1, dl1)
         return event if self.answers == 1 else dpa.SelfComposedDpEvent(event, int(self.answers))
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (for summaries and output files)."""
         return {"mechanism": self.mechanism, "epsilon": self.epsilon, "delta": self.delta, "notion": self.notion,
                 "sampling": self.sampling, "approximate": self.approximate, "certified": self.certified,
                 "answers": self.answers, "noise_source": self.noise_source, "private": self.private,
                 "neighbours": self.neighbours, "composition": self.composition, "details": self.details}
 
-    def __str__(self):
+    def __str__(self) -> str:
         if not self.private:
             head = "NOT PRIVATE (noise from a known seed: a reproducible run) — otherwise "
         else:
@@ -183,14 +189,15 @@ class ErrorEstimate:
     exact: bool
     method: str
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self.value)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.value:.6g}" + ("" if self.exact else f" ± {self.stderr:.2g}") + f" ({self.method})"
 
 
-def mc_norm_estimate(draws, factor=1.0, ess=None, method=""):
+def mc_norm_estimate(draws: ArrayLike, factor: float = 1.0, ess: float | None = None,
+                     method: str = "") -> ErrorEstimate:
     """Mean ℓ₂ norm of draws × factor, with its standard error (``ess`` effective draws)."""
     draws = np.asarray(draws, float)
     if len(draws) < 2:
@@ -222,23 +229,26 @@ class Accounted:
     data yourself is a release the library cannot see.
     """
 
-    def _init_accounting(self, rng, accountant):
+    _claim: PrivacyClaim
+
+    def _init_accounting(self, rng: np.random.Generator | int | None,
+                         accountant: BudgetAccountant | None) -> None:
         self.noise_source = noise_source(rng)
         self.accountant = check_accountant(accountant)
         self.answers = 0
         self._certified = True
 
     @property
-    def privacy_per_answer(self):
+    def privacy_per_answer(self) -> PrivacyClaim:
         """The claim of a single answer (see :class:`PrivacyClaim`)."""
         return replace(self._claim, answers=1, noise_source=self.noise_source, certified=self._certified)
 
     @property
-    def privacy(self):
+    def privacy(self) -> PrivacyClaim:
         """The claim covering every answer released since the last :meth:`reset` (basic composition)."""
         return self.privacy_per_answer.composed(self.answers)
 
-    def reset(self):
+    def reset(self) -> None:
         """Start accounting for new data: the answer count returns to 0.
 
         Only for answers on a different data set; answers on the same data compose
@@ -247,11 +257,11 @@ class Accounted:
         self.answers = 0
         self._certified = True
 
-    def _check_budget(self, k):
+    def _check_budget(self, k: int) -> None:
         if self.accountant is not None:
             self.accountant.check(k * self._claim.epsilon, k * self._claim.delta)
 
-    def _spend(self, k):
+    def _spend(self, k: int) -> None:
         self.answers += k
         if self.accountant is not None:
             self.accountant.spend(k * self._claim.epsilon, k * self._claim.delta, label=self._claim.mechanism,
@@ -261,13 +271,14 @@ class Accounted:
 class Mechanism(Accounted, ABC):
     """Base: holds F, validates x, and turns noise into releases ``Fx + noise``."""
 
-    def __init__(self, F, rng, accountant=None):
+    def __init__(self, F: ArrayLike, rng: np.random.Generator | int | None,
+                 accountant: BudgetAccountant | None = None) -> None:
         self.F = validate_matrix(F)
         self.d, self.n = self.F.shape
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
 
-    def check_x(self, x):
+    def check_x(self, x: ArrayLike) -> NDArray[np.float64]:
         arr = np.asarray(x)
         if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
             raise ValueError("x must be a real numeric vector")
@@ -279,10 +290,10 @@ class Mechanism(Accounted, ABC):
         return arr
 
     @abstractmethod
-    def sample_noise(self, size=None):
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         """Noise vector(s) of the mechanism: (d,) or (size, d)."""
 
-    def release(self, x, size=None):
+    def release(self, x: ArrayLike, size: int | None = None) -> NDArray[np.float64]:
         """``Fx + noise``: one answer (d,) or ``size`` answers (size, d), each with fresh noise.
 
         The answers are counted in :attr:`privacy` (``size`` answers on the same data cost
@@ -296,5 +307,5 @@ class Mechanism(Accounted, ABC):
         self._spend(m or 1)
         return out
 
-    def _one_or_many(self, draws, size):
+    def _one_or_many(self, draws: NDArray[np.float64], size: int | None) -> NDArray[np.float64]:
         return draws[0] if size is None else draws

@@ -1,23 +1,28 @@
 """Laplace and Gaussian baselines with sensitivities computed from F (docs/design.md §4.1, §4.2)."""
 
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
+
+from ..privacy import BudgetAccountant
 
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_n_samples, check_size,
                     mc_norm_estimate)
 
 
-def l1_sensitivity(F):
+def l1_sensitivity(F: ArrayLike) -> float:
     """Δ₁ = max_i ‖f_i‖₁ (the ℓ₁ change of Fx between neighbours ‖x − x'‖₁ ≤ 1)."""
     return float(np.max(np.abs(np.asarray(F, float)).sum(axis=0)))
 
 
-def l2_sensitivity(F):
+def l2_sensitivity(F: ArrayLike) -> float:
     """Δ₂ = max_i ‖f_i‖₂."""
     return float(np.max(np.linalg.norm(np.asarray(F, float), axis=0)))
 
 
-def expected_norm_gaussian(d, sigma):
+def expected_norm_gaussian(d: int, sigma: float) -> float:
     """``E‖N(0, σ² I_d)‖₂ = σ √2 Γ((d+1)/2) / Γ(d/2)`` (chi distribution mean)."""
     return float(sigma * np.sqrt(2.0) * np.exp(special.gammaln((d + 1) / 2) - special.gammaln(d / 2)))
 
@@ -28,7 +33,8 @@ class LaplaceMechanism(Mechanism):
     >>> m = LaplaceMechanism(F, epsilon=1.0); m.release(x); m.privacy  # ε for one answer
     """
 
-    def __init__(self, F, *, epsilon, rng=None, accountant=None):
+    def __init__(self, F: ArrayLike, *, epsilon: float, rng: np.random.Generator | int | None = None,
+                 accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = l1_sensitivity(self.F)
@@ -38,15 +44,15 @@ class LaplaceMechanism(Mechanism):
         self._claim = PrivacyClaim("Laplace", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"l1_sensitivity": self.sensitivity, "scale": self.scale})
 
-    def sample_noise(self, size=None):
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)
         return self._one_or_many(self._rng.laplace(0.0, self.scale, size=(m or 1, self.d)), m)
 
-    def expected_squared_error(self):
+    def expected_squared_error(self) -> float:
         """``E‖noise‖₂² = 2 d b²`` with b = Δ₁/ε (exact)."""
         return 2.0 * self.d * self.scale**2
 
-    def expected_error(self, n_samples=200_000):
+    def expected_error(self, n_samples: int = 200_000) -> ErrorEstimate:
         """``E‖noise‖₂``: no closed form; Monte Carlo over exact Laplace draws (≈ √(2d)·b)."""
         n_samples = check_n_samples(n_samples)
         rng = np.random.default_rng(self._rng.integers(2**63))
@@ -54,14 +60,14 @@ class LaplaceMechanism(Mechanism):
         return mc_norm_estimate(draws, method=f"Monte Carlo, {n_samples} exact draws")
 
 
-def analytic_gaussian_sigma(sensitivity, epsilon, delta):
+def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     """Smallest σ with ``Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) <= δ`` (Balle & Wang 2018).
 
     The left side is the exact privacy profile δ(ε) of the Gaussian mechanism, i.e.
     docs/design.md §7's μ-GDP conversion with μ = Δ/σ; it decreases in σ.
     """
 
-    def excess(log_sigma):
+    def excess(log_sigma: float) -> float:
         s = np.exp(log_sigma)
         a = sensitivity / (2 * s) - epsilon * s / sensitivity
         b = -sensitivity / (2 * s) - epsilon * s / sensitivity
@@ -88,7 +94,8 @@ class GaussianMechanism(Mechanism):
     requires ε < 1.
     """
 
-    def __init__(self, F, *, epsilon, delta, calibration="analytic", rng=None, accountant=None):
+    def __init__(self, F: ArrayLike, *, epsilon: float, delta: float, calibration: str = "analytic",
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
@@ -109,13 +116,13 @@ class GaussianMechanism(Mechanism):
                                     details={"l2_sensitivity": self.sensitivity, "sigma": self.sigma,
                                              "calibration": calibration})
 
-    def sample_noise(self, size=None):
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)
         return self._one_or_many(self._rng.normal(0.0, self.sigma, size=(m or 1, self.d)), m)
 
-    def expected_squared_error(self):
+    def expected_squared_error(self) -> float:
         return self.d * self.sigma**2
 
-    def expected_error(self):
+    def expected_error(self) -> ErrorEstimate:
         """``E‖N(0, σ²I_d)‖₂ = σ√2 Γ((d+1)/2)/Γ(d/2)`` (exact)."""
         return ErrorEstimate(expected_norm_gaussian(self.d, self.sigma), 0.0, True, "chi-distribution mean")

@@ -1,7 +1,11 @@
 """Bounded 1-D Laplace and the Gaussian mechanism with a covariance matrix (docs/design.md §7)."""
 
-import numpy as np
+from __future__ import annotations
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..privacy import BudgetAccountant
 from .._rng import as_generator
 from .._validate import is_real
 from ..body.hull import validate_matrix
@@ -19,7 +23,8 @@ class BoundedLaplaceMechanism(Accounted):
     truncated "bounded Laplace", would need a further correction of b.)
     """
 
-    def __init__(self, lower, upper, *, epsilon, delta, clip=True, rng=None, accountant=None):
+    def __init__(self, lower: float, upper: float, *, epsilon: float, delta: float, clip: bool = True,
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
         if not (is_real(lower) and is_real(upper)):
             raise ValueError(f"lower and upper must be real numbers, got {lower!r} and {upper!r}")
         lower, upper = float(lower), float(upper)
@@ -40,11 +45,11 @@ class BoundedLaplaceMechanism(Accounted):
                                     neighbours="any two values in D",
                                     details={"scale": self.scale, "domain": [lower, upper], "clip": self.clip})
 
-    def privacy_profile(self, epsilon):
+    def privacy_profile(self, epsilon: float) -> float:
         """Exact δ(ε') of Laplace(b) for shifts up to diam(D): ``max(0, 1 − e^{(ε' − diam/b)/2})``."""
         return float(max(0.0, -np.expm1((epsilon - (self.upper - self.lower) / self.scale) / 2)))
 
-    def release(self, value, size=None):
+    def release(self, value: float, size: int | None = None) -> float | NDArray[np.float64]:
         """Private value(s) for a true ``value`` in D."""
         if not is_real(value):
             raise ValueError(f"value must be a real number in [{self.lower}, {self.upper}], got {value!r}")
@@ -69,7 +74,10 @@ class CovarianceGaussianMechanism(Accounted):
     covariance of Uniform(K)).
     """
 
-    def __init__(self, M, sensitivity, *, epsilon, delta, rng=None, accountant=None):
+    F: NDArray[np.float64]  # the workload, set by from_workload only
+
+    def __init__(self, M: ArrayLike, sensitivity: float, *, epsilon: float, delta: float,
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
         M = validate_matrix(M, "M")
         if M.shape[0] != M.shape[1] or not np.allclose(M, M.T, rtol=1e-10, atol=1e-12 * np.abs(M).max()):
             raise ValueError(f"M must be a symmetric square matrix, got shape {M.shape}")
@@ -94,7 +102,9 @@ class CovarianceGaussianMechanism(Accounted):
                                     details={"sensitivity_M": self.sensitivity, "c": self.c})
 
     @classmethod
-    def from_workload(cls, F, M, *, epsilon, delta, rng=None, accountant=None):
+    def from_workload(cls, F: ArrayLike, M: ArrayLike, *, epsilon: float, delta: float,
+                      rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None
+                      ) -> CovarianceGaussianMechanism:
         F = validate_matrix(F)
         M = validate_matrix(M, "M")
         if M.shape != (F.shape[0], F.shape[0]):
@@ -106,12 +116,12 @@ class CovarianceGaussianMechanism(Accounted):
         mech.F = F
         return mech
 
-    def sample_noise(self, size=None):
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.M.shape[0])
         z = check_finite_output(self._rng.standard_normal((m or 1, self.M.shape[0])) @ self._L.T * self.c, "noise")
         return z[0] if m is None else z
 
-    def release(self, answer, size=None):
+    def release(self, answer: ArrayLike, size: int | None = None) -> NDArray[np.float64]:
         """``answer + noise`` for a true answer vector Q(x) (length dim M); ``size`` answers cost size·ε."""
         a = np.asarray(answer, float)
         if a.shape != (self.M.shape[0],) or not np.all(np.isfinite(a)):

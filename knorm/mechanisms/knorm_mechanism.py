@@ -1,19 +1,25 @@
 """The K-norm mechanism (docs/design.md §4.3): density ∝ exp(−ε‖a − Fx‖_K)."""
 
-import numpy as np
+from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..privacy import BudgetAccountant
 from .._validate import check_options, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
-from ..walks.sampler import ConvergenceError, Sampler, check_memory
-from ._base import (Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples, check_size,
-                    mc_norm_estimate)
+from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory
+from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
+                    check_size, mc_norm_estimate)
 
 
 SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "checkpoint", "params")
 
 
-def check_sampler_options(sampler_options):
+def check_sampler_options(sampler_options: dict[str, Any] | None) -> dict[str, Any]:
     """``sampler_options`` as a dict of :class:`~knorm.walks.sampler.Sampler` keywords."""
     return check_options("sampler_options", sampler_options, SAMPLER_OPTIONS)
 
@@ -38,8 +44,10 @@ class KNormMechanism(Mechanism):
     ``accept_uncertified=True``: then they are used and the claim says UNCERTIFIED.
     """
 
-    def __init__(self, F, *, epsilon, walk="billiard", rng=None, body=None, bank_size=1000, sampler_options=None,
-                 accept_uncertified=False, accountant=None):
+    def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard",
+                 rng: np.random.Generator | int | None = None, body: SymmetricHull | None = None, bank_size: int = 1000,
+                 sampler_options: dict[str, Any] | None = None, accept_uncertified: bool = False,
+                 accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
@@ -57,14 +65,14 @@ class KNormMechanism(Mechanism):
         if self.structure is not None:
             details["exact_structure"] = self.structure.kind
         self._claim = PrivacyClaim("K-norm", self.epsilon, 0.0, "pure ε-DP", sampling, details=details)
-        self.last_info = None
+        self.last_info: SamplingInfo | None = None
         # built (cheaply: set-up waits for the first run) even for exact bodies, to check the options
         self._sampler = Sampler(self.body, walk=walk, rng=self._rng, **self.sampler_options)
         check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
         self._bank = np.empty((0, self.d))
         self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?
 
-    def sample_uniform(self, size):
+    def sample_uniform(self, size: int) -> NDArray[np.float64]:
         """``size`` draws of z ~ Uniform(K) (exact or MCMC), ambient coordinates.
 
         MCMC draws come from the bank, refilled by one run of the mechanism's sampler
@@ -97,7 +105,7 @@ class KNormMechanism(Mechanism):
         self._bank_certified = self._bank_certified[size:]
         return z
 
-    def sample_noise(self, size=None):
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size)
         z = self.sample_uniform(m or 1)
         r = self._rng.gamma(self.dim + 1, 1.0 / self.epsilon, size=len(z))
@@ -105,7 +113,7 @@ class KNormMechanism(Mechanism):
             noise = r[:, None] * z
         return self._one_or_many(check_finite_output(noise, "K-norm noise"), m)
 
-    def expected_error(self, n_samples=4000):
+    def expected_error(self, n_samples: int = 4000) -> ErrorEstimate:
         """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``, with E‖z‖₂ estimated from uniform draws.
 
         The standard error uses the sampler's min bulk ESS for MCMC draws.
@@ -118,7 +126,7 @@ class KNormMechanism(Mechanism):
         return mc_norm_estimate(z, (self.dim + 1) / self.epsilon, ess,
                                 f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from {n_samples} {how} uniform draws")
 
-    def expected_squared_error(self, n_samples=4000):
+    def expected_squared_error(self, n_samples: int = 4000) -> float:
         """``(dim+1)(dim+2)/ε² · E‖z‖₂²`` (Monte Carlo over uniform draws)."""
         z = self.sample_uniform(check_n_samples(n_samples))
         return float((self.dim + 1) * (self.dim + 2) / self.epsilon**2 * np.mean(np.sum(z**2, axis=1)))

@@ -12,15 +12,21 @@ last level releases all of ``U_{L-1}``). The levels are independent and mean zer
 (:func:`split_epsilon`). One level is the K-norm mechanism itself.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..privacy import BudgetAccountant
 
 from .._validate import is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.sampler import Sampler, rounding_of
-from ._base import Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size, mc_norm_estimate
+from ._base import ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size, mc_norm_estimate
 from .knorm_mechanism import KNormMechanism, check_sampler_options
 
 SPLITS = ("auto", "halves")
@@ -36,7 +42,7 @@ PRECISE_CHECKS = 3  # screened splits re-scored with PLAN_DRAWS draws, per level
 PLAN_SEED = 20251122
 
 
-def split_epsilon(costs, epsilon):
+def split_epsilon(costs: ArrayLike, epsilon: float) -> tuple[NDArray[np.float64], float]:
     """The budgets minimising ``Σ c_i/ε_i²`` subject to ``Σ ε_i = ε`` (all ``c_i > 0``).
 
     Lagrange: ``−2c_i/ε_i³ + μ = 0`` gives ``ε_i = ε·c_i^{1/3}/Σ_j c_j^{1/3}``; the minimum is
@@ -75,11 +81,11 @@ class NIMLevel:
     exact_covariance: bool = True
 
     @property
-    def kept_dim(self):
+    def kept_dim(self) -> int:
         return self.kept.shape[1]
 
 
-def _span_covariance(body):
+def _span_covariance(body: SymmetricHull) -> NDArray[np.float64]:
     """Cov(Uniform K) in the body's span coordinates (r × r, body scale² units): what
     :func:`~knorm.walks.sampler.uniform_covariance` maps to the d answer coordinates, kept
     r × r so that workloads with many queries (all ranges: d = n(n+1)/2) never form d × d."""
@@ -99,7 +105,7 @@ class _Stage:
     precise: bool      # exact, or estimated from PLAN_DRAWS draws (else: the rounding's estimate)
     split: int = 0     # 0: released whole (last level); else dim of the next subspace
 
-    def set_covariance(self, C):
+    def set_covariance(self, C: NDArray[np.float64]) -> _Stage:
         """Cov(Uniform K) in span coordinates, body frame units²: sets ``lam`` (descending, first
         level's frame units²) and ``vec`` (d, k), the answer-space eigenvectors."""
         lam, w = np.linalg.eigh(C)
@@ -109,16 +115,16 @@ class _Stage:
         return self
 
     @property
-    def dim(self):
+    def dim(self) -> int:
         return self.vec.shape[1]
 
-    def cost(self, t=None):
+    def cost(self, t: int | None = None) -> float:
         """``(k+1)(k+2)·Σ_{j>=t} λ_j`` (t = None: the whole level)."""
         k = self.dim
         return (k + 1) * (k + 2) * float(np.sum(self.lam[(t or 0):]))
 
 
-def _check_max_estimates(value):
+def _check_max_estimates(value: int) -> int:
     if not is_int(value) or value < 0:
         raise ValueError(f"max_estimates must be an integer >= 0, got {value!r}")
     return int(value)
@@ -158,9 +164,11 @@ class NIMechanism(Mechanism):
     ``accept_uncertified=True``).
     """
 
-    def __init__(self, F, *, epsilon, walk="billiard", rng=None, bank_size=1000, sampler_options=None,
-                 accept_uncertified=False, accountant=None, split="auto", max_levels=None,
-                 max_estimates=DEFAULT_MAX_ESTIMATES):
+    def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard",
+                 rng: np.random.Generator | int | None = None, bank_size: int = 1000,
+                 sampler_options: dict[str, Any] | None = None, accept_uncertified: bool = False,
+                 accountant: BudgetAccountant | None = None, split: str = "auto", max_levels: int | None = None,
+                 max_estimates: int = DEFAULT_MAX_ESTIMATES) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
@@ -181,7 +189,7 @@ class NIMechanism(Mechanism):
         eps, total = split_epsilon(costs, self.epsilon)
         self._scale = scale = np.float64(root._scale)
 
-        self.levels = []
+        self.levels: list[NIMLevel] = []
         for i, (st, c, e) in enumerate(zip(stages, costs, eps)):
             Fl = self.F if i == 0 else st.basis.T @ self.F
             mech = KNormMechanism(Fl, epsilon=float(e), walk=walk, rng=self._rng, body=st.body,
@@ -216,7 +224,7 @@ class NIMechanism(Mechanism):
         )
 
     # -- the plan ---------------------------------------------------------------------
-    def _stage(self, body, U=None):
+    def _stage(self, body: SymmetricHull, U: NDArray[np.float64] | None = None) -> _Stage:
         """A level's stage: body on F itself (the first level, ``U`` None) or on ``UᵀF``
         (U: the level's subspace in answer space, orthonormal); the rounding's covariance
         unless the body has exact structure."""
@@ -226,7 +234,7 @@ class NIMechanism(Mechanism):
                     float(np.exp(2.0 * (body._log_scale - self._root_log_scale))), exact, exact)
         return st.set_covariance(_span_covariance(body))
 
-    def _refine(self, st):
+    def _refine(self, st: _Stage) -> _Stage:
         """Replace a rounding's covariance by the second moments of ``PLAN_DRAWS`` uniform draws
         (K is symmetric: mean 0), from a sampler run with the fixed seed ``PLAN_SEED``."""
         if st.precise:
@@ -237,13 +245,13 @@ class NIMechanism(Mechanism):
         self.precise_estimates += 1
         return st.set_covariance(Z.T @ Z / len(Z))
 
-    def _sub_stage(self, st, t):
+    def _sub_stage(self, st: _Stage, t: int) -> _Stage:
         U = st.vec[:, :t]
         return self._stage(SymmetricHull(U.T @ self.F), U)
 
-    def _search(self, root):
+    def _search(self, root: SymmetricHull) -> list[_Stage]:
         st = self._stage(root)
-        stages = []
+        stages: list[_Stage] = []
         while True:
             self._refine(st)
             k = st.dim
@@ -266,7 +274,7 @@ class NIMechanism(Mechanism):
         stages.append(st)
         return stages
 
-    def _screen(self, st):
+    def _screen(self, st: _Stage) -> list[tuple[int, _Stage]]:
         """Splits ``(t, next stage)`` of ``st`` that beat releasing it whole by ``SPLIT_MARGIN``
         on screening estimates, best first.
 
@@ -280,7 +288,7 @@ class NIMechanism(Mechanism):
         tail = np.cbrt((k + 1) * (k + 2) * (lam.sum() - head))
         proxy = tail + np.cbrt((t + 1) * (t + 2) * head)
         bar = np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
-        found = []
+        found: list[tuple[float, int, _Stage]] = []
         for j in np.argsort(proxy, kind="stable"):
             if proxy[j] >= min([bar] + [sc for sc, _, _ in found]) or self.covariance_estimates >= self.max_estimates:
                 break
@@ -295,7 +303,7 @@ class NIMechanism(Mechanism):
         return [(tj, nxt) for _, tj, nxt in sorted(found, key=lambda f: f[0])]
 
     @property
-    def plan(self):
+    def plan(self) -> list[dict[str, Any]]:
         """One dict per level: ``dim``, ``kept_dim``, ``epsilon``, ``predicted_rms_error``
         (``√(c_i/ε_i²)``, answer units) and ``covariance`` ("exact" or "mcmc estimate")."""
         with np.errstate(over="ignore"):
@@ -304,7 +312,7 @@ class NIMechanism(Mechanism):
                  "covariance": "exact" if lv.exact_covariance else "mcmc estimate"} for lv, r in zip(self.levels, rms)]
 
     # -- noise ------------------------------------------------------------------------
-    def sample_noise(self, size=None):
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)  # refuses what cannot fit, before allocating anything
         total = np.zeros((m or 1, self.d))
         for i, lv in enumerate(self.levels):
@@ -317,7 +325,7 @@ class NIMechanism(Mechanism):
             self._certified = self._certified and lv.mechanism._certified
         return self._one_or_many(total, m)
 
-    def expected_error(self, n_samples=2000):
+    def expected_error(self, n_samples: int = 2000) -> ErrorEstimate:
         """``E‖noise‖₂`` by Monte Carlo over the mechanism's own noise (with SE)."""
         draws = self.sample_noise(check_n_samples(n_samples))
         exact = self.privacy_per_answer.exact

@@ -13,8 +13,16 @@ column rank A that is ``Fx + F A⁺ z``: the noise ``F A⁺ z`` never depends on
   2018) with Δ₁ = 1, Θ >= 0 optimised for the workload by L-BFGS-B.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy import linalg, optimize, sparse
+
+from ..privacy import BudgetAccountant
 
 from .._validate import check_memory, positive_int
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
@@ -27,12 +35,13 @@ BRANCHINGS = tuple(range(2, 17))  # branching factors tried when ``branching=Non
 _CHUNK_BYTES = 2**25  # working memory of one batch of tree solves / noise draws (32 MiB)
 
 
-def _rows_or_gram(F):
+def _rows_or_gram(F: NDArray[np.float64]) -> tuple[NDArray[np.float64], bool]:
     """``(F, False)``, or ``(FᵀF, True)`` when F has more rows than columns (for :meth:`Hierarchy.error_factor`)."""
     return (F.T @ F, True) if F.shape[0] > F.shape[1] else (F, False)
 
 
-def _mc_expected_norm(draw, n_samples, width, what):
+def _mc_expected_norm(draw: Callable[[int], NDArray[np.float64]], n_samples: int, width: int,
+                      what: str) -> ErrorEstimate:
     """``E‖noise‖₂`` by Monte Carlo over ``draw(m)`` (m exact noise draws at a time)."""
     n_samples = check_n_samples(n_samples)
     step = max(1, _CHUNK_BYTES // (8 * width))
@@ -50,7 +59,8 @@ class IdentityMechanism(Mechanism):
     F this is also the K-norm mechanism of F (``‖Fw‖_K = ‖w‖₁``).
     """
 
-    def __init__(self, F, *, epsilon, rng=None, accountant=None):
+    def __init__(self, F: ArrayLike, *, epsilon: float, rng: np.random.Generator | int | None = None,
+                 accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = 1.0
@@ -60,19 +70,19 @@ class IdentityMechanism(Mechanism):
         self._claim = PrivacyClaim("identity strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"strategy": "identity", "l1_sensitivity": 1.0, "scale": self.scale})
 
-    def sample_noise(self, size=None):
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, max(self.d, self.n))
         w = self._rng.laplace(0.0, self.scale, size=(m or 1, self.n))
         return self._one_or_many(check_finite_output(w @ self.F.T, "the noise"), m)
 
-    def expected_squared_error(self):
+    def expected_squared_error(self) -> float:
         """``E‖F w‖₂² = 2 b² ‖F‖_F²`` with b = 1/ε (exact)."""
         return check_finite_output(2.0 * self.scale**2 * float(np.sum(self.F**2)), "the expected squared error")
 
-    def expected_error(self, n_samples=20_000):
+    def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
         """``E‖F w‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
         rng = np.random.default_rng(self._rng.integers(2**63))
-        def draw(m):
+        def draw(m: int) -> NDArray[np.float64]:
             return rng.laplace(0.0, self.scale, size=(m, self.n)) @ self.F.T
         return _mc_expected_norm(draw, n_samples, max(self.n, self.d), "F·Lap(1/ε)ⁿ")
 
@@ -89,11 +99,13 @@ class Hierarchy:
     measurements at no cost in sensitivity.
     """
 
-    def __init__(self, n, branching):
+    def __init__(self, n: int, branching: int) -> None:
         self.n = positive_int("n", n)
         self.branching = positive_int("branching", branching)
         if self.branching < 2:
             raise ValueError(f"branching must be an integer >= 2, got {branching!r}")
+        parents: list[Any]
+        firsts: list[Any]
         sizes, starts, parents, firsts, nkids = [np.array([self.n])], [np.array([0])], [None], [None], []
         while sizes[-1].max() > 1:
             s = sizes[-1]
@@ -114,8 +126,8 @@ class Hierarchy:
         self.rows = int(sum(self.counts))
         # variances (in units of one measurement's) of the bottom-up estimates of each block's
         # total from the measurements inside the block: leaves 1, then V = S/(S+1), S = Σ_children V
-        V = [None] * self.levels
-        S = [None] * self.levels
+        V: list[Any] = [None] * self.levels
+        S: list[Any] = [None] * self.levels
         V[-1] = np.ones(self.n)
         for lev in range(self.levels - 2, -1, -1):
             S[lev] = np.add.reduceat(V[lev + 1], self.firsts[lev + 1])
@@ -124,7 +136,7 @@ class Hierarchy:
         # top-down share of a block's correction that goes to each child: V_c / S_parent
         self._share = [None] + [V[lev + 1] / S[lev][parents[lev + 1]] for lev in range(self.levels - 1)]
 
-    def matrix(self):
+    def matrix(self) -> sparse.csr_matrix:
         """The strategy A as a sparse ``(rows, n)`` 0/1 matrix (levels stacked, root first)."""
         rows, offset = [], 0
         for lev in range(self.levels):
@@ -133,12 +145,12 @@ class Hierarchy:
         cols = np.tile(np.arange(self.n), self.levels)
         return sparse.csr_matrix((np.ones(len(cols)), (np.concatenate(rows), cols)), shape=(self.rows, self.n))
 
-    def measure(self, x):
+    def measure(self, x: ArrayLike) -> NDArray[np.float64]:
         """``A x`` for x of shape (n,) or (m, n): the block sums, levels stacked."""
         x = np.asarray(x, float)
         return np.concatenate([np.add.reduceat(x, st, axis=-1) for st in self.starts], axis=-1)
 
-    def solve(self, y):
+    def solve(self, y: ArrayLike) -> NDArray[np.float64]:
         """``x̂ = A⁺ y`` for y of shape (rows,) or (m, rows): exact least squares in O(rows) per vector.
 
         Two passes (Hay et al. 2010, for any tree): bottom-up, each block's total is estimated
@@ -153,13 +165,15 @@ class Hierarchy:
         bounds = np.cumsum([0] + self.counts)
         return self._solve([y[..., bounds[lev]:bounds[lev + 1]] for lev in range(self.levels)])
 
-    def solve_leaves(self, f):
+    def solve_leaves(self, f: ArrayLike) -> NDArray[np.float64]:
         """``(AᵀA)⁻¹ f`` for f of shape (n,) or (m, n): ``A⁺ y`` with f on the leaves, 0 elsewhere."""
         f = np.asarray(f, float)
         return self._solve([None] * (self.levels - 1) + [f])
 
-    def _solve(self, ys):
+    def _solve(self, ys: list[Any]) -> NDArray[np.float64]:
         L = self.levels
+        z: list[Any]
+        sums: list[Any]
         z, sums = [None] * L, [None] * L
         z[-1] = ys[-1]
         for lev in range(L - 2, -1, -1):
@@ -171,13 +185,13 @@ class Hierarchy:
             v = z[lev + 1] + self._share[lev + 1] * np.repeat(v - sums[lev], self._nkids[lev], axis=-1)
         return v
 
-    def error_factor(self, F):
+    def error_factor(self, F: ArrayLike) -> float:
         """``‖F A⁺‖_F² = trace(F (AᵀA)⁻¹ Fᵀ)`` without forming A⁺: batched tree solves of F's
         rows, ``Σ_k f_k·(AᵀA)⁻¹f_k``; with more rows than columns, ``trace((AᵀA)⁻¹ FᵀF)`` from
         the n columns of the Gram matrix instead."""
         return self._trace(*_rows_or_gram(np.asarray(F, float)))
 
-    def _trace(self, R, tall):
+    def _trace(self, R: NDArray[np.float64], tall: bool) -> float:
         step = max(1, _CHUNK_BYTES // (8 * 2 * self.rows))
         total = 0.0
         for i in range(0, len(R), step):
@@ -199,7 +213,8 @@ class HierarchicalMechanism(Mechanism):
     (``branching_errors`` holds every candidate's; ties go to the smaller b).
     """
 
-    def __init__(self, F, *, epsilon, branching=None, rng=None, accountant=None):
+    def __init__(self, F: ArrayLike, *, epsilon: float, branching: int | None = None,
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         if branching is None:
@@ -227,29 +242,30 @@ class HierarchicalMechanism(Mechanism):
                                              "levels": self.levels, "strategy_rows": self.tree.rows,
                                              "l1_sensitivity": self.sensitivity, "scale": self.scale})
 
-    def strategy_matrix(self):
+    def strategy_matrix(self) -> sparse.csr_matrix:
         """The strategy A (sparse, one row per block); ``A⁺`` is :meth:`Hierarchy.solve`."""
         return self.tree.matrix()
 
-    def sample_noise(self, size=None):
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         """``F A⁺ z`` with ``z ~ Lap(levels/ε)`` on every block: (d,) or (size, d)."""
         m = check_size(size, max(self.d, 2 * self.tree.rows))
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self.tree.rows))
         return self._one_or_many(check_finite_output(self.tree.solve(z) @ self.F.T, "the noise"), m)
 
-    def expected_squared_error(self):
+    def expected_squared_error(self) -> float:
         """``2 (levels/ε)² ‖F A⁺‖_F²`` (exact)."""
         return self.branching_errors[self.branching]
 
-    def expected_error(self, n_samples=20_000):
+    def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
         """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
         rng = np.random.default_rng(self._rng.integers(2**63))
-        def draw(m):
+        def draw(m: int) -> NDArray[np.float64]:
             return self.tree.solve(rng.laplace(0.0, self.scale, size=(m, self.tree.rows))) @ self.F.T
         return _mc_expected_norm(draw, n_samples, max(self.d, 2 * self.tree.rows), "F A⁺ Lap(levels/ε)")
 
 
-def p_identity_objective(theta, gram):
+def p_identity_objective(theta: NDArray[np.float64],
+                         gram: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
     """``f(Θ) = ‖F A⁺‖_F² = trace(FᵀF (AᵀA)⁻¹)`` for ``A = [I; Θ] D``, ``D = diag(1/c)``,
     ``c = 1 + 1ᵀΘ`` (every column of A has ℓ₁ norm 1), and its gradient in Θ.
 
@@ -280,7 +296,8 @@ class PIdentityMechanism(Mechanism):
     BLAS thread (``maxiter`` bounds it).
     """
 
-    def __init__(self, F, *, epsilon, p=None, maxiter=500, rng=None, accountant=None):
+    def __init__(self, F: ArrayLike, *, epsilon: float, p: int | None = None, maxiter: int = 500,
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.p = max(1, self.n // 16) if p is None else positive_int("p", p)
@@ -289,7 +306,7 @@ class PIdentityMechanism(Mechanism):
         check_memory("p", self.p, 8 * (6 * n * n + 4 * p * n + 2 * n * (n + p)))
         gram = self.F.T @ self.F
         start = np.random.default_rng(0).random(p * n)
-        def fun(t):
+        def fun(t: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
             f, g = p_identity_objective(t.reshape(p, n), gram)
             return f, g.ravel()
         res = optimize.minimize(fun, start, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * (p * n),
@@ -313,23 +330,23 @@ class PIdentityMechanism(Mechanism):
                                     details={"strategy": "p-identity", "p": p, "l1_sensitivity": self.sensitivity,
                                              "scale": self.scale, "iterations": int(res.nit)})
 
-    def strategy_matrix(self):
+    def strategy_matrix(self) -> NDArray[np.float64]:
         """The strategy ``A = [I; Θ] / c`` (dense, (n + p) × n), ``c = 1 + 1ᵀΘ``."""
         return np.vstack([np.eye(self.n), self.theta]) / (1.0 + self.theta.sum(axis=0))
 
-    def sample_noise(self, size=None):
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         """``F A⁺ z`` with ``z ~ Lap(Δ₁/ε)^{n+p}``: (d,) or (size, d)."""
         m = check_size(size, max(self.d, self.n + self.p))
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self.n + self.p))
         return self._one_or_many(check_finite_output((z @ self._pinv.T) @ self.F.T, "the noise"), m)
 
-    def expected_squared_error(self):
+    def expected_squared_error(self) -> float:
         """``2 (Δ₁/ε)² ‖F A⁺‖_F²`` (exact; Δ₁ = 1)."""
         return 2.0 * self.scale**2 * self._error_factor
 
-    def expected_error(self, n_samples=20_000):
+    def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
         """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
         rng = np.random.default_rng(self._rng.integers(2**63))
-        def draw(m):
+        def draw(m: int) -> NDArray[np.float64]:
             return (rng.laplace(0.0, self.scale, size=(m, self.n + self.p)) @ self._pinv.T) @ self.F.T
         return _mc_expected_norm(draw, n_samples, max(self.d, self.n + self.p), "F A⁺ Lap(1/ε)")

@@ -1,13 +1,18 @@
 """``Sampler`` and ``sample_uniform``: approximately uniform draws from K, fit for release."""
 
+from __future__ import annotations
+
 import os
 import time
 import warnings
 import weakref
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator
 from .._validate import check_memory, is_int, positive_int
@@ -16,14 +21,17 @@ from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from .chains import BLOCK, Chain, check_workers, default_params, run_chains, walk_id
 from .checkpoint import CHAIN_KEYS, fingerprint
-from .rounding import round_body
+from .rounding import Rounding, round_body
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
 
 
 class ChainDiagnostics(NamedTuple):
     """Per-coordinate diagnostics of a sampler's chains (:meth:`Sampler.chain_diagnostics`)."""
 
-    ess: np.ndarray
-    rhat: np.ndarray
+    ess: NDArray[np.float64]
+    rhat: NDArray[np.float64]
 
 
 class ConvergenceWarning(UserWarning):
@@ -49,33 +57,33 @@ class SamplingInfo:
     thin: int
     warmup: int
     draws: int
-    rhat: np.ndarray
-    ess: np.ndarray
+    rhat: NDArray[np.float64]
+    ess: NDArray[np.float64]
     seconds: float
     converged: bool
     pivots: int
     rounding_iterations: int
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def min_ess(self):
+    def min_ess(self) -> float:
         return float(np.min(self.ess))
 
     @property
-    def max_rhat(self):
+    def max_rhat(self) -> float:
         return float(np.max(self.rhat))
 
     @property
-    def samples_per_second(self):
+    def samples_per_second(self) -> float:
         """Draws fit for release per second (``extra["released"]``; all records if unknown)."""
         n = self.extra.get("released", self.draws)
         return n / self.seconds if self.seconds > 0 else np.inf
 
     @property
-    def ess_per_second(self):
+    def ess_per_second(self) -> float:
         return self.min_ess / self.seconds if self.seconds > 0 else np.inf
 
-    def summary(self):
+    def summary(self) -> str:
         resumed = (f" (resumed from a checkpoint after {self.extra['seconds_before_resume']:.2f} s; times are the "
                    "whole run's)") if self.extra.get("resumed") else ""
         return (
@@ -91,22 +99,23 @@ DEFAULT_CHAINS = 8  # fixed (never the core count): seeded draws are identical o
 ROUNDING_CHAINS = 8
 
 
-def default_chains():
+def default_chains() -> int:
     """The default chain count, ``DEFAULT_CHAINS`` = 8 on every machine (enough for R-hat;
     threads run them in parallel, and ``workers`` never changes seeded results)."""
     return DEFAULT_CHAINS
 
 
-def as_body(body_or_F):
+def as_body(body_or_F: SymmetricHull | ArrayLike) -> SymmetricHull:
     return body_or_F if isinstance(body_or_F, SymmetricHull) else SymmetricHull(body_or_F)
 
 
 # body -> its Rounding: the sampling layer's cache (weak: it goes with the body), not
 # state written on the body object
-_ROUNDINGS = weakref.WeakKeyDictionary()
+_ROUNDINGS: weakref.WeakKeyDictionary[SymmetricHull, Rounding] = weakref.WeakKeyDictionary()
 
 
-def rounding_of(body, workers=None, progress=None):
+def rounding_of(body: SymmetricHull, workers: int | Executor | None = None,
+                progress: Callable[[int, int], object] | None = None) -> Rounding:
     """The body's rounding (computed once per body and cached; deterministic, ``ROUNDING_CHAINS`` chains).
 
     ``progress``: None, or ``progress(iteration, max_iter)`` (see :func:`round_body`),
@@ -117,7 +126,7 @@ def rounding_of(body, workers=None, progress=None):
     return _ROUNDINGS[body]
 
 
-def rounding_progress(progress):
+def rounding_progress(progress: Any) -> Callable[[int, int], None] | None:
     """The rounding's progress report for a sampler's ``progress`` option.
 
     None when ``progress`` is None; its ``rounding`` method if it has one (the command
@@ -128,9 +137,9 @@ def rounding_progress(progress):
         return None
     if callable(getattr(progress, "rounding", None)):
         return progress.rounding
-    bar = None
+    bar: Any = None
 
-    def report(it, total):
+    def report(it: int, total: int) -> None:
         nonlocal bar
         from tqdm.auto import tqdm
 
@@ -146,7 +155,7 @@ def rounding_progress(progress):
 TARGET_ESS_FRACTION = 0.6  # aimed-for ESS per pooled draw; 0.5 is certified, 0.1 absorbs error in τ
 
 
-def thinning_for(tau, target=TARGET_ESS_FRACTION):
+def thinning_for(tau: float, target: float = TARGET_ESS_FRACTION) -> int:
     """Smallest thinning k with ESS per kept draw >= ``target`` under an AR(1) model.
 
     An AR(1) chain with integrated autocorrelation time τ has lag-1 correlation
@@ -158,7 +167,7 @@ def thinning_for(tau, target=TARGET_ESS_FRACTION):
     return max(1, int(np.ceil(np.log((1.0 - target) / (1.0 + target)) / np.log(rho))))
 
 
-def uniform_covariance(body, *, scaled=True):
+def uniform_covariance(body: SymmetricHull, *, scaled: bool = True) -> NDArray[np.float64]:
     """Covariance of Uniform(K) in ambient coordinates (d × d, rank = dim).
 
     Exact for cross-polytope / box images; otherwise the rounding's estimate (billiard
@@ -171,7 +180,7 @@ def uniform_covariance(body, *, scaled=True):
     return Q @ C @ Q.T
 
 
-def _start_points(frame, k, rng):
+def _start_points(frame: Any, k: int, rng: np.random.Generator) -> NDArray[np.float64]:
     """Dispersed starting points inside the frame's body: F·w with random ‖w‖₁ ≤ 1."""
     W = rng.standard_exponential((k, frame.n)) * rng.choice([-1.0, 1.0], size=(k, frame.n))
     W /= np.abs(W).sum(axis=1, keepdims=True)
@@ -193,7 +202,7 @@ class ConvergenceError(RuntimeError):
     """
 
 
-def _even(k):
+def _even(k: int) -> int:
     return int(k) + (int(k) & 1)
 
 
@@ -250,8 +259,10 @@ class Sampler:
     :meth:`to_inference_data`.
     """
 
-    def __init__(self, body_or_F, *, walk="billiard", chains=None, rng=None, min_draws=1000, max_steps=None,
-                 workers=None, progress=None, checkpoint=None, params=None):
+    def __init__(self, body_or_F: SymmetricHull | ArrayLike, *, walk: str = "billiard", chains: int | None = None,
+                 rng: np.random.Generator | int | None = None, min_draws: int = 1000, max_steps: int | None = None,
+                 workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None,
+                 checkpoint: Checkpoint | None = None, params: ArrayLike | None = None) -> None:
         walk_id(walk)
         self.walk = walk
         self.nchains = DEFAULT_CHAINS if chains is None else positive_int("chains", chains)
@@ -268,25 +279,26 @@ class Sampler:
         self._params = None if params is None else np.array(params, dtype=np.float64).ravel()
         check_memory("chains", chains, self._chain_bytes())
         check_memory("min_draws", min_draws, self._pool_bytes(self.min_draws))
-        self.chains = None  # set up on the first run
-        self.tau = self.thin = None
+        self.chains: Any = None  # set up on the first run (a list of Chain)
+        self.tau: Any = None  # float and int from the first run's warm-up on
+        self.thin: Any = None
         self.warm = False
         self._records = 0  # records per chain made so far (all runs, discarded pools included)
-        self.last_info = None
-        self._kept = None  # (records, index of the first) of the last run's pool: get_chain
+        self.last_info: SamplingInfo | None = None
+        self._kept: Any = None  # (records, index of the first) of the last run's pool: get_chain
 
     # -- memory estimates (bytes) ---------------------------------------------------
-    def _chain_bytes(self):
+    def _chain_bytes(self) -> int:
         r, n = self.body.dim, self.body.frame.n
         return 8 * self.nchains * (4 * BLOCK * (r + 2) + 3 * r * r + 4 * n)
 
-    def _pool_bytes(self, records):
+    def _pool_bytes(self, records: int) -> int:
         """Frame, span and ambient copies of the pool plus the diagnostics' work space."""
         records = max(int(records), 4 * self.nchains)
         return 8 * records * (2 * self.body.dim + 6 * self.body.ambient_dim)
 
     # -- set-up ---------------------------------------------------------------------
-    def _setup(self):
+    def _setup(self) -> None:
         if self.chains is not None:
             return
         self.rounding = rnd = rounding_of(self.body, self.workers, rounding_progress(self.progress))
@@ -299,7 +311,7 @@ class Sampler:
         self.chains = [Chain(self.frame, x0, g) for x0, g in zip(starts, child)]
         self._last = np.full((self.nchains, self.frame.r), np.nan)  # each chain's last candidate
 
-    def _warm_up(self, budget):
+    def _warm_up(self, budget: int) -> int:
         """Measure τ (unless the rounding did) and run ⌈20τ⌉ steps in all; returns steps per chain."""
         cs, walk, r = self.chains, self.walk, self.frame.r
         used = 0
@@ -323,7 +335,7 @@ class Sampler:
         self.tau, self.thin, self.warm = float(tau), thinning_for(tau), True
         return used
 
-    def _fingerprint(self, size, pool, budget):
+    def _fingerprint(self, size: int, pool: int, budget: int) -> str:
         parts = [self.frame.Ft, self.walk, size, pool, self.nchains, budget, self.warm, self.thin, self.tau,
                  self.params, self._records, self._last]
         for c in self.chains:
@@ -332,7 +344,7 @@ class Sampler:
         return fingerprint(*parts)
 
     # -- selection ------------------------------------------------------------------
-    def _select(self, draws, commit=False):
+    def _select(self, draws: NDArray[np.float64], commit: bool = False) -> tuple[NDArray[np.int64], int]:
         """Release candidates of a pool ``(chains, k, r)`` (k even): ``(chain, position)`` pairs
         ordered round-robin, and the number of candidates dropped as repeats."""
         cand = draws[:, 1::2]
@@ -345,7 +357,7 @@ class Sampler:
         return np.column_stack([c[order], 2 * j[order] + 1]), int(repeat.sum())
 
     # -- runs -----------------------------------------------------------------------
-    def run(self, size):
+    def run(self, size: int) -> tuple[NDArray[np.float64], SamplingInfo]:
         """One run of at least ``size`` draws fit for release, continuing the chains.
 
         Returns ``(draws, info)``: ``draws`` (m ≥ size, d), ambient coordinates, in release
@@ -383,7 +395,7 @@ class Sampler:
             used = warmup = self._warm_up(budget) if not self.warm else 0
             draws, done, need, offset = np.empty((nchains, 0, r)), False, per_chain, self._records
 
-        def save(force=False):
+        def save(force: bool = False) -> None:
             if self.checkpoint is not None:
                 self.checkpoint.save(fp, cs, {"used": used, "warmup": warmup, "tau": self.tau, "thin": self.thin,
                                               "need": need, "offset": offset, "done": done,
@@ -446,12 +458,20 @@ class Sampler:
         )
         return out, self.last_info
 
-    def sample(self, size, return_info=False):
+    @overload
+    def sample(self, size: int, return_info: Literal[False] = ...) -> NDArray[np.float64]: ...
+
+    @overload
+    def sample(self, size: int, return_info: Literal[True]) -> tuple[NDArray[np.float64], SamplingInfo]: ...
+
+    def sample(self, size: int, return_info: bool = False
+               ) -> NDArray[np.float64] | tuple[NDArray[np.float64], SamplingInfo]:
         """The next ``size`` draws fit for release (continuing the chains); warns
         (:class:`ConvergenceWarning`) if the run was not certified."""
         return self._sample(size, return_info, stacklevel=3)
 
-    def _sample(self, size, return_info, stacklevel):
+    def _sample(self, size: int, return_info: bool, stacklevel: int
+                ) -> NDArray[np.float64] | tuple[NDArray[np.float64], SamplingInfo]:
         draws, info = self.run(size)
         if not info.converged:
             warnings.warn(
@@ -465,7 +485,7 @@ class Sampler:
         return (draws[:size], info) if return_info else draws[:size]
 
     # -- the chains of the last run (emcee's get_chain) --------------------------------
-    def _kept_records(self, discard, thin):
+    def _kept_records(self, discard: int, thin: int) -> NDArray[np.float64]:
         """The last run's pool (chains, k, r) in frame units, ``discard`` / ``thin`` applied (a view)."""
         if self._kept is None:
             raise RuntimeError("the sampler has no finished run to show: call run() or sample() first")
@@ -477,7 +497,7 @@ class Sampler:
             raise ValueError(f"discard must be less than the {records.shape[1]} records per chain, got {discard}")
         return records[:, discard::thin]
 
-    def get_chain(self, *, flat=False, discard=0, thin=1):
+    def get_chain(self, *, flat: bool = False, discard: int = 0, thin: int = 1) -> NDArray[np.float64]:
         """The records of the last run, ``(chains, draws, dim)`` in span coordinates.
 
         The pool of the last :meth:`run` (or :meth:`sample`) from which its draws were
@@ -499,14 +519,14 @@ class Sampler:
         span = self.rounding.to_span(records)
         return span.reshape(-1, span.shape[-1]) if flat else span
 
-    def get_record_index(self, *, discard=0, thin=1):
+    def get_record_index(self, *, discard: int = 0, thin: int = 1) -> NDArray[np.int64]:
         """Index of each :meth:`get_chain` draw in its chain's record sequence, counted
         across runs (the numbering of ``info.extra["sources"][:, 1]``)."""
         k = self._kept_records(discard, thin).shape[1]
         start = self._kept[1] + discard
         return np.arange(start, start + k * thin, thin)
 
-    def chain_diagnostics(self, *, per_chain=False, discard=0, thin=1):
+    def chain_diagnostics(self, *, per_chain: bool = False, discard: int = 0, thin: int = 1) -> ChainDiagnostics:
         """Bulk ESS and split R-hat of :meth:`get_chain`, one value per span coordinate.
 
         Pooled over the chains (``(dim,)`` each, :func:`knorm.diagnostics.ess` /
@@ -521,7 +541,7 @@ class Sampler:
                                     np.array([_rhat(c[None]) for c in z]).reshape(len(z), -1))
         return ChainDiagnostics(np.atleast_1d(_ess(z)), np.atleast_1d(_rhat(z)))
 
-    def to_inference_data(self, *, discard=0, thin=1):
+    def to_inference_data(self, *, discard: int = 0, thin: int = 1) -> Any:
         """:meth:`get_chain` as ArviZ data (optional extra ``pip install 'knorm[arviz]'``).
 
         One posterior variable ``z`` with dims ``(chain, draw, coordinate)``; the ``draw``
@@ -544,8 +564,27 @@ class Sampler:
         return az.from_dict(posterior={"z": z}, coords=coords, dims=dims, posterior_attrs=attrs)
 
 
-def sample_uniform(body_or_F, size, *, walk="billiard", chains=None, rng=None, return_info=False,
-                   min_draws=1000, max_steps=None, workers=None, progress=None, checkpoint=None):
+@overload
+def sample_uniform(body_or_F: SymmetricHull | ArrayLike, size: int, *, walk: str = ..., chains: int | None = ...,
+                   rng: np.random.Generator | int | None = ..., return_info: Literal[False] = ..., min_draws: int = ...,
+                   max_steps: int | None = ..., workers: int | Executor | None = ...,
+                   progress: Callable[[int, int], object] | None = ..., checkpoint: Checkpoint | None = ...
+                   ) -> NDArray[np.float64]: ...
+
+
+@overload
+def sample_uniform(body_or_F: SymmetricHull | ArrayLike, size: int, *, walk: str = ..., chains: int | None = ...,
+                   rng: np.random.Generator | int | None = ..., return_info: Literal[True], min_draws: int = ...,
+                   max_steps: int | None = ..., workers: int | Executor | None = ...,
+                   progress: Callable[[int, int], object] | None = ..., checkpoint: Checkpoint | None = ...
+                   ) -> tuple[NDArray[np.float64], SamplingInfo]: ...
+
+
+def sample_uniform(body_or_F: SymmetricHull | ArrayLike, size: int, *, walk: str = "billiard",
+                   chains: int | None = None, rng: np.random.Generator | int | None = None, return_info: bool = False,
+                   min_draws: int = 1000, max_steps: int | None = None, workers: int | Executor | None = None,
+                   progress: Callable[[int, int], object] | None = None, checkpoint: Checkpoint | None = None
+                   ) -> NDArray[np.float64] | tuple[NDArray[np.float64], SamplingInfo]:
     """Approximately uniform draws from ``K = F·B₁ⁿ``: one call of a fresh :class:`Sampler`.
 
     Parameters
