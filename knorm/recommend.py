@@ -21,9 +21,14 @@ private; an int a reproducible run that is NOT private): the exact rows' mechani
 nothing to fill the table and are kept as built; K-norm and NIM are built afresh.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ._rng import as_generator
 from ._validate import check_options, is_int, positive_int
@@ -59,20 +64,20 @@ class ErrorRow:
     skipped: str | None = None
 
     @property
-    def per_query_rmse(self):
+    def per_query_rmse(self) -> float | None:
         """``√(E‖noise‖₂²/d)``."""
         return None if self.rms is None else self.rms / np.sqrt(self.d)
 
     @property
-    def per_query_stderr(self):
+    def per_query_stderr(self) -> float | None:
         return None if self.stderr is None else self.stderr / np.sqrt(self.d)
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return {"mechanism": self.mechanism, "rms": self.rms, "stderr": self.stderr,
                 "per_query_rmse": self.per_query_rmse, "exact": self.exact, "method": self.method,
                 "notion": self.notion, "skipped": self.skipped}
 
-    def __str__(self):
+    def __str__(self) -> str:
         if self.rms is None:
             return f"{self.mechanism}: skipped ({self.skipped})"
         se = "" if self.exact else f" ± {self.stderr:.2g}"
@@ -84,21 +89,21 @@ class Recommendation:
     """``recommend``'s answer: ``table`` (name → :class:`ErrorRow`), ``best`` (the name of the
     least-error row), ``mechanism`` (a ready mechanism for it, built with the caller's rng)."""
 
-    table: dict
+    table: dict[str, ErrorRow]
     best: str
-    mechanism: object
+    mechanism: Any
     epsilon: float
     delta: float | None
     d: int
     n: int
     reason: str
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return {"best": self.best, "reason": self.reason, "epsilon": self.epsilon, "delta": self.delta,
                 "measure": "rms = √E‖noise‖₂² on the d answers (per query: rms/√d)",
                 "table": {k: r.as_dict() for k, r in self.table.items()}}
 
-    def __str__(self):
+    def __str__(self) -> str:
         head = f"expected error at ε = {self.epsilon:g}" + (f", δ = {self.delta:g}" if self.delta else "")
         lines = [f"{head} ({self.d} queries, {self.n} cells); rms = √E‖noise‖₂² on the answers, "
                  "per query = rms/√d:",
@@ -242,8 +247,11 @@ def _one_line(exc):
     return f"{type(exc).__name__}: " + (text.splitlines()[0] if text else "no message")
 
 
-def recommend(F, *, epsilon, delta=None, rng=None, candidates=None, n_samples=2000, walk="billiard", mc_seed=0,
-              p_identity_max_n=P_IDENTITY_MAX_N, mechanism_options=None, accountant=None):
+def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
+              rng: np.random.Generator | int | None = None, candidates: Sequence[str] | None = None,
+              n_samples: int = 2000, walk: str = "billiard", mc_seed: int = 0,
+              p_identity_max_n: int = P_IDENTITY_MAX_N, mechanism_options: Mapping[str, Any] | None = None,
+              accountant: Any = None) -> Recommendation:
     """The expected error of every applicable mechanism on ``F`` and the least-error one.
 
     From F alone (never data). ``table``: name → :class:`ErrorRow` with ``rms = √E‖noise‖₂²``
@@ -276,7 +284,7 @@ def recommend(F, *, epsilon, delta=None, rng=None, candidates=None, n_samples=20
     options.setdefault("walk", walk)
 
     b = _Builder(F, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant)
-    table = {}
+    table: dict[str, ErrorRow] = {}
     for name in names:
         try:
             if name == "nim":
@@ -285,20 +293,20 @@ def recommend(F, *, epsilon, delta=None, rng=None, candidates=None, n_samples=20
                 table[name] = getattr(b, name.replace("-", "_"))()
         except Exception as exc:  # one mechanism failing must not lose the others' rows
             table[name] = b.skipped(name, _one_line(exc))
-    rows = [r for r in table.values() if r.rms is not None]
-    if not rows:
+    rms = {r.mechanism: float(r.rms) for r in table.values() if r.rms is not None}  # in CANDIDATES order
+    if not rms:
         raise ValueError("F: no candidate mechanism could be built: "
                          + "; ".join(f"{r.mechanism}: {r.skipped}" for r in table.values()))
-    low = min(r.rms for r in rows)
-    best = next(r.mechanism for r in rows if r.rms <= low * (1.0 + TIE))
-    tied = [r.mechanism for r in rows if r.mechanism != best and r.rms <= low * (1.0 + TIE)]
-    others = [r for r in rows if r.rms > low * (1.0 + TIE)]
-    reason = f"least rms √E‖noise‖₂² = {table[best].rms:.4g} at ε = {epsilon:g}"
+    low = min(rms.values())
+    best = next(k for k, v in rms.items() if v <= low * (1.0 + TIE))
+    tied = [k for k, v in rms.items() if k != best and v <= low * (1.0 + TIE)]
+    others = {k: v for k, v in rms.items() if v > low * (1.0 + TIE)}
+    reason = f"least rms √E‖noise‖₂² = {rms[best]:.4g} at ε = {epsilon:g}"
     if tied:
         reason += f"; tied with {', '.join(tied)} (the first of the list wins)"
     if others:
-        runner = min(others, key=lambda r: r.rms)
-        reason += f"; next {runner.mechanism} {runner.rms:.4g} ({runner.rms / low:.3g}×)"
+        runner = min(others, key=lambda k: others[k])
+        reason += f"; next {runner} {others[runner]:.4g} ({others[runner] / low:.3g}×)"
     if table[best].notion != "pure ε-DP":
         reason += f"; (ε, δ)-DP with δ = {delta:g}"
     if best in b.built:  # built with the caller's rng, nothing drawn yet
