@@ -54,20 +54,20 @@ def _t_row(Binv, rho, reps):
 
 
 @njit(cache=False, nogil=True)
-def _t_row_alpha(Ft, RHO, alpha, reps):
+def _t_row_alpha(A, RHO, alpha, reps):
     m = RHO.shape[0]
     s = 0.0
     for t in range(reps):
-        s += sx._row_alpha(Ft, RHO[t % m], alpha)
+        s += sx._row_alpha(A, RHO[t % m], alpha)
     return s
 
 
 @njit(cache=False, nogil=True)
-def _t_ratio(ALPHA, g, basis, atol, reps):
+def _t_ratio(ALPHA, g, unit, atol, reps):
     m = ALPHA.shape[0]
     s = 0
     for t in range(reps):
-        s += sx._ratio_test(ALPHA[t % m], g, basis, atol, False)
+        s += sx._ratio_test(ALPHA[t % m], g, unit, unit, atol, False)
     return s
 
 
@@ -196,7 +196,10 @@ def profile(d, seconds=0.3, walk_seconds=3.0, seed=0):
     us1, refac, pps, chain = _walk_pivot_us(frame, x0s, walk_seconds, 1)
     us2, _, _, _ = _walk_pivot_us(frame, x0s, walk_seconds, 2)
     basis, Binv, lam, g, ctr = (a.copy() for a in chain.state.args())
-    Ft, fmax = frame.Ft, frame.fmax
+    # the oracle's own data and coordinates (the chain's state lives there, not in the frame's)
+    A, fmax = frame.A, frame.fmax
+    Ft = np.ascontiguousarray(frame.cols.matrix().T)
+    unit = np.empty(0)  # empty cost arrays: the true unit costs
     m = min(r, 64)
     RHO = np.ascontiguousarray(Binv[:m])
     ALPHA = RHO @ Ft.T
@@ -204,7 +207,7 @@ def profile(d, seconds=0.3, walk_seconds=3.0, seed=0):
     # u = B⁻¹a_q for the entering columns of real ratio tests
     U = np.empty((m, r))
     for i in range(m):
-        q = sx._ratio_test(ALPHA[i], g, basis, atol, False)
+        q = sx._ratio_test(ALPHA[i], g, unit, unit, atol, False)
         col = Ft[q] if q < n else -Ft[q - n]
         U[i] = Binv @ col
         if abs(U[i, i % r]) < 1e-3:
@@ -216,17 +219,17 @@ def profile(d, seconds=0.3, walk_seconds=3.0, seed=0):
     u = np.empty(r)
     res = {"d×n": f"{d}×{n}", "r": r, "Ft KiB": Ft.nbytes / 1024, "B⁻¹ KiB": Binv.nbytes / 1024}
     res["row"] = _timed(_t_row, Binv, rho, seconds=seconds)[0]
-    res["row_alpha"] = _timed(_t_row_alpha, Ft, RHO, alpha, seconds=seconds)[0]
-    res["ratio_test"] = _timed(_t_ratio, ALPHA, g, basis, atol, seconds=seconds)[0]
+    res["row_alpha"] = _timed(_t_row_alpha, A, RHO, alpha, seconds=seconds)[0]
+    res["ratio_test"] = _timed(_t_ratio, ALPHA, g, unit, atol, seconds=seconds)[0]
     res["matvec"] = _timed(_t_matvec, Binv, Ft, u, seconds=seconds)[0]
     res["binv_update"] = _timed(_t_binv_update, Binv.copy(), U, seconds=seconds)[0]
     res["g_update"] = _timed(_t_g_update, g.copy(), lam.copy(), ALPHA, RHO, seconds=seconds)[0]
     st = [basis.copy(), Binv.copy(), lam.copy(), g.copy(), ctr.copy()]
-    sx.refactor(Ft, *st)
+    sx.refactor(A, *st)
     best = np.inf
     for _ in range(max(3, int(seconds / 0.01))):
         t = time.process_time()  # all threads: LAPACK may run the inverse on several
-        sx.refactor(Ft, *st)
+        sx.refactor(A, *st)
         best = min(best, time.process_time() - t)
     res["refactor (one)"] = best
     res["refactor/pivot"] = refac
