@@ -93,7 +93,7 @@ class OracleState:
 
 
 # Below this ratio σ_min/σ_max of F the oracle works in whitened coordinates
-# (see _oracle_coordinates); above it in r rows of F (exact, sparse).
+# (see _oracle_coordinates); above it in the span's orthonormal coordinates.
 WHITEN = 1e-7
 
 # Store F compressed when at most this fraction of its entries (in the oracle's
@@ -102,7 +102,7 @@ DENSE_ABOVE = 0.1
 
 
 def _oracle_coordinates(Fs, U, S, unit):
-    """The oracle's coordinates ``z = Mᵀy`` (y in the span of the scaled F ``Fs = U·diag(S)·Vᵀ``).
+    """The oracle's coordinates ``z = s ∘ Uᵀy`` (y in the span of the scaled F ``Fs = U·diag(S)·Vᵀ``).
 
     Well-conditioned F (``S_min/S_max >= WHITEN``): the orthonormal span coordinates
     ``z = Uᵀy``. (r rows of y would keep F's own entries and sparsity, but on 0/1
@@ -113,13 +113,14 @@ def _oracle_coordinates(Fs, U, S, unit):
     ``≈ 1e-16·cond(F)`` of mapping y into the span. Either is scaled per coordinate by a
     power of two (max |F entry| in [0.5, 1)). F is stored compressed where these
     coordinates are sparse (block-structured F, e.g. independent groups of queries).
-    Returns ``(Columns, T, M)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``.
+    Returns ``(Columns, T, s)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``, with
+    ``T = diag(s·unit)`` (the map is diagonal in the span's basis).
     """
     r = U.shape[1]
-    M = U if S[r - 1] >= WHITEN * S[0] else U / S[:r]
-    M = np.ldexp(M, -_row_exponents(M.T @ Fs)[None, :])
-    Fz = M.T @ Fs
-    return Columns(Fz), (M.T @ U) * unit, M
+    s = np.ones(r) if S[r - 1] >= WHITEN * S[0] else 1.0 / S[:r]
+    Fc = U.T @ Fs
+    s = np.ldexp(s, -_row_exponents(Fc * s[:, None]))
+    return Columns(Fc * s[:, None]), np.diag(s * unit), s
 
 
 class Columns:
@@ -148,11 +149,11 @@ class Columns:
                       rptr, rcols.astype(np.int64), np.ascontiguousarray(Fz[rrows, rcols]))
         self.dense = self.A[3].shape[0] > 0
         self.fmax = float(np.sqrt(np.max(np.einsum("ij,ij->j", Fz, Fz))))
-        self._Fz = Fz
+        self._Fz = None if self.dense else Fz  # dense: the kernels' copy is the matrix (transposed)
 
     def matrix(self):
         """The ``(r, n)`` matrix itself."""
-        return self._Fz
+        return self.A[3].T if self.dense else self._Fz
 
 
 class Frame:
@@ -349,7 +350,7 @@ class SymmetricHull:
             raise ValueError(f"F has a column of Euclidean norm ≈ 2^{e + np.log2(unit):.1f}, beyond the float64 "
                              "range (points of K could not be represented): rescale F")
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
-        cols, T, self._M = _oracle_coordinates(Fs, self.span_basis, S, unit)
+        cols, T, self._zscale = _oracle_coordinates(Fs, self.span_basis, S, unit)
         self.frame = Frame(cols, T)
         self._structure: Any = False  # not yet detected (else an ExactStructure or None)
 
@@ -383,7 +384,7 @@ class SymmetricHull:
         resid = Ys - C @ self.span_basis.T
         yn = np.linalg.norm(Ys, axis=1)
         off = np.linalg.norm(resid, axis=1) / np.where(yn > 0, yn, 1.0)
-        return Ys @ self._M, k, off
+        return C * self._zscale, k, off
 
     def to_ambient(self, Z: ArrayLike) -> NDArray[np.float64]:
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
@@ -404,7 +405,7 @@ class SymmetricHull:
         resid = ys - self.span_basis @ c
         yy = float(ys @ ys)
         off = math.sqrt(float(resid @ resid) / yy) if yy > 0.0 else 0.0
-        return ys @ self._M, k, off
+        return c * self._zscale, k, off
 
     def _check_points(self, y: ArrayLike, name: str) -> NDArray[np.float64]:
         arr = as_real_array(name, y)
@@ -452,11 +453,10 @@ class SymmetricHull:
         return inside if Y.ndim == 2 else bool(inside[0])
 
     def _normal_to_ambient(self, normals):
-        """Oracle-coordinate normals λ_z (``λ_z·z = ‖y‖`` for ``z = Mᵀy``) -> ambient λ in the
-        span: ``M·λ_z``, projected onto the span (the same values on it)."""
-        raw = normals @ self._M.T
+        """Oracle-coordinate normals λ_z (``λ_z·z = ‖y‖`` for ``z = s ∘ Uᵀy``) -> ambient λ in
+        the span: ``U·(s ∘ λ_z)``."""
         with np.errstate(over="ignore", invalid="ignore"):
-            lam = np.ldexp((raw @ self.span_basis) @ self.span_basis.T, -self._exp)
+            lam = np.ldexp((normals * self._zscale) @ self.span_basis.T, -self._exp)
         if not np.all(np.isfinite(lam)):
             raise ValueError("F: facet normals of K overflow float64 (K is too thin at this scale)")
         return lam
