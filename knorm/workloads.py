@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._rng import as_generator
 from ._validate import is_real, positive_int
+from .body.marginal import MarginalStructure, register
 
 __all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "random_pm1", "random_bernoulli", "by_name",
            "MAX_ENTRIES"]
@@ -95,15 +96,10 @@ def marginals(shape: Sequence[int], k: int) -> NDArray[np.float64]:
         if rows * n > MAX_ENTRIES:
             break
     _fits("shape", shape, rows, n, f"marginals(shape, k={k})" + (" (at least)" if rows * n > MAX_ENTRIES else ""))
-    cells = np.indices(shape).reshape(len(shape), -1).T  # C order
-    out = np.empty((rows, n))
-    i = 0
-    for attrs in itertools.combinations(range(len(shape)), k):
-        idx = np.ravel_multi_index(cells[:, attrs].T, [shape[a] for a in attrs])  # value combination per cell
-        m = math.prod(shape[a] for a in attrs)
-        out[i : i + m] = np.arange(m)[:, None] == idx[None, :]
-        i += m
-    return out
+    structure = MarginalStructure(tuple(shape), tuple(itertools.combinations(range(len(shape)), k)))
+    # registered: the body of this matrix (or of an equal one) computes the oracle's
+    # products from the structure (knorm.body.marginal), not as dense n·r products
+    return register(structure.matrix(), structure)
 
 
 def _p(p: float) -> float:

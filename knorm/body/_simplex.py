@@ -29,6 +29,8 @@ import math
 import numpy as np
 from numba import njit
 
+from ._marginal import marginal_dots
+
 OK = 0
 PIVOT_LIMIT = -1
 NO_ENTERING = -2
@@ -49,12 +51,14 @@ CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ neve
 
 
 # -- the constraint matrix -----------------------------------------------------------
-# ``A = (ptr, idx, val, dense, rptr, ridx, rval)``: the n columns f_j of F (in the
+# ``A = (ptr, idx, val, dense, rptr, ridx, rval, op)``: the n columns f_j of F (in the
 # oracle's coordinates), either dense (``dense`` is (n, r), the rows are the f_j) or,
 # when ``dense`` is (0, 0), compressed twice: by columns (f_j has the entries
 # ``val[ptr[j]:ptr[j+1]]`` at rows ``idx[ptr[j]:ptr[j+1]]``) for single columns, and by
 # rows (row i of F has ``rval[rptr[i]:rptr[i+1]]`` at columns ``ridx[...]``) for Fᵀv,
 # computed as a scatter of the rows: independent adds, no short dependent dot products.
+# ``op`` (``knorm.body._marginal``): for a marginal workload, the data with which Fᵀv is
+# computed from the workload's structure (dense F then serves single columns only).
 # Every kernel reads F only through the four functions below, so a pivot costs O(nnz)
 # for sparse F (0/1 workloads) and streams contiguous rows for dense F.
 
@@ -83,7 +87,9 @@ def _col_dot(A, j, v):
 def _all_dots(A, v, out):
     """``out_j = f_jᵀv`` for every column (the pivot's O(nnz) pass)."""
     D = A[3]
-    if D.shape[0] > 0:
+    if A[7][0].shape[1] > 0:
+        marginal_dots(A[7], v, out)
+    elif D.shape[0] > 0:
         n, r = D.shape
         for j in range(n):
             s = 0.0
@@ -384,37 +390,27 @@ def _row_alpha(A, rho, alpha):
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _ratio_test(alpha, g, cp, cm, atol, bland):
+def _ratio_test(alpha, g, cp, cm, atol, bland, cand):
     """Dual ratio test over the 2n columns; returns the entering code or -1.
 
     Column ``+f_j`` has row entry ``alpha_j`` and reduced cost ``1 - g_j``; column
     ``-f_j`` has ``-alpha_j`` and ``1 + g_j``. For each j exactly one of the two has a
     negative entry (when ``|alpha_j| > atol``): the candidate has reduced cost
-    ``1 + sign(alpha_j)·g_j`` and entry magnitude ``|alpha_j|``.
-    Normal mode: Harris two-pass test (bound with tolerance, then the largest
-    |alpha| below the bound). Bland mode: exact minimum ratio, ties to the smallest
-    column code, which rules out cycling. Written without data-dependent branches
-    in the first pass (the signs of alpha are random: branches mispredict).
+    ``d_j = 1 + sign(alpha_j)·g_j`` and entry magnitude ``|alpha_j|``.
+    Normal mode: Harris two-pass test (bound ``min (d_j + DUAL_TOL)/|alpha_j|``, then
+    the largest |alpha| with ``d_j <= bound·|alpha_j|``). Bland mode: exact minimum
+    ratio, ties (within 1e-12) to the smallest column code, which rules out cycling.
+    One pass over the columns, without divisions: the bound is updated only when a
+    column beats it (``d + slack < bound·|alpha|``), and the columns that pass the
+    running bound -- a superset of the final candidates -- are kept in ``cand`` (int64[n])
+    for the second pass, which reads only those.
     """
     n = alpha.shape[0]
     unit = cp.shape[0] == 0
     slack = 0.0 if bland else DUAL_TOL
     bound = np.inf
-    for j in range(n):
-        a = alpha[j]
-        aa = abs(a)
-        if unit:
-            d = 1.0 + (g[j] if a > 0.0 else -g[j])
-        else:
-            d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
-        t = (d + slack) / aa if aa > atol else np.inf
-        bound = min(bound, t)
-    if bound == np.inf:
-        return -1
-    if bland:
-        bound = bound + 1e-12 * (1.0 + abs(bound))
-    best = -1
-    best_a = 0.0
+    keep = np.inf  # the running bound with Bland's tie window
+    m = 0
     for j in range(n):
         a = alpha[j]
         aa = abs(a)
@@ -424,7 +420,25 @@ def _ratio_test(alpha, g, cp, cm, atol, bland):
             d = 1.0 + (g[j] if a > 0.0 else -g[j])
         else:
             d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
-        if d <= bound * aa:
+        if d + slack < bound * aa:
+            bound = (d + slack) / aa
+            keep = bound + 1e-12 * (1.0 + abs(bound)) if bland else bound
+        if d <= keep * aa:
+            cand[m] = j
+            m += 1
+    if bound == np.inf:
+        return -1
+    best = -1
+    best_a = 0.0
+    for k in range(m):
+        j = cand[k]
+        a = alpha[j]
+        aa = abs(a)
+        if unit:
+            d = 1.0 + (g[j] if a > 0.0 else -g[j])
+        else:
+            d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
+        if d <= keep * aa:
             code = j + n if a > 0.0 else j
             if bland:
                 if best < 0 or code < best:
@@ -510,7 +524,7 @@ def _row(Binv, p, rho):
 
 
 @njit(cache=True, nogil=True)
-def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm):
+def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand):
     """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update.
 
     Returns ``NO_ENTERING`` if no column can enter, ``SINGULAR``, 2 if the basis was
@@ -519,7 +533,7 @@ def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, 
     """
     _row(Binv, p, rho)
     rn = _row_alpha(A, rho, alpha)
-    q = _ratio_test(alpha, g, cp, cm, PIVOT_TOL * rn * fmax, bland)
+    q = _ratio_test(alpha, g, cp, cm, PIVOT_TOL * rn * fmax, bland, cand)
     if q < 0:
         return NO_ENTERING
     return _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True)
@@ -692,6 +706,7 @@ def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
     w = np.empty(r)
     rho = np.empty(r)
     alpha = np.empty(n)
+    cand = np.empty(n, np.int64)
     col = np.empty(r)
     u = np.empty(r)
     stall = 0
@@ -704,7 +719,7 @@ def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
             return OK, it
         if it == budget:
             return PIVOT_LIMIT, it
-        st = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm)
+        st = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand)
         if st < 0:
             return st, it
         if st >= 1:   # refactorised: fresh duals may show drift, absorb it in the shifts
@@ -780,12 +795,34 @@ def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     wu = np.empty(r)
     rho = np.empty(r)
     alpha = np.empty(n)
+    cand = np.empty(n, np.int64)
     col = np.empty(r)
     tmp = np.empty(r)
     ones = np.empty(0)   # empty cost arrays: the true unit costs
     s = 0.0
     stall = 0
     bland = False
+    origin = True
+    for k in range(r):
+        if x[k] != 0.0:
+            origin = False
+    if origin:
+        # From the origin every basis is optimal (B⁻¹x = 0) and the ray s·u lies in the
+        # cone of u's facet: solve at u itself (perturbed costs: no stalling on the
+        # wholly degenerate start, where Bland's rule crawls on 0/1 bodies).
+        umax = 0.0
+        for k in range(r):
+            umax = max(umax, abs(u[k]))
+        if umax == 0.0:
+            out[0] = s_max
+            out[1] = 0.0
+            return OK
+        e = math.frexp(umax)[1]
+        for k in range(r):
+            tmp[k] = math.ldexp(u[k], -e)
+        st = solve(A, fmax, basis, Binv, lam, g, ctr, tmp, max_pivots)
+        if st != OK:
+            return st
     _matvec(Binv, x, wx)
     _matvec(Binv, u, wu)
     slope = _dot(lam, u)
@@ -827,7 +864,7 @@ def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
             return PIVOT_LIMIT
         advanced = s_row > s + 1e-13 * (1.0 + abs(s))
         s = s_row
-        status = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones)
+        status = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones, cand)
         if status < 0:
             return status
         if status == 2:

@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._validate import as_real_array, is_real
 from . import _simplex as sx
+from .marginal import MarginalStructure, empty_operator, marginal_operator, plan_speedup, recognise
 
 if TYPE_CHECKING:
     from .structure import ExactStructure
@@ -101,7 +102,12 @@ WHITEN = 1e-7
 DENSE_ABOVE = 0.1
 
 
-def _oracle_coordinates(Fs, U, S, unit):
+# Use a marginal workload's operator when it predicts at least this many times fewer
+# operations than the dense product (its fixed costs make small bodies faster dense).
+STRUCTURED_ABOVE = 2.0
+
+
+def _oracle_coordinates(Fs, U, S, unit, structure=None, e=0):
     """The oracle's coordinates ``z = s ∘ Uᵀy`` (y in the span of the scaled F ``Fs = U·diag(S)·Vᵀ``).
 
     Well-conditioned F (``S_min/S_max >= WHITEN``): the orthonormal span coordinates
@@ -113,6 +119,8 @@ def _oracle_coordinates(Fs, U, S, unit):
     ``≈ 1e-16·cond(F)`` of mapping y into the span. Either is scaled per coordinate by a
     power of two (max |F entry| in [0.5, 1)). F is stored compressed where these
     coordinates are sparse (block-structured F, e.g. independent groups of queries).
+    ``structure``: the :class:`MarginalStructure` of ``F = Fs·2^e`` if it is a marginal
+    workload; its operator computes ``Fzᵀv = Fᵀ(2^-e·U·diag(s)·v)``.
     Returns ``(Columns, T, s)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``, with
     ``T = diag(s·unit)`` (the map is diagonal in the span's basis).
     """
@@ -120,24 +128,33 @@ def _oracle_coordinates(Fs, U, S, unit):
     s = np.ones(r) if S[r - 1] >= WHITEN * S[0] else 1.0 / S[:r]
     Fc = U.T @ Fs
     s = np.ldexp(s, -_row_exponents(Fc * s[:, None]))
-    return Columns(Fc * s[:, None]), np.diag(s * unit), s
+    Fz = Fc * s[:, None]
+    op = None
+    if structure is not None and plan_speedup(structure, r) >= STRUCTURED_ABOVE:
+        op = marginal_operator(structure, np.ldexp(U * s[None, :], -e))
+    return Columns(Fz, op), np.diag(s * unit), s
 
 
 class Columns:
     """The columns of a full-row-rank ``(r, n)`` matrix in the oracle's coordinates, laid
-    out for the kernels: ``A = (ptr, idx, val, dense, rptr, ridx, rval)`` (see ``knorm.body._simplex``),
-    compressed when at most ``DENSE_ABOVE`` of the entries are non-zero, else dense.
+    out for the kernels: ``A = (ptr, idx, val, dense, rptr, ridx, rval, operator)`` (see
+    ``knorm.body._simplex``), compressed when at most ``DENSE_ABOVE`` of the entries are
+    non-zero, else dense. ``operator``: for a marginal workload, the kernel data with which
+    the pivots' product ``Fᵀv`` is computed from the workload's structure
+    (:func:`knorm.body.marginal.marginal_operator`; the dense copy then serves single columns).
     Shared by every frame of a body (rounding only changes the frame's map T)."""
 
-    def __init__(self, Fz):
+    def __init__(self, Fz, operator=None):
         Fz = np.asarray(Fz, dtype=np.float64)
         self.r, self.n = Fz.shape
         nz = Fz != 0.0
         self.nnz = int(np.count_nonzero(nz))
         none_i, none_f = np.empty(0, np.int64), np.empty(0)
-        if self.nnz > DENSE_ABOVE * Fz.size:
+        op = empty_operator() if operator is None else operator
+        self.structured = operator is not None
+        if self.structured or self.nnz > DENSE_ABOVE * Fz.size:
             self.A = (np.zeros(self.n + 1, np.int64), none_i, none_f, np.ascontiguousarray(Fz.T),
-                      np.zeros(self.r + 1, np.int64), none_i, none_f)
+                      np.zeros(self.r + 1, np.int64), none_i, none_f, op)
         else:
             cols, rows = np.nonzero(nz.T)  # column-major order: f_j's entries are contiguous
             ptr = np.zeros(self.n + 1, np.int64)
@@ -146,7 +163,7 @@ class Columns:
             rptr = np.zeros(self.r + 1, np.int64)
             np.cumsum(np.bincount(rrows, minlength=self.r), out=rptr[1:])
             self.A = (ptr, rows.astype(np.int64), np.ascontiguousarray(Fz[rows, cols]), np.empty((0, 0)),
-                      rptr, rcols.astype(np.int64), np.ascontiguousarray(Fz[rrows, rcols]))
+                      rptr, rcols.astype(np.int64), np.ascontiguousarray(Fz[rrows, rcols]), op)
         self.dense = self.A[3].shape[0] > 0
         self.fmax = float(np.sqrt(np.max(np.einsum("ij,ij->j", Fz, Fz))))
         self._Fz = None if self.dense else Fz  # dense: the kernels' copy is the matrix (transposed)
@@ -350,7 +367,10 @@ class SymmetricHull:
             raise ValueError(f"F has a column of Euclidean norm ≈ 2^{e + np.log2(unit):.1f}, beyond the float64 "
                              "range (points of K could not be represented): rescale F")
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
-        cols, T, self._zscale = _oracle_coordinates(Fs, self.span_basis, S, unit)
+        # a marginal workload (knorm.workloads.marginals) keeps its structure: the pivots'
+        # product Fᵀv is then a sum of broadcast tables, not a dense n·r product
+        structure = recognise(self.F) if self.F.shape[1] == F.shape[1] else None
+        cols, T, self._zscale = _oracle_coordinates(Fs, self.span_basis, S, unit, structure, e)
         self.frame = Frame(cols, T)
         self._structure: Any = False  # not yet detected (else an ExactStructure or None)
 
