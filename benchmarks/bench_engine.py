@@ -60,6 +60,34 @@ class Oracle:
         self.i += 1
 
 
+class MarginalProduct:
+    """The pivot's product ``Fᵀv`` of a 2-way marginal workload of ``k`` binary attributes:
+    from the workload's structure (``knorm.body.marginal``) against the dense columns."""
+
+    params = ([8] if SMALL else [8, 10, 12, 14], ["structured", "dense"])
+    param_names = ["attributes", "layout"]
+
+    def setup(self, k, layout):
+        from knorm.body import hull
+
+        above = hull.STRUCTURED_ABOVE
+        hull.STRUCTURED_ABOVE = 0.0 if layout == "structured" else np.inf
+        try:
+            frame = knorm.SymmetricHull(knorm.workloads.marginals((2,) * k, 2)).frame
+        finally:
+            hull.STRUCTURED_ABOVE = above
+        self.A = frame.A
+        self.v = np.random.default_rng(0).standard_normal(frame.r)
+        self.out = np.empty(frame.n)
+        from knorm.body._simplex import _all_dots
+
+        self.f = _all_dots
+        self.f(self.A, self.v, self.out)
+
+    def time_product(self, k, layout):
+        self.f(self.A, self.v, self.out)
+
+
 class WalkStep:
     """Time of 10 steps of one chain of each walk in the rounded frame."""
 

@@ -20,7 +20,7 @@ from ._rng import as_generator
 from ._validate import is_real, positive_int
 from .body.marginal import MarginalStructure, register
 
-__all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "random_pm1", "random_bernoulli", "by_name",
+__all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "clique_marginals", "random_pm1", "random_bernoulli", "by_name",
            "MAX_ENTRIES"]
 
 MAX_ENTRIES = 2**28  # float64 entries of one workload matrix: 2 GiB
@@ -99,6 +99,31 @@ def marginals(shape: Sequence[int], k: int) -> NDArray[np.float64]:
     structure = MarginalStructure(tuple(shape), tuple(itertools.combinations(range(len(shape)), k)))
     # registered: the body of this matrix (or of an equal one) computes the oracle's
     # products from the structure (knorm.body.marginal), not as dense n·r products
+    return register(structure.matrix(), structure)
+
+
+def clique_marginals(shape: Sequence[int], cliques: Sequence[Sequence[int]]) -> NDArray[np.float64]:
+    """The marginal tables of the given attribute sets (cliques) over the domain ``shape``.
+
+    For each clique in order (its attributes sorted), one query per value combination of
+    its attributes (C order): the count of cells matching it; ``()`` is the total count.
+    ``marginals(shape, k)`` is ``clique_marginals(shape, combinations(range(len(shape)), k))``.
+    Like it, the matrix is recognised by the engine, which then computes the oracle's
+    products from the tables' structure (docs/design.md §2.2).
+    """
+    shape = _shape(shape)
+    if isinstance(cliques, (str, bytes)) or not isinstance(cliques, Sequence) or len(cliques) == 0:
+        raise ValueError(f"cliques must be a non-empty sequence of attribute-index sequences, got {cliques!r}")
+    out = []
+    for i, c in enumerate(cliques):
+        if isinstance(c, (str, bytes)) or not isinstance(c, (Sequence, np.ndarray)):
+            raise ValueError(f"cliques[{i}] must be a sequence of attribute indices, got {c!r}")
+        attrs = tuple(sorted(int(a) for a in c)) if all(isinstance(a, (int, np.integer)) for a in c) else None
+        if attrs is None or any(a < 0 or a >= len(shape) for a in attrs) or len(set(attrs)) != len(attrs):
+            raise ValueError(f"cliques[{i}] must hold distinct attribute indices in [0, {len(shape)}), got {c!r}")
+        out.append(attrs)
+    structure = MarginalStructure(tuple(shape), tuple(out))
+    _fits("cliques", cliques, structure.rows, structure.cells, "clique_marginals(shape, cliques)")
     return register(structure.matrix(), structure)
 
 

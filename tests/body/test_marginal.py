@@ -118,3 +118,22 @@ def test_register_keeps_the_last_matrices_only():
         register(np.full((1, 1), float(i + 2)), MarginalStructure((1,), ((0,),)))
     assert recognise(F) is None
     assert len(marginal._REGISTRY) == marginal.REGISTRY_SIZE
+
+
+def test_clique_marginals_builds_the_definition_and_is_recognised():
+    F = workloads.clique_marginals((2, 3, 2, 3), [(3, 2), (0,), (), (1, 3)])  # attributes sorted per clique
+    np.testing.assert_array_equal(F, definition((2, 3, 2, 3), [(2, 3), (0,), (), (1, 3)]))
+    assert recognise(F) == MarginalStructure((2, 3, 2, 3), ((2, 3), (0,), (), (1, 3)))
+    np.testing.assert_array_equal(workloads.clique_marginals((2, 3, 2), list(itertools.combinations(range(3), 2))),
+                                  workloads.marginals((2, 3, 2), 2))
+
+
+@pytest.mark.parametrize("cliques", [[], "ab", [(0, 0)], [(3,)], [(-1,)], [(0.5,)], [2]])
+def test_clique_marginals_rejects_bad_cliques(cliques):
+    with pytest.raises(ValueError, match=r"^cliques"):
+        workloads.clique_marginals((2, 3, 2), cliques)
+
+
+def test_clique_marginals_refuses_matrices_over_the_cap():
+    with pytest.raises(ValueError, match="cliques=.*over the cap"):
+        workloads.clique_marginals((2,) * 30, [(0,), (1,)])
