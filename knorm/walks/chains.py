@@ -13,16 +13,13 @@ from . import _kernels as kn
 
 BALL_RADIUS = 1.5  # tuned at d = 20: acceptance ≈ 0.4, best ESS per second
 # Billiard trajectory length: uniform on [(1−a)·L, (1+a)·L], L = BILLIARD_LENGTH·R,
-# a = BILLIARD_JITTER. Pivots per step grow linearly in L. The uniform law halved τ
-# against Exp(mean 2R) at equal pivots. The mean 2.5R (was 2R) is what a release costs
-# least at: at 2R the coordinates' τ is 1.7–1.8 per step, just above the 1.67 up to which
-# the sampler keeps every step (``thinning_for``), so it kept every second; at 2.5R τ is
-# 1.0–1.1 (coordinates) and 1.3–1.6 (|z|²), every step is kept, and a release costs
-# 1.46–1.61× fewer pivots per draw (random ±1 F 40×200 and 100×500, 2-way marginals of
-# 8, 10, 12 binary attributes, r = 37–100; ESS per pivot of the raw chain is 3–17% lower).
-# At 3R the gain shrinks (1.2–1.4×) or the |z|² τ crosses 1.67 again (marginals of 12):
-# ``python scripts/tune_billiard_length.py . marg10 400 2 2.5 3``.
-BILLIARD_LENGTH = 2.5
+# a = BILLIARD_JITTER. Tuned on random ±1 F (n = 5r, r = 40–80, rounded): pivots per
+# step grow linearly in L (≈ 136, 245, 380 per R at r = 40, 60, 80); at the same mean 2R
+# the uniform law gives τ ≈ 1.2–1.3 (coordinates) and 1.4–1.6 (|z|²) per step against
+# 2.2–2.9 and 2.4–2.8 for Exp(mean 2R), the previous default: ≈ 2× the ESS per pivot,
+# and thinning 1 instead of 2 in the sampler. Means of 1.25–1.5R lose more in τ than
+# they save in pivots; 2.5–3R cost more pivots for little τ.
+BILLIARD_LENGTH = 2.0
 BILLIARD_JITTER = 0.5
 BILLIARD_MAX_REFLECTIONS = 10  # per dimension; never reached at r = 40–80 (6–9 reflections per step)
 BLOCK = 512  # steps of random inputs drawn at a time per chain
