@@ -13,6 +13,7 @@ import hashlib
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +63,7 @@ class MarginalStructure:
         return F.shape == (self.rows, self.cells) and bool(np.array_equal(F, self.matrix()))
 
 
-def _key(F):
+def _key(F: np.ndarray) -> bytes:
     F = np.ascontiguousarray(F, dtype=np.float64)
     return hashlib.blake2b(repr(F.shape).encode() + F.tobytes(), digest_size=20).digest()
 
@@ -87,7 +88,7 @@ def recognise(F: np.ndarray) -> MarginalStructure | None:
     return st if st is not None and st.matches(F) else None
 
 
-def _digits(index, sizes):
+def _digits(index: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
     """C-order digits of ``index`` (array) over ``sizes``: list of arrays."""
     out = []
     stride = math.prod(sizes)
@@ -97,7 +98,7 @@ def _digits(index, sizes):
     return out
 
 
-def _plan_cost(shape, cliques, L):
+def _plan_cost(shape: tuple[int, ...], cliques: tuple[tuple[int, ...], ...], L: int) -> int:
     """Operations of one product when the first L attributes are outer (see the kernel)."""
     B = math.prod(shape[L:])
     nblocks = math.prod(shape[:L])
@@ -144,21 +145,35 @@ def marginal_operator(structure: MarginalStructure, W: np.ndarray, outer: int | 
     idig = _digits(np.arange(B), shape[L:])
     offs = np.cumsum([0] + [math.prod(shape[a] for a in c) for c in cliques])
     group_of: dict[tuple[int, ...], int] = {}
-    mem_off, mem_group, mem_outoff, mem_outptr, mem_inmap, oo = [], [], [], [0], [], []
+    mem_off: list[int] = []
+    mem_group: list[int] = []
+    mem_outptr: list[int] = [0]
+    mem_outoff: list[np.ndarray] = []
+    mem_inmap: list[np.ndarray] = []
+    oo: list[np.ndarray] = []
     for ci, c in enumerate(cliques):
         cstride = {a: math.prod(shape[b] for b in c if b > a) for a in c}
         O = tuple(a for a in c if a < L)
         I = tuple(a for a in c if a >= L)
-        if not I:
-            oo.append(offs[ci] + sum(odig[a] * cstride[a] for a in O) if O else np.full(nblocks, offs[ci]))
+        if not I:  # outer attributes only: one table entry per block
+            idx = np.full(nblocks, offs[ci], np.int64)
+            for a in O:
+                idx += odig[a] * cstride[a]
+            oo.append(idx)
             continue
         g = group_of.setdefault(O, len(group_of))
-        mem_off.append(offs[ci])
+        mem_off.append(int(offs[ci]))
         mem_group.append(g)
         combos = _digits(np.arange(math.prod(shape[a] for a in O)), [shape[a] for a in O])
-        mem_outoff.append(sum(combos[j] * cstride[a] for j, a in enumerate(O)) if O else np.zeros(1, int))
-        mem_outptr.append(mem_outptr[-1] + len(mem_outoff[-1]))
-        mem_inmap.append(sum(idig[a - L] * cstride[a] for a in I))
+        outoff = np.zeros(len(combos[0]) if O else 1, np.int64)  # table offset of each outer value
+        for j, a in enumerate(O):
+            outoff += combos[j] * cstride[a]
+        mem_outoff.append(outoff)
+        mem_outptr.append(mem_outptr[-1] + len(outoff))
+        inmap = np.zeros(B, np.int64)  # table offset of each cell of a block
+        for a in I:
+            inmap += idig[a - L] * cstride[a]
+        mem_inmap.append(inmap)
     G = len(group_of)
     g_nout = np.zeros(G, np.int64)
     codes = np.zeros((G, nblocks), np.int64)
