@@ -1,13 +1,13 @@
-"""Numba kernel: ``Fᵀv`` for a marginal workload F without touching F (docs/design.md §2.4).
+"""Numba kernel: ``Fᵀv`` for a marginal workload F without touching F (docs/design.md §2.2).
 
 F's rows are marginal tables: for each clique C of attributes (in row order), one row per
 value combination of C, the indicator of the cells (C-order product domain) that match it.
-The oracle works in the coordinates ``z = Wᵀy``-images of F's columns, so the pivot's
+The oracle's columns are ``Wᵀf_j`` (its coordinates are ``z = Wᵀy``), so the pivot's
 product is ``Fᵀ(W v)``: ``t = W v`` (d·r), then ``(Fᵀt)_x = Σ_C t[row_C(x_C)]``, a sum of
 broadcast tables, computed by blocks of cells that share their first (outer) attributes:
 each block is a sum of a few precomputed inner vectors (one per group of cliques with the
 same outer attributes) plus a scalar (cliques of outer attributes only). The operator
-(:class:`knorm.body.marginal.MarginalOperator`) chooses the split; cost ≈ d·r + n·(groups)
+(:func:`knorm.body.marginal.marginal_operator`) chooses the split; cost ≈ d·r + n·(groups)
 instead of n·r.
 
 Operator layout ``M`` (a tuple, empty arrays when F is not a marginal workload):

@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._validate import as_real_array, is_real
 from . import _simplex as sx
-from .marginal import MarginalStructure, empty_operator, marginal_operator, plan_speedup, recognise
+from .marginal import empty_operator, marginal_operator, plan_speedup, recognise
 
 if TYPE_CHECKING:
     from .structure import ExactStructure
@@ -119,7 +119,7 @@ def _oracle_coordinates(Fs, U, S, unit, structure=None, e=0):
     ``≈ 1e-16·cond(F)`` of mapping y into the span. Either is scaled per coordinate by a
     power of two (max |F entry| in [0.5, 1)). F is stored compressed where these
     coordinates are sparse (block-structured F, e.g. independent groups of queries).
-    ``structure``: the :class:`MarginalStructure` of ``F = Fs·2^e`` if it is a marginal
+    ``structure``: the :class:`~knorm.body.marginal.MarginalStructure` of ``F = Fs·2^e`` if it is a marginal
     workload; its operator computes ``Fzᵀv = Fᵀ(2^-e·U·diag(s)·v)``.
     Returns ``(Columns, T, s)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``, with
     ``T = diag(s·unit)`` (the map is diagonal in the span's basis).
