@@ -37,7 +37,7 @@ NO_ENTERING = -2
 SINGULAR = -3        # singular basis that a fresh crash basis could not repair
 REPAIRED = 1         # refactor: basis replaced by a fresh (dual feasible) crash basis
 
-REFACTOR_EVERY = 100
+REFACTOR_EVERY = 200  # r³ Gauss–Jordan every 200 pivots (100 cost 17% of a pivot at r = 100)
 DUAL_TOL = 1e-9      # allowed dual infeasibility |f_jᵀλ| <= 1 + DUAL_TOL (Harris)
 PIVOT_TOL = 1e-9     # relative: |alpha| must exceed PIVOT_TOL * ‖ρ‖ * max‖f‖
 PRIMAL_TOL = 1e-11
