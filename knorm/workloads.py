@@ -83,7 +83,9 @@ def marginals(shape: Sequence[int], k: int) -> NDArray[np.float64]:
     """All k-way marginals of a product domain with attribute sizes ``shape``.
 
     Cells are the points of ``∏ range(shape[a])`` in C order (n = ∏ shape); one query
-    per set of k attributes and value combination: the count of cells matching it.
+    per set of k attributes and value combination: the count of cells matching it. The
+    matrix (and any equal to it) is recognised by the engine, which then computes the
+    oracle's products from the tables' structure (docs/design.md §2.2).
     """
     shape = _shape(shape)
     k = positive_int("k", k)
