@@ -137,3 +137,17 @@ def test_clique_marginals_rejects_bad_cliques(cliques):
 def test_clique_marginals_refuses_matrices_over_the_cap():
     with pytest.raises(ValueError, match="cliques=.*over the cap"):
         workloads.clique_marginals((2,) * 30, [(0,), (1,)])
+
+
+def test_structured_frame_survives_pickling(monkeypatch):
+    """Process pools and Dask get the frame pickled: the operator travels with it."""
+    import pickle
+
+    monkeypatch.setattr(hull, "STRUCTURED_ABOVE", 0.0)
+    F = workloads.marginals((3, 2, 4, 3), 2)
+    K = SymmetricHull(F)
+    frame = pickle.loads(pickle.dumps(K.frame))
+    assert frame.cols.structured
+    Y = (F @ np.random.default_rng(5).standard_normal((F.shape[1], 10))).T
+    Z = K._to_frame(Y)[0]  # the oracle's coordinates (rows scaled by powers of two)
+    np.testing.assert_allclose(frame.gauges(Z, oracle=True)[0], K.frame.gauges(Z, oracle=True)[0], rtol=1e-12)
