@@ -20,8 +20,8 @@ from ._rng import as_generator
 from ._validate import is_real, positive_int
 from .body.marginal import MarginalStructure, register
 
-__all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "clique_marginals", "random_pm1", "random_bernoulli", "by_name",
-           "MAX_ENTRIES"]
+__all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "clique_marginals", "random_pm1",
+           "random_bernoulli", "by_name", "MAX_ENTRIES"]
 
 MAX_ENTRIES = 2**28  # float64 entries of one workload matrix: 2 GiB
 
@@ -98,10 +98,7 @@ def marginals(shape: Sequence[int], k: int) -> NDArray[np.float64]:
         if rows * n > MAX_ENTRIES:
             break
     _fits("shape", shape, rows, n, f"marginals(shape, k={k})" + (" (at least)" if rows * n > MAX_ENTRIES else ""))
-    structure = MarginalStructure(tuple(shape), tuple(itertools.combinations(range(len(shape)), k)))
-    # registered: the body of this matrix (or of an equal one) computes the oracle's
-    # products from the structure (knorm.body.marginal), not as dense n·r products
-    return register(structure.matrix(), structure)
+    return clique_marginals(shape, list(itertools.combinations(range(len(shape)), k)))
 
 
 def clique_marginals(shape: Sequence[int], cliques: Sequence[Sequence[int]]) -> NDArray[np.float64]:
@@ -126,6 +123,8 @@ def clique_marginals(shape: Sequence[int], cliques: Sequence[Sequence[int]]) -> 
         out.append(attrs)
     structure = MarginalStructure(tuple(shape), tuple(out))
     _fits("cliques", cliques, structure.rows, structure.cells, "clique_marginals(shape, cliques)")
+    # registered: the body of this matrix (or of an equal one) computes the oracle's
+    # products from the structure (knorm.body.marginal), not as dense n·r products
     return register(structure.matrix(), structure)
 
 

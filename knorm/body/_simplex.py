@@ -782,6 +782,19 @@ def solve(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
 
 
 @njit(cache=True, nogil=True)
+def _solve_scaled(A, fmax, basis, Binv, lam, g, ctr, y, ys, max_pivots):
+    """:func:`solve` at ``ys = y·2^-e`` with ``max|ys|`` in [0.5, 1) (exact; the basis
+    optimal there is optimal at y: ‖·‖_K is positively homogeneous); returns (status, e)."""
+    ymax = 0.0
+    for k in range(y.shape[0]):
+        ymax = max(ymax, abs(y[k]))
+    e = math.frexp(ymax)[1] if ymax > 0.0 else 0
+    for k in range(y.shape[0]):
+        ys[k] = math.ldexp(y[k], -e)
+    return solve(A, fmax, basis, Binv, lam, g, ctr, ys, max_pivots), e
+
+
+@njit(cache=True, nogil=True)
 def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     """Parametric right-hand side walk along ``x + s·u``, ``s >= 0``.
 
@@ -810,17 +823,7 @@ def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
         # From the origin every basis is optimal (B⁻¹x = 0) and the ray s·u lies in the
         # cone of u's facet: solve at u itself (perturbed costs: no stalling on the
         # wholly degenerate start, where Bland's rule crawls on 0/1 bodies).
-        umax = 0.0
-        for k in range(r):
-            umax = max(umax, abs(u[k]))
-        if umax == 0.0:
-            out[0] = s_max
-            out[1] = 0.0
-            return OK
-        e = math.frexp(umax)[1]
-        for k in range(r):
-            tmp[k] = math.ldexp(u[k], -e)
-        st = solve(A, fmax, basis, Binv, lam, g, ctr, tmp, max_pivots)
+        st = _solve_scaled(A, fmax, basis, Binv, lam, g, ctr, u, tmp, max_pivots)[0]
         if st != OK:
             return st
     _matvec(Binv, x, wx)
@@ -897,15 +900,8 @@ def gauge_many(A, fmax, basis, Binv, lam, g, ctr, Y, max_pivots, out, normals):
     r = basis.shape[0]
     ys = np.empty(r)
     for i in range(m):
-        # ‖y‖_K is positively homogeneous: solve at y·2^-e with max|y·2^-e| in [0.5, 1)
-        # (exact), scale the value back by 2^e. Tiny and huge y pivot like ordinary ones.
-        ymax = 0.0
-        for k in range(r):
-            ymax = max(ymax, abs(Y[i, k]))
-        e = math.frexp(ymax)[1] if ymax > 0.0 else 0
-        for k in range(r):
-            ys[k] = math.ldexp(Y[i, k], -e)
-        st = solve(A, fmax, basis, Binv, lam, g, ctr, ys, max_pivots)
+        # scale the value back by 2^e (exact); tiny and huge y pivot like ordinary ones
+        st, e = _solve_scaled(A, fmax, basis, Binv, lam, g, ctr, Y[i], ys, max_pivots)
         if st != OK:
             return st
         out[i] = math.ldexp(_dot(lam, ys), e)

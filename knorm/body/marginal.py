@@ -129,7 +129,6 @@ def empty_operator() -> tuple:
     return (np.zeros((0, 0)), z1, z1, z1, z1, z2, np.zeros(1, np.int64), z1, z2, z2, 0)
 
 
-
 def marginal_operator(structure: MarginalStructure, W: np.ndarray, outer: int | None = None) -> tuple:
     """The kernel layout ``M`` of ``knorm.body._marginal`` for ``Fᵀ(W v)`` (W: rows × r).
 
