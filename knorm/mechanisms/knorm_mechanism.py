@@ -37,9 +37,7 @@ class KNormMechanism(Mechanism):
     for its lifetime (``sampler_options`` are its keywords: ``chains``, ``min_draws``,
     ``max_steps``, ``workers``, ``progress``, ``checkpoint``, ``params``): each refill
     of the bank is one run of at least ``bank_size`` draws that continues the chains
-    (warmed up once, never restarted from a public point) -- the first refill only
-    ``min(bank_size, min_draws // 2)``, the draws of the smallest certified pool, so the
-    first answer waits for one minimal run -- and releases use the draws
+    (warmed up once, never restarted from a public point), and releases use the draws
     in the sampler's release order (round-robin over chains, never two neighbours of a
     chain, never a repeat); every draw is used once. A run that is not certified
     raises :class:`~knorm.ConvergenceError` and its draws are discarded, unless
@@ -73,16 +71,13 @@ class KNormMechanism(Mechanism):
         check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
         self._bank = np.empty((0, self.d))
         self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?
-        self._refills = 0  # sampler runs so far
 
     def sample_uniform(self, size: int) -> NDArray[np.float64]:
         """``size`` draws of z ~ Uniform(K) (exact or MCMC), ambient coordinates.
 
         MCMC draws come from the bank, refilled by one run of the mechanism's sampler
         (:meth:`~knorm.walks.sampler.Sampler.run`; the first ``max(size − banked, bank_size)``
-        of its draws are banked, ``max(size, min(bank_size, min_draws // 2))`` on the first
-        refill: a run's pool holds at least ``min_draws`` records, half of them release
-        candidates, so that many cost no more than one) when it runs short; ``last_info`` holds the diagnostics of
+        of its draws are banked) when it runs short; ``last_info`` holds the diagnostics of
         that run. Raises :class:`~knorm.ConvergenceError` if the run is not certified
         (unless ``accept_uncertified``).
         """
@@ -92,10 +87,8 @@ class KNormMechanism(Mechanism):
             self.last_info = None
             return self.body.to_ambient(self.structure.sample_frame(size, self._rng))
         if len(self._bank) < size:
-            refill = self.bank_size if self._refills else min(self.bank_size, self._sampler.min_draws // 2)
-            want = max(size - len(self._bank), refill)
+            want = max(size - len(self._bank), self.bank_size)
             fresh, info = self._sampler.run(want)
-            self._refills += 1
             self.last_info = info
             if not info.converged:
                 if not self.accept_uncertified:

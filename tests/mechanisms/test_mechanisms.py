@@ -183,20 +183,6 @@ def test_public_namespace():
     assert knorm.KNormMechanism is KNormMechanism
 
 
-def test_knorm_first_refill_is_one_minimal_pool_later_refills_bank_size():
-    # a run's pool holds max(2·size, min_draws) records: the first refill asks for
-    # min_draws // 2 draws (the cheapest certified run), later ones for bank_size
-    F = W.random_pm1(6, 20, rng=14)
-    m = KNormMechanism(F, epsilon=1.0, rng=15, bank_size=700, sampler_options={"min_draws": 600})
-    m.sample_uniform(1)
-    assert m.last_info.converged and len(m._bank) == 300 - 1
-    m.sample_uniform(300)  # 299 banked: one more run, of bank_size
-    assert len(m._bank) == 299 + 700 - 300
-    big = KNormMechanism(F, epsilon=1.0, rng=15, bank_size=700, sampler_options={"min_draws": 600})
-    big.sample_uniform(450)  # more than min_draws // 2 at once: all of it in one run
-    assert len(big._bank) == 0
-
-
 def test_knorm_bank_uses_each_certified_draw_once():
     F = W.random_pm1(6, 20, rng=14)
     m = KNormMechanism(F, epsilon=1.0, rng=15, bank_size=300)
