@@ -12,7 +12,8 @@ its sparsity. A direction u becomes ``T·u``; a facet normal λ (``λ·z = 1``) 
 ``Tᵀλ``. Uniformity is preserved by the linear map, so nothing else changes.
 
 Per-step random inputs: ``normals[i]`` (r standard normals; unused by the coordinate
-walk) and ``unif[i]`` (two U(0,1) numbers).
+walk) and ``unif[i]`` (two U(0,1) numbers; the billiard's second one draws its radial
+refresh).
 """
 
 import numpy as np
@@ -123,6 +124,38 @@ def _reflect(u, nrm):
 
 
 @njit(cache=True, nogil=True)
+def _radial(T, lam, x, radius, v):
+    """Radial Gibbs move: ``x ← c·x`` with ``c = c_max·v^{1/r}``, ``v`` ~ U(0, 1].
+
+    Along the half-line {c·x : c > 0} the body ``K ∩ radius·B₂`` is ``c ∈ (0, c_max]``,
+    ``c_max = min(1/‖x‖_K, radius/|x|)``, and the uniform law restricted to it has density
+    ∝ c^{r−1} (polar coordinates), whose inverse CDF is ``c_max·v^{1/r}``: an exact draw
+    of the radius given the direction, so Uniform(K ∩ radius·B₂) is invariant. ``‖x‖_K =
+    λ·(T x)`` with the oracle state optimal at ``T x``, which stays optimal at ``c·T x``
+    (a basis is optimal on a whole cone), so the move needs no pivot. At the origin
+    (no direction) nothing moves.
+    """
+    r = x.shape[0]
+    gx = 0.0
+    for k in range(r):
+        zk = 0.0
+        for i in range(r):
+            zk += T[k, i] * x[i]
+        gx += lam[k] * zk
+    if not gx > 0.0:
+        return
+    cmax = 1.0 / gx
+    if radius < np.inf:
+        nx = 0.0
+        for i in range(r):
+            nx += x[i] * x[i]
+        cmax = min(cmax, radius / np.sqrt(nx))
+    c = cmax * v ** (1.0 / r)
+    for i in range(r):
+        x[i] *= c
+
+
+@njit(cache=True, nogil=True)
 def _billiard_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, max_refl, radius, max_piv, out,
                    stats):
     """Billiard walk in ``K ∩ radius·B₂``: travel ``length`` along unit u, reflecting off
@@ -203,10 +236,12 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
     ``offset``: steps of the current run already taken (the record counts from the run's
     start, so a run may be split into several calls).
 
-    ``params``: ball ``[δ]``; billiard ``[L, max_reflections, radius(, a)]``: trajectory
-    length uniform on ``[(1−a)L, (1+a)L]`` (``0 <= a <= 1``) or, without ``a`` or with
-    ``a < 0``, ~ Exp(mean L); in ``K ∩ radius·B₂`` (``inf``: all of K). Any length law
-    independent of the state keeps the walk reversible (the billiard flow is);
+    ``params``: ball ``[δ]``; billiard ``[L, max_reflections, radius(, a(, refresh))]``:
+    trajectory length uniform on ``[(1−a)L, (1+a)L]`` (``0 <= a <= 1``) or, without ``a``
+    or with ``a < 0``, ~ Exp(mean L); in ``K ∩ radius·B₂`` (``inf``: all of K); with
+    ``refresh > 0`` each step also redraws the radius exactly (:func:`_radial`), before or
+    after the trajectory with probability 1/2 each. Any length law independent of the
+    state keeps the walk reversible (the billiard flow is), and so does the random order;
     hit-and-run / coordinate ``[radius]``: sample ``K ∩ radius·B₂`` (``inf``: all of K).
     Returns a status of ``knorm.body._simplex``.
     """
@@ -244,10 +279,20 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
                 length = params[0] * (1.0 - params[3] + 2.0 * params[3] * unif[i, 0])
             else:
                 length = -params[0] * np.log(1.0 - unif[i, 0])
+            # radial refresh (params[4] > 0): one radial move before or after the trajectory,
+            # in random order (a mixture of P_B·P_R and P_R·P_B: reversible), both from unif[i, 1]
+            refresh = params.shape[0] > 4 and params[4] > 0.0
+            w = 2.0 * unif[i, 1]
+            first = w < 1.0
+            v = 1.0 - w if first else 2.0 - w  # U(0, 1], independent of the order
+            if refresh and first:
+                _radial(T, l0, x, params[2], v)
             st = _billiard_step(
                 A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, params[1], params[2], max_piv, mv,
                 stats,
             )
+            if refresh and not first and st == sx.OK:
+                _radial(T, l0, x, params[2], v)
         if st != sx.OK:
             break
         stats[S_STEPS] += 1

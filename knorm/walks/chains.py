@@ -49,9 +49,10 @@ def _ball_params(frame):
 
 def _billiard_params(frame):
     """Trajectory length uniform on ``[(1−a)L, (1+a)L]``, L = BILLIARD_LENGTH·R,
-    a = BILLIARD_JITTER, at most BILLIARD_MAX_REFLECTIONS·r reflections (``[L, 10·r, inf, a]``)."""
+    a = BILLIARD_JITTER, at most BILLIARD_MAX_REFLECTIONS·r reflections, and the exact
+    radial refresh of every step (``[L, 10·r, inf, a, 1]``; see ``_kernels.run_chain``)."""
     return np.array([BILLIARD_LENGTH * body_radius(frame), BILLIARD_MAX_REFLECTIONS * frame.r, np.inf,
-                     BILLIARD_JITTER])
+                     BILLIARD_JITTER, 1.0])
 
 
 def _chord_params(frame):

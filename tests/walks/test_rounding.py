@@ -94,7 +94,7 @@ def test_uniform_trajectory_lengths_stay_in_their_interval():
     from the centre, one step moves exactly L."""
     K = SymmetricHull(np.eye(3))
     p = default_params("billiard", K.frame)
-    p[0], p[2], p[3] = 0.05, 10.0, 0.0
+    p[0], p[2], p[3], p[4] = 0.05, 10.0, 0.0, 0.0  # no radial refresh: the trajectory alone
     c = Chain(K.frame, np.zeros(3), np.random.default_rng(2))
     out = run_chains([c], "billiard", 1, 1, p)[0]
     assert np.linalg.norm(out[0]) == pytest.approx(0.05, rel=1e-12)

@@ -97,3 +97,29 @@ def test_rank_deficient_draws_stay_in_the_span_and_are_uniform_there():
     for i in range(3):
         assert_mean(c[:, i] ** 2, 2 / 20, ess, f"c_{i}^2")
     assert_gauge_law(K, x, ess, "rank-deficient")
+
+
+@pytest.mark.parametrize("radius", [np.inf, 0.3])
+def test_radial_refresh_alone_draws_the_exact_radius(radius):
+    """Billiard steps of length 0 leave only the radial refresh: every step redraws
+    x ← c·x with c uniform in law ∝ c^{r−1} on (0, c_max], so along a fixed direction the
+    states' |x|/|x|_max, raised to the power r, are iid U(0, 1) (the polar law of the
+    uniform distribution). K = conv(±e_i) in R³ (gauge ‖·‖₁), direction (1, 1, 1)/√3:
+    the boundary is at |x| = 1/√3 ≈ 0.577; a ball clip of radius 0.3 cuts it first."""
+    from knorm.walks.chains import Chain, default_params, run_chains
+
+    K = SymmetricHull(np.eye(3))
+    frame = K.frame
+    p = default_params("billiard", frame)
+    p[0], p[2], p[3] = 0.0, radius, 0.0
+    x0 = np.full(3, 0.1)
+    c = Chain(frame, x0, np.random.default_rng(5))
+    rec = run_chains([c], "billiard", 4000, 1, p)[0]
+    direction = rec / np.linalg.norm(rec, axis=1, keepdims=True)
+    assert np.allclose(direction, x0 / np.linalg.norm(x0), atol=1e-12)  # only the radius moves
+    cmax = min(1 / frame.gauges(x0[None] / np.linalg.norm(x0))[0][0], radius)
+    u = (np.linalg.norm(rec, axis=1) / cmax) ** 3
+    assert u.max() <= 1 + 1e-12
+    assert stats.kstest(u, "uniform").pvalue > 1e-3
+    # independent steps: lag-1 correlation within 4.5 standard errors (1/√N) of 0
+    assert abs(np.corrcoef(u[:-1], u[1:])[0, 1]) < Z / np.sqrt(len(u))
