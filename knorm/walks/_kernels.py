@@ -255,6 +255,7 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
     u = np.empty(r)
     mv = np.zeros(2)
     st = sx.OK
+    refresh = walk == BILLIARD and params.shape[0] > 4 and params[4] > 0.0
     for i in range(steps):
         if walk == BALL:
             st = _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, normals[i], params[0], unif[i, 1], max_piv, stats)
@@ -279,9 +280,8 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
                 length = params[0] * (1.0 - params[3] + 2.0 * params[3] * unif[i, 0])
             else:
                 length = -params[0] * np.log(1.0 - unif[i, 0])
-            # radial refresh (params[4] > 0): one radial move before or after the trajectory,
-            # in random order (a mixture of P_B·P_R and P_R·P_B: reversible), both from unif[i, 1]
-            refresh = params.shape[0] > 4 and params[4] > 0.0
+            # radial refresh: one radial move before or after the trajectory, in random
+            # order (a mixture of P_B·P_R and P_R·P_B: reversible), both from unif[i, 1]
             w = 2.0 * unif[i, 1]
             first = w < 1.0
             v = 1.0 - w if first else 2.0 - w  # U(0, 1], independent of the order

@@ -19,6 +19,8 @@ BALL_RADIUS = 1.5  # tuned at d = 20: acceptance ≈ 0.4, best ESS per second
 # 2.2–2.9 and 2.4–2.8 for Exp(mean 2R), the previous default: ≈ 2× the ESS per pivot,
 # and thinning 1 instead of 2 in the sampler. Means of 1.25–1.5R lose more in τ than
 # they save in pivots; 2.5–3R cost more pivots for little τ.
+# (Measured before the radial refresh of _billiard_params; with it, on the rounding's
+# records, coordinates' τ stays 0.85–0.90 (median) at 2R and rises to ≈ 2 at 1.5R.)
 BILLIARD_LENGTH = 2.0
 BILLIARD_JITTER = 0.5
 BILLIARD_MAX_REFLECTIONS = 10  # per dimension; never reached at r = 40–80 (6–9 reflections per step)
@@ -77,7 +79,8 @@ class Walk:
 
 WALKS = {w.name: w for w in (
     Walk("billiard", kn.BILLIARD, _billiard_params,
-         "billiard walk (default): straight trajectories of random length, reflected off K's facets"),
+         "billiard walk (default): straight trajectories of random length, reflected off K's facets, "
+         "and an exact redraw of the radius"),
     Walk("hit_and_run", kn.HIT_AND_RUN, _chord_params, "hit-and-run: uniform point on a random chord"),
     Walk("coordinate", kn.COORDINATE, _chord_params, "coordinate hit-and-run: chords along the frame's axes"),
     Walk("ball", kn.BALL, _ball_params, "ball walk: uniform proposal in a small ball, stays on rejection"),
