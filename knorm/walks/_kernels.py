@@ -124,7 +124,7 @@ def _reflect(u, nrm):
 
 
 @njit(cache=True, nogil=True)
-def _radial(T, lam, x, radius, v):
+def _radial(T, lam, x, radius, v, z):
     """Radial Gibbs move: ``x ← c·x`` with ``c = c_max·v^{1/r}``, ``v`` ~ U(0, 1].
 
     Along the half-line {c·x : c > 0} the body ``K ∩ radius·B₂`` is ``c ∈ (0, c_max]``,
@@ -133,23 +133,16 @@ def _radial(T, lam, x, radius, v):
     of the radius given the direction, so Uniform(K ∩ radius·B₂) is invariant. ``‖x‖_K =
     λ·(T x)`` with the oracle state optimal at ``T x``, which stays optimal at ``c·T x``
     (a basis is optimal on a whole cone), so the move needs no pivot. At the origin
-    (no direction) nothing moves.
+    (no direction) nothing moves. ``z``: work space (r).
     """
     r = x.shape[0]
-    gx = 0.0
-    for k in range(r):
-        zk = 0.0
-        for i in range(r):
-            zk += T[k, i] * x[i]
-        gx += lam[k] * zk
+    sx._matvec(T, x, z)
+    gx = sx._dot(lam, z)
     if not gx > 0.0:
         return
     cmax = 1.0 / gx
     if radius < np.inf:
-        nx = 0.0
-        for i in range(r):
-            nx += x[i] * x[i]
-        cmax = min(cmax, radius / np.sqrt(nx))
+        cmax = min(cmax, radius / np.sqrt(sx._dot(x, x)))
     c = cmax * v ** (1.0 / r)
     for i in range(r):
         x[i] *= c
@@ -256,6 +249,7 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
     mv = np.zeros(2)
     st = sx.OK
     refresh = walk == BILLIARD and params.shape[0] > 4 and params[4] > 0.0
+    zr = np.empty(r)  # the radial move's work space
     for i in range(steps):
         if walk == BALL:
             st = _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, normals[i], params[0], unif[i, 1], max_piv, stats)
@@ -286,13 +280,13 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
             first = w < 1.0
             v = 1.0 - w if first else 2.0 - w  # U(0, 1], independent of the order
             if refresh and first:
-                _radial(T, l0, x, params[2], v)
+                _radial(T, l0, x, params[2], v, zr)
             st = _billiard_step(
                 A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, params[1], params[2], max_piv, mv,
                 stats,
             )
             if refresh and not first and st == sx.OK:
-                _radial(T, l0, x, params[2], v)
+                _radial(T, l0, x, params[2], v, zr)
         if st != sx.OK:
             break
         stats[S_STEPS] += 1
