@@ -15,12 +15,18 @@ def is_int(value):
     return not isinstance(value, bool) and isinstance(value, (int, np.integer))
 
 
+def short_repr(value, limit=80):
+    """``repr(value)`` on one line, cut to about ``limit`` characters (for error messages)."""
+    r = " ".join(repr(value).split())
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
 def positive_int(name, value, *, allow_none=False):
     """``value`` as an int >= 1 (bools and floats refused), or None if ``allow_none``."""
     if value is None and allow_none:
         return None
     if not is_int(value) or value < 1:
-        raise ValueError(f"{name} must be {'None or ' if allow_none else ''}a positive integer, got {value!r}")
+        raise ValueError(f"{name} must be {'None or ' if allow_none else ''}a positive integer, got {short_repr(value)}")
     return int(value)
 
 
