@@ -7,28 +7,54 @@
 
 Both are local mechanisms: neighbours are one respondent's value changing. Both give
 unbiased estimators of the true value frequencies from the reports. Probabilities are
-computed from ``e^{−ε}`` so that any ε (even ε ≥ 710, where ``e^ε`` overflows) works.
+computed from ``e^{−ε}`` and ``1 − e^{−ε}`` (``expm1``) so that any finite ε > 0 works
+(ε ≥ 710, where ``e^ε`` overflows, and ε = 1e-300, where ``e^{−ε}`` rounds to 1); an
+estimate that leaves float64 (ε below about 1e-308) is refused, never returned as ±inf.
+Domains hold at most 2^53 values (integers exact in float64).
 Each :meth:`release` answers every respondent once; ``privacy`` composes the calls.
 """
 
 import numpy as np
 
 from ._rng import as_generator
-from ._validate import is_int, is_real
+from ._validate import check_memory, is_int, is_real, short_repr
 from .mechanisms._base import Accounted, PrivacyClaim, check_epsilon
+from .privacy import _nonneg
 
 LOCAL = "one respondent's value changes"
+MAX_VALUES = 2**53  # domain sizes: integers exact in float64
 
 
-def _values(v, k):
+def _size(name, value, low, high=MAX_VALUES):
+    """A domain-size integer in ``[low, high]``, or a ValueError naming ``name``."""
+    if not is_int(value) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {short_repr(value)}")
+    return int(value)
+
+
+def _estimate(reports, size, name, numerator, denominator, epsilon):
+    """``(f·numerator[0] − numerator[1]) / denominator`` for the report frequencies f over
+    ``size`` values (memory checked first); a non-finite estimate is refused."""
+    check_memory(name, size - 1 if name == "m" else size, 24 * size)
+    r = _values("reports", reports, size).ravel()
+    if r.size == 0:
+        raise ValueError("no reports: reports is empty")
+    f = np.bincount(r, minlength=size) / r.size
+    with np.errstate(over="ignore"):
+        out = (f * numerator[0] - numerator[1]) / denominator
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"epsilon = {epsilon:g} is too small: the unbiased estimate exceeds float64")
+    return out
+
+
+def _values(name, v, k):
+    """``v`` as int64 codes in ``[0, k)`` (integers, bools, or integral floats), else a ValueError naming ``name``."""
     arr = np.asarray(v)
-    if arr.dtype.kind not in "biu":
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise ValueError(f"values must be integers in [0, {k}), got dtype {arr.dtype}")
+    integral = arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))
+    if arr.dtype.kind not in "biu" and not integral:
+        raise ValueError(f"{name} must be integers in [0, {k}), got dtype {arr.dtype}")
     if arr.size and (arr.min() < 0 or arr.max() >= k):
-        raise ValueError(f"values must lie in [0, {k}); got range [{arr.min()}, {arr.max()}]")
+        raise ValueError(f"{name} must lie in [0, {k}); got range [{arr.min():g}, {arr.max():g}]")
     return arr.astype(np.int64)
 
 
@@ -48,14 +74,13 @@ class RandomizedResponse(Accounted):
     """
 
     def __init__(self, *, k=2, epsilon, rng=None, accountant=None):
-        if not is_int(k) or k < 2:
-            raise ValueError(f"k must be an integer >= 2, got {k!r}")
-        self.k = int(k)
+        self.k = _size("k", k, 2)
         self.epsilon = check_epsilon(epsilon)
         # e^ε/(e^ε + k − 1) = 1/(1 + (k − 1)e^{−ε}): no overflow for large ε
         w = np.exp(-self.epsilon)
-        self.p_truth = 1.0 / (1.0 + (self.k - 1) * w)
-        self.p_other = w / (1.0 + (self.k - 1) * w)
+        self._denominator = 1.0 + (self.k - 1) * w
+        self.p_truth = 1.0 / self._denominator
+        self.p_other = w / self._denominator
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
         self._two_coin = False
@@ -70,7 +95,7 @@ class RandomizedResponse(Accounted):
 
     def release(self, values):
         """One report per respondent (same shape as ``values``); counts as one answer each."""
-        v = _values(values, self.k)
+        v = _values("values", values, self.k)
         self._check_budget(1)
         if self._two_coin:
             first = self._rng.random(v.shape) < 0.5
@@ -85,13 +110,11 @@ class RandomizedResponse(Accounted):
         """Unbiased estimate of the fraction of respondents holding each value.
 
         E[report frequency of j] = q + (p − q)·π_j with p, q the truth / other
-        probabilities, so ``π̂_j = (f̂_j − q)/(p − q)``.
+        probabilities, so ``π̂_j = (f̂_j − q)/(p − q)``, computed as
+        ``(f̂_j (1 + (k − 1)e^{−ε}) − e^{−ε}) / (1 − e^{−ε})`` (no cancellation at small ε).
         """
-        r = _values(reports, self.k).ravel()
-        if r.size == 0:
-            raise ValueError("no reports")
-        f = np.bincount(r, minlength=self.k) / r.size
-        return (f - self.p_other) / (self.p_truth - self.p_other)
+        w = np.exp(-self.epsilon)
+        return _estimate(reports, self.k, "k", (self._denominator, w), -np.expm1(-self.epsilon), self.epsilon)
 
 
 class FiniteDomainMechanism(Accounted):
@@ -103,9 +126,7 @@ class FiniteDomainMechanism(Accounted):
     """
 
     def __init__(self, m, *, epsilon, delta=0.0, rng=None, accountant=None):
-        if not is_int(m) or m < 1:
-            raise ValueError(f"m must be a positive integer (m + 1 values), got {m!r}")
-        self.m = int(m)
+        self.m = _size("m", m, 1, MAX_VALUES - 1)
         self.epsilon = check_epsilon(epsilon)
         if not is_real(delta) or not 0.0 <= delta < 1.0:
             raise ValueError(f"delta must be a number in [0, 1), got {delta!r}")
@@ -113,7 +134,7 @@ class FiniteDomainMechanism(Accounted):
         # (1 − δ)/(m + e^ε) = (1 − δ)e^{−ε}/(1 + m e^{−ε}): no overflow for large ε
         w = np.exp(-self.epsilon)
         self.p = (1.0 - self.delta) * w / (1.0 + self.m * w)
-        self.p_truth = 1.0 - self.m * self.p
+        self.p_truth = (1.0 + self.m * self.delta * w) / (1.0 + self.m * w)  # = 1 − m·p, no cancellation
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
         self._claim = PrivacyClaim("finite domain", self.epsilon, self.delta,
@@ -122,7 +143,7 @@ class FiniteDomainMechanism(Accounted):
 
     def release(self, values):
         """One report per respondent (same shape as ``values``); counts as one answer each."""
-        v = _values(values, self.m + 1)
+        v = _values("values", values, self.m + 1)
         self._check_budget(1)
         out = _report_other(v, self._rng.random(v.shape) < self.p_truth, self.m + 1, self._rng)
         self._spend(1)
@@ -134,21 +155,21 @@ class FiniteDomainMechanism(Accounted):
 
     def lower_bound(self, kappa=1.0):
         """``(1 − δ)·κ·m/(m + e^ε)``: no (ε, δ)-DP mechanism on m + 1 values errs less."""
-        return kappa * self.m * self.p  # = (1 − δ)κm/(m + e^ε), without overflow
+        return _nonneg("kappa", kappa) * self.m * self.p  # = (1 − δ)κm/(m + e^ε), without overflow
 
     def privacy_profile(self, epsilon):
         """Exact δ(ε') of this mechanism: ``max(0, 1 − m p − e^{ε'} p)``.
 
         ``e^{ε'}p = (1 − δ)e^{ε'−ε}/(1 + m e^{−ε})`` is computed without overflow.
         """
+        eps = _nonneg("epsilon", epsilon)
         w = np.exp(-self.epsilon)
-        tail = (1.0 - self.delta) * np.exp(min(float(epsilon) - self.epsilon, 709.0)) / (1.0 + self.m * w)
+        tail = (1.0 - self.delta) * np.exp(min(eps - self.epsilon, 709.0)) / (1.0 + self.m * w)
         return max(0.0, self.p_truth - tail)
 
     def estimate_frequencies(self, reports):
-        """Unbiased: E f̂_j = p + (1 − (m+1)p)·π_j, so ``π̂_j = (f̂_j − p)/(1 − (m+1)p)``."""
-        r = _values(reports, self.m + 1).ravel()
-        if r.size == 0:
-            raise ValueError("no reports")
-        f = np.bincount(r, minlength=self.m + 1) / r.size
-        return (f - self.p) / (1.0 - (self.m + 1) * self.p)
+        """Unbiased: E f̂_j = p + (1 − (m+1)p)·π_j, so ``π̂_j = (f̂_j − p)/(1 − (m+1)p)``, computed
+        as ``(f̂_j (1 + m e^{−ε}) − (1 − δ)e^{−ε}) / (1 − e^{−ε} + (m + 1)δ e^{−ε})`` (no cancellation)."""
+        w = np.exp(-self.epsilon)
+        return _estimate(reports, self.m + 1, "m", (1.0 + self.m * w, (1.0 - self.delta) * w),
+                         -np.expm1(-self.epsilon) + (self.m + 1) * self.delta * w, self.epsilon)

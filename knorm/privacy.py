@@ -13,6 +13,12 @@
 * Interop (optional extra ``pip install 'knorm[accounting]'``): :func:`epsilon_delta_dp_event`,
   :meth:`BudgetAccountant.to_dp_event` and ``PrivacyClaim.to_dp_event`` export claims as
   Google dp-accounting ``DpEvent`` objects, to be composed by its RDP or PLD accountants.
+
+Arguments must be finite real numbers (bools, strings, complex, NaN and ±inf are refused
+with a ValueError naming the argument); the one infinite value accepted is a
+:class:`BudgetAccountant`'s budget ``epsilon=inf`` (no limit). A result that would leave
+float64 (``e^ε`` of a huge ε, ``kμ`` past 1.8e308) is refused the same way, never returned
+as inf or NaN; δ's are computed so that they saturate at 1 exactly where the math does.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special, stats
 
-from ._validate import is_real
+from ._validate import as_real_array, is_real, positive_int, short_repr
 
 if TYPE_CHECKING:
     from .mechanisms._base import PrivacyClaim
@@ -39,8 +45,43 @@ def _real(name: str, v: Any) -> float:
     if isinstance(v, np.ndarray) and v.ndim == 0:
         v = v[()]
     if not is_real(v):
-        raise ValueError(f"{name} must be a real number, got {v!r}")
-    return float(v)
+        raise ValueError(f"{name} must be a real number, got {short_repr(v)}")
+    try:
+        return float(v)
+    except OverflowError:  # a Python int past float64
+        raise ValueError(f"{name} = {v} is too large for float64") from None
+
+
+def _array(name: str, v: ArrayLike, hi: float = np.inf) -> NDArray[np.float64]:
+    """Real, finite values in ``[0, hi]`` as a float array (any shape), or a ValueError naming ``name``."""
+    a = as_real_array(name, v)
+    if a.dtype.kind == "b":
+        raise ValueError(f"{name} must be real numbers, not bools, got {short_repr(v)}")
+    try:
+        a = a.astype(np.float64)
+    except OverflowError:
+        raise ValueError(f"{name} holds integers too large for float64") from None
+    bad = ~(np.isfinite(a) & (a >= 0) & (a <= hi))
+    if np.any(bad):
+        want = "in [0, 1]" if hi == 1 else "non-negative finite numbers"
+        raise ValueError(f"{name} must be {want}, got {a[bad].ravel()[0]!r}" + (f" (entry of {a.shape})" if a.ndim else ""))
+    return a
+
+
+def _count(name: str, k: Any) -> tuple[int, float]:
+    """A positive integer count and its float value (refused past float64)."""
+    k = positive_int(name, k)
+    try:
+        return k, float(k)
+    except OverflowError:
+        raise ValueError(f"{name} = {k} is too large for float64") from None
+
+
+def _finite(value: float, what: str) -> float:
+    """``value`` as float if finite, else a ValueError saying which arguments overflowed ``what``."""
+    if not np.isfinite(value):
+        raise ValueError(f"{what} exceeds float64 (about 1.8e308)")
+    return float(value)
 
 
 def _nonneg(name: str, v: Any, allow_inf: bool = False) -> float:
@@ -61,37 +102,41 @@ def tradeoff_eps_delta(alpha: ArrayLike, epsilon: float, delta: float = 0.0) -> 
     """``f_{ε,δ}(α) = max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)}`` (vectorised in α)."""
     eps = _nonneg("epsilon", epsilon)
     delta = _prob("delta", delta)
-    a = np.asarray(alpha, float)
-    if np.any((a < 0) | (a > 1)):
-        raise ValueError("alpha must lie in [0, 1]")
-    return np.maximum(0.0, np.maximum(1 - delta - np.exp(eps) * a, np.exp(-eps) * (1 - delta - a)))
+    a = _array("alpha", alpha, hi=1.0)
+    with np.errstate(over="ignore", invalid="ignore"):  # e^ε·α for a huge ε: −inf, or α = 0 exactly
+        first = np.where(a > 0, 1 - delta - np.exp(eps) * a, 1 - delta)
+    return np.maximum(0.0, np.maximum(first, np.exp(-eps) * (1 - delta - a)))
 
 
 def tradeoff_gdp(alpha: ArrayLike, mu: float) -> NDArray[np.float64]:
     """``G_μ(α) = Φ(Φ⁻¹(1 − α) − μ)``: the trade-off of N(0,1) vs N(μ,1)."""
     mu = _nonneg("mu", mu)
-    a = np.asarray(alpha, float)
-    if np.any((a < 0) | (a > 1)):
-        raise ValueError("alpha must lie in [0, 1]")
+    a = _array("alpha", alpha, hi=1.0)
     return stats.norm.cdf(stats.norm.ppf(1 - a) - mu)
 
 
 def gaussian_mu(sensitivity: float, sigma: float) -> float:
     """Gaussian noise N(0, σ²) on a query of ℓ₂ sensitivity Δ is (Δ/σ)-GDP."""
-    if sigma <= 0 or sensitivity < 0:
-        raise ValueError("need sigma > 0 and sensitivity >= 0")
-    return float(sensitivity) / float(sigma)
+    sens = _nonneg("sensitivity", sensitivity)
+    sd = _real("sigma", sigma)
+    if not (np.isfinite(sd) and sd > 0):
+        raise ValueError(f"sigma must be a positive finite number, got {sd}")
+    mu = _finite(sens / sd, f"sensitivity/sigma = {sens:g}/{sd:g}")
+    if mu == 0 and sens > 0:  # Δ/σ below 5e-324: claiming 0-GDP would be wrong
+        raise ValueError(f"sensitivity/sigma = {sens:g}/{sd:g} underflows float64 (below 5e-324)")
+    return mu
 
 
 def gdp_delta(epsilon: ArrayLike, mu: float) -> float | NDArray[np.float64]:
     """``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``: μ-GDP ⇔ (ε, δ(ε))-DP for all ε >= 0."""
     mu = _nonneg("mu", mu)
-    eps = np.asarray(epsilon, float)
-    if np.any(eps < 0):
-        raise ValueError("epsilon must be non-negative")
+    eps = _array("epsilon", epsilon)
     if mu == 0:
         return np.zeros_like(eps) if eps.ndim else 0.0
-    out = special.ndtr(-eps / mu + mu / 2) - np.exp(eps + special.log_ndtr(-eps / mu - mu / 2))
+    # ε/μ may overflow to inf for a tiny μ: both terms are then 0 (no NaN: the exponent
+    # ε + log Φ(−ε/μ − μ/2) <= ε/2 − ε²/(2μ²) − μ²/8 <= 0, so e^(…) never overflows)
+    with np.errstate(over="ignore", divide="ignore"):
+        out = special.ndtr(-eps / mu + mu / 2) - np.exp(eps + special.log_ndtr(-eps / mu - mu / 2))
     out = np.maximum(out, 0.0)
     return out if out.ndim else float(out)
 
@@ -105,6 +150,8 @@ def gdp_epsilon(delta: float, mu: float) -> float:
     hi = 1.0
     while gdp_delta(hi, mu) > delta:
         hi *= 2
+        if not np.isfinite(hi):  # ε ≈ μ²/2: past float64 for μ beyond ~1e154
+            raise ValueError(f"mu = {mu:g}: the ε with δ(ε) <= {delta:g} exceeds float64 (about 1.8e308)")
     return float(optimize.brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-13))
 
 
@@ -112,36 +159,51 @@ def gdp_mu_for(epsilon: float, delta: float) -> float:
     """The largest μ such that μ-GDP implies (ε, δ)-DP."""
     eps = _nonneg("epsilon", epsilon)
     delta = _prob("delta", delta, closed=False)
-    hi = 1.0
-    while gdp_delta(eps, hi) < delta:
-        hi *= 2
-    return float(optimize.brentq(lambda m: gdp_delta(eps, m) - delta, 1e-12, hi, xtol=1e-14))
+    # δ(ε; μ) increases from 0 (μ → 0) to 1 (μ → ∞): bracket the root by powers of 2
+    lo = hi = 1.0
+    if gdp_delta(eps, 1.0) < delta:
+        while gdp_delta(eps, hi) < delta:  # μ ≈ √(2ε) at most: finite for every finite ε
+            lo, hi = hi, 2 * hi
+    else:
+        while gdp_delta(eps, lo) >= delta:  # μ ≈ δ·√(2π) at least: > 0 for every δ > 0
+            lo, hi = lo / 2, lo
+    return float(optimize.brentq(lambda m: gdp_delta(eps, m) - delta, lo, hi, xtol=min(1e-14, lo * 1e-14)))
 
 
 def gdp_compose(*mus: float) -> float:
-    """Composition of μ_i-GDP mechanisms is ``√(Σ μ_i²)``-GDP."""
-    arr = np.array([_nonneg("mu", m) for m in np.ravel(mus)])
-    return float(np.sqrt(np.sum(arr**2)))
+    """Composition of μ_i-GDP mechanisms is ``√(Σ μ_i²)``-GDP (computed scale-free)."""
+    arr = np.array([_nonneg("mus", m) for m in _items("mus", mus)], dtype=np.float64)
+    top = float(arr.max()) if arr.size else 0.0
+    if top == 0.0:
+        return 0.0
+    return _finite(top * np.sqrt(np.sum((arr / top) ** 2)), "the composed μ of mus")
+
+
+def _items(name: str, values: Any) -> list[Any]:
+    """The entries of a scalar, a sequence or an array (nested ones flattened), as given."""
+    try:
+        return list(np.ravel(np.asarray(values, dtype=object)))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{name} could not be read as a list of numbers: {exc}") from None
 
 
 def group_gdp(mu: float, k: int) -> float:
     """A μ-GDP mechanism is kμ-GDP for groups of size k."""
-    return float(_nonneg("mu", mu) * _positive_int("k", k))
-
-
-def _positive_int(name: str, k: Any) -> int:
-    if isinstance(k, bool) or int(k) != k or k < 1:
-        raise ValueError(f"{name} must be a positive integer, got {k!r}")
-    return int(k)
+    mu = _nonneg("mu", mu)
+    _, kf = _count("k", k)
+    return _finite(mu * kf, f"k·mu = {kf:g}·{mu:g}")
 
 
 def basic_composition(epsilons: ArrayLike, deltas: ArrayLike | None = None) -> tuple[float, float]:
     """k mechanisms (ε_i, δ_i)-DP compose to (Σε_i, Σδ_i)-DP."""
-    eps = np.array([_nonneg("epsilon", e) for e in np.ravel(epsilons)])
-    dl = np.zeros_like(eps) if deltas is None else np.array([_prob("delta", d) for d in np.ravel(deltas)])
+    eps = np.array([_nonneg("epsilons", e) for e in _items("epsilons", epsilons)], dtype=np.float64)
+    dl = np.zeros_like(eps) if deltas is None else np.array([_prob("deltas", d) for d in _items("deltas", deltas)],
+                                                             dtype=np.float64)
     if len(dl) != len(eps):
-        raise ValueError("epsilons and deltas must have the same length")
-    return float(eps.sum()), float(min(1.0, dl.sum()))
+        raise ValueError(f"epsilons and deltas must have the same length, got {len(eps)} and {len(dl)}")
+    with np.errstate(over="ignore"):
+        total = _finite(eps.sum(), "the sum of epsilons")
+    return total, float(min(1.0, dl.sum()))
 
 
 def advanced_composition(epsilon: float, delta: float, k: int, delta_prime: float) -> tuple[float, float]:
@@ -149,18 +211,25 @@ def advanced_composition(epsilon: float, delta: float, k: int, delta_prime: floa
     ``ε' = ε √(2k ln(1/δ')) + k ε (e^ε − 1)``."""
     eps = _nonneg("epsilon", epsilon)
     delta = _prob("delta", delta)
-    k = _positive_int("k", k)
+    k, kf = _count("k", k)
     dp = _prob("delta_prime", delta_prime, closed=False)
-    e = eps * np.sqrt(2 * k * np.log(1 / dp)) + k * eps * np.expm1(eps)
-    return float(e), float(min(1.0, k * delta + dp))
+    with np.errstate(over="ignore"):
+        e = eps * np.sqrt(2 * kf * np.log(1 / dp)) + kf * eps * np.expm1(eps)
+    e = _finite(e, f"the composed ε of epsilon = {eps:g} and k = {k}")
+    return e, float(min(1.0, kf * delta + dp))
 
 
 def group_privacy(epsilon: float, delta: float, k: int) -> tuple[float, float]:
-    """(ε, δ)-DP for individuals gives (kε, k e^{(k−1)ε} δ)-DP for groups of size k."""
+    """(ε, δ)-DP for individuals gives (kε, min(1, k e^{(k−1)ε} δ))-DP for groups of size k
+    (the δ in log space: it saturates at 1 without overflow)."""
     eps = _nonneg("epsilon", epsilon)
     delta = _prob("delta", delta)
-    k = _positive_int("k", k)
-    return float(k * eps), float(min(1.0, k * np.exp((k - 1) * eps) * delta))
+    k, kf = _count("k", k)
+    group_eps = _finite(kf * eps, f"k·epsilon = {kf:g}·{eps:g}")
+    if delta == 0:
+        return group_eps, 0.0
+    log_delta = np.log(kf) + (kf - 1) * eps + np.log(delta)  # may be +inf: then δ = 1
+    return group_eps, float(min(1.0, np.exp(min(log_delta, 0.0))))
 
 
 def dp_events() -> Any:
@@ -188,9 +257,9 @@ def epsilon_delta_dp_event(epsilon: float, delta: float = 0.0) -> Any:
     Compose these with dp-accounting's ``PLDAccountant()`` (its default neighbouring
     relation; its ``RdpAccountant`` takes the Laplace and Gaussian events but not this one).
     """
-    dpa = dp_events()
     eps = _nonneg("epsilon", epsilon)
     dl = _prob("delta", delta)
+    dpa = dp_events()
     if dl > 0:
         return dpa.UnsupportedDpEvent()
     if eps == 0:
@@ -212,6 +281,10 @@ class Spend:
     label: str = ""
     claim: PrivacyClaim | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", _nonneg("epsilon", self.epsilon))
+        object.__setattr__(self, "delta", _prob("delta", self.delta))
+
     def to_dp_event(self) -> Any:
         """The release as a dp-accounting ``DpEvent``: its claim's
         (``PrivacyClaim.to_dp_event``), else :func:`epsilon_delta_dp_event`."""
@@ -226,8 +299,10 @@ class BudgetAccountant:
     ``BudgetAccountant(epsilon=inf, delta=0.0)`` (keyword-only, as in diffprivlib):
     every release spends its ``(ε_i, δ_i)`` and the total is their basic composition
     ``(Σε_i, min(1, Σδ_i))`` (valid for any mix of pure and approximate DP
-    mechanisms, adaptive or not). A spend that would exceed the budget raises
-    :class:`BudgetExceededError` and records nothing. Pass it to a mechanism as
+    mechanisms, adaptive or not). ``epsilon=inf`` (the default) sets no ε limit. A spend
+    that would exceed the budget raises :class:`BudgetExceededError` and records nothing;
+    a spend's δ may exceed 1 (k answers at δ each compose to kδ), which then counts as
+    δ = 1 and exceeds any budget δ < 1. Pass it to a mechanism as
     ``accountant=``; mechanisms check it before drawing noise.
     """
 
@@ -252,14 +327,20 @@ class BudgetAccountant:
         return max(0.0, self.epsilon - e), max(0.0, self.delta - d)
 
     def check(self, epsilon: float, delta: float = 0.0) -> tuple[float, float]:
-        """Raise :class:`BudgetExceededError` if spending ``(epsilon, delta)`` would exceed the budget."""
+        """Raise :class:`BudgetExceededError` if spending ``(epsilon, delta)`` would exceed the budget.
+
+        ``delta`` may exceed 1 (a composition of δ's, kδ): it counts as ``min(1, delta)``.
+        Returns ``(epsilon, min(1, delta))``."""
         eps = _nonneg("epsilon", epsilon)
-        dl = _prob("delta", delta)
+        asked = _nonneg("delta", delta)
+        dl = min(1.0, asked)
         e, d = self.total
-        if e + eps > self.epsilon * (1 + self._SLACK) or d + dl > self.delta * (1 + self._SLACK) + 1e-300:
+        if e + eps > self.epsilon * (1 + self._SLACK) or min(1.0, d + dl) > self.delta * (1 + self._SLACK) + 1e-300:
             raise BudgetExceededError(
-                f"budget exceeded: spending ε = {eps:g}, δ = {dl:g} on top of ε = {e:g}, δ = {d:g} "
+                f"budget exceeded: spending ε = {eps:g}, δ = {asked:g} on top of ε = {e:g}, δ = {d:g} "
                 f"would pass the budget ε = {self.epsilon:g}, δ = {self.delta:g}")
+        if not np.isfinite(e + eps):  # an unlimited budget: the total itself must stay a number
+            raise ValueError(f"epsilon = {eps:g} on top of ε = {e:g} spent: the total exceeds float64")
         return eps, dl
 
     def spend(self, epsilon: float, delta: float = 0.0, *, label: str = "",
