@@ -36,7 +36,7 @@ from scipy import stats
 from scipy.spatial import KDTree
 
 from ._rng import as_generator
-from ._validate import is_int, is_real
+from ._validate import as_real_array, check_memory, is_int, is_real, short_repr
 
 
 @dataclass
@@ -63,13 +63,22 @@ class AuditResult:
     failure: str | None = None
 
     def refutes(self, claimed_epsilon: float) -> bool:
-        return self.epsilon_lower_bound > claimed_epsilon
+        """Whether the bound exceeds ``claimed_epsilon`` (>= 0; inf: no claim, never refuted)."""
+        return self.epsilon_lower_bound > _epsilon_arg("claimed_epsilon", claimed_epsilon)
 
     def delta_lower_bound(self, epsilon: float) -> float:
         """``P_low − e^ε Q_high`` (>= 0): the release is not (ε, δ)-DP for smaller δ."""
+        epsilon = _epsilon_arg("epsilon", epsilon)
         if self.failure is not None:
             return 1.0
         return float(max(0.0, self.p_low - math.exp(epsilon) * self.q_high)) if epsilon < 700 else 0.0
+
+
+def _epsilon_arg(name: str, value: Any) -> float:
+    """An ε to compare with: a real number >= 0 (inf allowed), else a ValueError naming ``name``."""
+    if not is_real(value) or not value >= 0:
+        raise ValueError(f"{name} must be a number >= 0 (inf allowed), got {short_repr(value)}")
+    return float(value)
 
 
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
@@ -78,6 +87,11 @@ def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     Each bound is one-sided at level 1 − α/2 (together, a two-sided 1 − α interval):
     ``scipy.stats.binomtest(k, n).proportion_ci(1 − α, method="exact")``.
     """
+    n = _int_at_least("n", n, 1)
+    if not is_int(k) or not 0 <= k <= n:
+        raise ValueError(f"k must be an integer in [0, n] = [0, {n}], got {short_repr(k)}")
+    if not (is_real(alpha) and 0 < alpha < 1):
+        raise ValueError(f"alpha must be in (0, 1), got {short_repr(alpha)}")
     ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=1 - alpha, method="exact")
     return float(ci.low), float(ci.high)
 
@@ -93,15 +107,23 @@ def _epsilon_bound(k_p: int, k_q: int, n_p: int, n_q: int, delta: float,
 
 def _check_common(alpha: float, delta: float) -> None:
     if not (is_real(alpha) and 0 < alpha < 1):
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+        raise ValueError(f"alpha must be in (0, 1), got {short_repr(alpha)}")
     if not (is_real(delta) and 0 <= delta < 1):
-        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+        raise ValueError(f"delta must be in [0, 1), got {short_repr(delta)}")
 
 
 def _int_at_least(name: str, value: Any, low: int) -> int:
     if not is_int(value) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {low}, got {short_repr(value)}")
     return int(value)
+
+
+def _outputs(label: str, value: Any) -> NDArray[np.float64]:
+    """A sampler's outputs as float64 (real numbers only: complex or text is refused, not cast)."""
+    try:
+        return as_real_array(f"{label}'s outputs", value).astype(np.float64)
+    except OverflowError:
+        raise ValueError(f"{label}'s outputs hold integers too large for float64") from None
 
 
 def _failure(alpha: float, delta: float, n: int, event: dict[str, Any], message: str) -> AuditResult:
@@ -135,6 +157,7 @@ def audit_event(event: Callable[[NDArray[np.float64]], bool], sample_p: Callable
         raise ValueError("sample_p and sample_q must be functions k -> k outputs")
     windows = _int_at_least("windows", windows, 1)
     window = _int_at_least("window", window, 2)
+    check_memory("window", window, 8 * 8 * window)  # one window and its pair search, per dimension
     _check_common(alpha, delta)
     name = name or getattr(event, "__name__", "event")
     hits = {}
@@ -142,7 +165,7 @@ def audit_event(event: Callable[[NDArray[np.float64]], bool], sample_p: Callable
     for label, sampler in (("sample_p", sample_p), ("sample_q", sample_q)):
         k = 0
         for i in range(windows):
-            W = np.asarray(sampler(window), dtype=float)
+            W = _outputs(label, sampler(window))
             if W.ndim not in (1, 2) or W.shape[0] != window or (shape is not None and W.shape != shape):
                 want = f"{shape}" if shape is not None else f"({window},) or ({window}, dim)"
                 raise ValueError(f"{label} must return windows of shape {want}; got {W.shape}")
@@ -175,7 +198,7 @@ def repeated_answer(atol: float = 0.0) -> Callable[[NDArray[np.float64]], bool]:
     its frequency differs between x and x'; report the hits under both.
     """
     if not (is_real(atol) and 0 <= atol < math.inf):
-        raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
+        raise ValueError(f"atol must be a finite number >= 0, got {short_repr(atol)}")
 
     def answer_repeated(W: NDArray[np.float64]) -> bool:
         return bool(KDTree(_as_rows(W)).query_pairs(r=float(atol), p=np.inf))
@@ -193,11 +216,11 @@ def fx_on_line(fx: ArrayLike, tol: float = 1e-9) -> Callable[[NDArray[np.float64
     reused z and fresh r puts ``fx`` exactly on such a line; continuous noise in dim >= 2
     does so with probability 0. Under x' the auditor still tests the ``fx`` of x.
     """
-    fx = np.atleast_1d(np.asarray(fx, dtype=float))
+    fx = np.atleast_1d(as_real_array("fx", fx)).astype(np.float64)
     if fx.ndim != 1 or not np.all(np.isfinite(fx)):
         raise ValueError(f"fx must be a finite 1-D vector (no NaN or inf), got shape {fx.shape}")
     if not (is_real(tol) and 0 < tol < 1):
-        raise ValueError(f"tol must be in (0, 1), got {tol!r}")
+        raise ValueError(f"tol must be in (0, 1), got {short_repr(tol)}")
 
     def on_line(W: NDArray[np.float64]) -> bool:
         W = _as_rows(W)
@@ -293,12 +316,17 @@ def audit(sample_p: Callable[[int], ArrayLike], sample_q: Callable[[int], ArrayL
     test, half to evaluate it. Returns an :class:`AuditResult`; non-finite outputs give
     ε_LB = inf and a ``failure`` message naming the sampler.
     """
+    if not (callable(sample_p) and callable(sample_q)):
+        raise ValueError("sample_p and sample_q must be functions k -> k outputs")
     n = _int_at_least("n", n, 100)
+    # both samples, their training halves pooled and sorted, per dimension: refuse before sampling
+    check_memory("n", n, 8 * 8 * n)
     _check_common(alpha, delta)
     n_proj = _int_at_least("n_proj", n_proj, 0)
+    check_memory("n_proj", n_proj, 8 * 4 * n * n_proj)
     gen = as_generator(rng)
-    A = np.asarray(sample_p(n), float)
-    B = np.asarray(sample_q(n), float)
+    A = _outputs("sample_p", sample_p(n))
+    B = _outputs("sample_q", sample_q(n))
     if A.shape != B.shape or A.shape[0] != n or A.ndim not in (1, 2):
         raise ValueError(f"sample_p and sample_q must return {n} outputs of equal shape; got {A.shape} and {B.shape}")
     half = n // 2

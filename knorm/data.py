@@ -119,6 +119,9 @@ class Attribute:
         v = np.asarray(values)
         if v.ndim != 1:
             raise ValueError(f"attribute {self.name!r}: values must be 1-D, got shape {v.shape}")
+        if np.iscomplexobj(v) or (v.dtype == object and any(isinstance(u, complex) for u in v.tolist())):
+            raise ValueError(f"attribute {self.name!r}: values must be real, got complex numbers "
+                             "(an imaginary part is never dropped)")
         if self.categories is not None:
             return self._category_codes(v)
         try:
@@ -352,6 +355,11 @@ def split_marginals(domain: Domain, k: int, answers: ArrayLike) -> dict[tuple[st
     if a.ndim not in (1, 2) or a.shape[-1] != d:
         raise ValueError(f"answers must have shape ({d},) or (m, {d}) for the {k}-way marginals of {domain!r}; "
                          f"got {a.shape}")
+    if a.dtype.kind == "b":
+        raise ValueError("answers must be real numbers (released answers), got bools")
+    a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"answers contains {int(np.count_nonzero(~np.isfinite(a)))} NaN or infinite entries")
     out, i = {}, 0
     for attrs, s in zip(combos, sizes):
         m = math.prod(s)
