@@ -53,9 +53,13 @@ def _whitener(covariance: ArrayLike | None, d: int) -> NDArray[np.float64] | Non
     c = as_real_array("covariance", covariance).astype(np.float64)
     if not np.all(np.isfinite(c)):
         raise ValueError("covariance contains NaN or infinite entries")
+    top = float(np.max(np.abs(c))) if c.size else 0.0
+    if top > 0:  # Σ and aΣ (a > 0) give the same estimate: scale to max |Σ| in [0.5, 1)
+        c = np.ldexp(c, -int(np.frexp(top)[1]))
     if c.shape == (d,):
         if np.any(c <= 0):
-            raise ValueError("covariance (a vector of variances) must be positive")
+            raise ValueError("covariance (a vector of variances) must be positive "
+                             "(and within float64's range of each other)")
         return np.sqrt(c)
     if c.shape != (d, d):
         raise ValueError(f"covariance must have shape ({d}, {d}) or ({d},) to match F with {d} rows; got {c.shape}")
@@ -92,6 +96,8 @@ def least_squares(F: ArrayLike, answers: ArrayLike, *, covariance: ArrayLike | N
         Fw, aw = linalg.solve_triangular(L, F, lower=True), linalg.solve_triangular(L, a.T, lower=True)
     # rank cut-off as numpy's matrix_rank: scipy's default (eps) keeps singular values of
     # ≈ 1e-15 relative, i.e. directions off the column space of a rank-deficient F
+    if not (np.all(np.isfinite(Fw)) and np.all(np.isfinite(aw))):
+        raise ValueError("covariance is too ill-conditioned: whitening F and the answers leaves float64")
     cond = max(Fw.shape) * np.finfo(np.float64).eps
     x = linalg.lstsq(Fw, aw, cond=cond, lapack_driver="gelsd")[0].T  # (m, n), minimum norm
     out = x @ F.T
@@ -128,6 +134,12 @@ def project_to_total(F: ArrayLike, answers: ArrayLike, total: float, *, nonnegat
                      return_x: bool = False) -> NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The point of ``N·K`` closest (ℓ₂) to the answers, for a PUBLIC total count N.
 
+    N must not be computed from the data: declare it (a count published elsewhere) or
+    release it with its own ε (e.g. ``LaplaceMechanism(np.ones((1, n)), epsilon=ε₀)``,
+    ``Δ₁ = 1``) charged to the same accountant; the result then carries both claims
+    (basic composition). ``total=x.sum()`` would put the private total, un-noised, into
+    every answer.
+
     ``nonnegative=True``: histograms ``x >= 0`` with ``Σx = N``, so ``N·K = N·conv(f_i)`` (the
     columns of F); ``False``: ``‖x‖₁ <= N`` and ``N·K = N·conv(±f_i)`` (Nikolov–Talwar–Zhang's
     projection). Both contain Fx, so ``‖ŷ − Fx‖ <= ‖a − Fx‖`` for every draw.
@@ -136,6 +148,7 @@ def project_to_total(F: ArrayLike, answers: ArrayLike, total: float, *, nonnegat
     ``‖Fw − a‖ = N ‖G v‖`` for ``G = F − a 1ᵀ/N``; over ``u = t v >= 0`` the objective
     ``‖G u‖² + (1ᵀu − 1)² = t²‖Gv‖² + (t − 1)²`` has minimum ``‖Gv‖²/(1 + ‖Gv‖²)`` over t, which
     increases with ``‖Gv‖``, so ``v = u/1ᵀu`` for the NNLS solution u (G scaled to unit size).
+    The result is exact up to about 1e-15·N·max|F| (absolute), NNLS's precision.
     """
     F = validate_matrix(F)
     a, one = _answers(F, answers)
@@ -149,8 +162,14 @@ def project_to_total(F: ArrayLike, answers: ArrayLike, total: float, *, nonnegat
     n = F.shape[1]
     out, xs = np.zeros_like(a), np.zeros((len(a), n))
     if N > 0:
+        # G = C − a/N up to a positive factor, computed as (N·C − a)·2^-e with N·C and a
+        # scaled by powers of two first: no overflow or underflow whatever N, F and a are
+        e_c = int(np.frexp(np.max(np.abs(C)))[1])
+        Cs = np.ldexp(C, -e_c)
         for i, row in enumerate(a):
-            G = C - row[:, None] / N
+            top = float(np.max(np.abs(row)))
+            e = max(int(np.frexp(N)[1]) + e_c, int(np.frexp(top)[1]) if top > 0 else -1075)
+            G = np.ldexp(N, e_c - e) * Cs - np.ldexp(row, -e)[:, None]
             scale = float(np.max(np.abs(G)))
             if scale == 0.0:  # every column equals a/N: a is in N·K already
                 v = np.full(C.shape[1], 1.0 / C.shape[1])
@@ -159,7 +178,10 @@ def project_to_total(F: ArrayLike, answers: ArrayLike, total: float, *, nonnegat
                 v = u / u.sum()
             w = N * v
             xs[i] = w if nonnegative else w[:n] - w[n:]
-            out[i] = C @ w
+            with np.errstate(over="ignore"):
+                out[i] = C @ w
+        if not np.all(np.isfinite(out)):
+            raise ValueError(f"total = {N:g}: the projected answers total·F exceed float64 (about 1.8e308)")
     if one:
         out, xs = out[0], xs[0]
     return (out, xs) if return_x else out
