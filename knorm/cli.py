@@ -23,7 +23,6 @@ import dataclasses
 import json
 import math
 import os
-import secrets
 import sys
 import tempfile
 import time
@@ -43,7 +42,6 @@ WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range
 WORKLOAD_DEFAULTS = {"d": 20, "n": 100}
 WORKLOAD_OPTIONS = {"pm1": ("d", "n"), "bernoulli": ("d", "n"), "identity": ("d", "n"), "prefix": ("d", "n"),
                     "all_range": ("n",), "width_range": ("n", "k"), "marginals": ("shape", "k")}
-ENTROPY_FILE = "noise-entropy.json"
 
 
 class CLIError(Exception):
@@ -317,35 +315,40 @@ def _dask_executor(address):
 
 # ---- knorm sample -----------------------------------------------------------------------------
 
-def _noise_rng(args):
+def _checkpoint(args, F, x):
+    """``--checkpoint``: the run's :class:`~knorm.walks.checkpoint.Checkpoint`, bound to the
+    whole command (F, the data's hash or "no data", mechanism, ε, δ, count, walk, options,
+    seed). A new run refuses a folder that holds a checkpoint; ``--resume`` refuses unless
+    the folder holds an unfinished run of the identical command (exit 2, nothing written)."""
+    from .walks.checkpoint import Checkpoint, CheckpointConflict
+
+    context = {"knorm": __version__, "command": "sample", "matrix": F, "data": "no data" if x is None else x,
+               "mechanism": args.mechanism, "epsilon": args.epsilon, "delta": args.delta, "count": args.count,
+               "walk": args.walk, "accept_uncertified": args.accept_uncertified, "seed": args.nonprivate_seed}
+    option = "--resume" if args.resume else "--checkpoint"
+    try:
+        return Checkpoint(args.checkpoint, every=args.checkpoint_every, resume=args.resume, context=context)
+    except CheckpointConflict as exc:
+        raise UsageError(f"{option}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"--checkpoint: {exc}".splitlines()[0]) from None
+
+
+def _noise_rng(args, checkpoint):
     """The mechanism's rng: the explicit non-private seed, else OS entropy.
 
-    With ``--checkpoint`` (and no seed), 128 bits of OS entropy are drawn once and kept in
-    the checkpoint folder so that ``--resume`` continues the same (still private) run; the
-    folder then holds secrets (the entropy and the chains' states) and must be deleted
-    once the run has finished.
+    With ``--checkpoint`` (and no seed), 128 bits of OS entropy are drawn once and saved
+    (0600) with the run's first snapshot, so that ``--resume`` continues the same (still
+    private) run; the checkpoint deletes them when the run finishes.
     """
     if args.nonprivate_seed is not None:
-        return args.nonprivate_seed, None
-    if not args.checkpoint:
-        return None, None
-    path = Path(args.checkpoint) / ENTROPY_FILE
-    entropy = None
-    if args.resume and path.exists():
-        try:
-            entropy = int(json.loads(path.read_text())["entropy"])
-        except (OSError, ValueError, KeyError, TypeError):
-            raise CLIError(f"--resume: cannot read {str(path)!r}; it is not a knorm checkpoint") from None
-    if entropy is None:
-        entropy = secrets.randbits(128)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        old = os.umask(0o077)
-        try:
-            atomic_write(path, lambda f: f.write(json.dumps({"entropy": str(entropy)}).encode()))
-        finally:
-            os.umask(old)
-        os.chmod(path, 0o600)
-    return np.random.default_rng(np.random.SeedSequence(entropy)), path
+        return args.nonprivate_seed
+    if checkpoint is None:
+        return None
+    try:
+        return np.random.default_rng(np.random.SeedSequence(checkpoint.entropy()))
+    except ValueError as exc:
+        raise UsageError(f"--resume: {exc}") from None
 
 
 def build_mechanism(name, F, args, rng, sampler_options):
@@ -479,18 +482,17 @@ def cmd_sample(args):
     copies = (4 if args.mechanism in ("laplace", "gaussian") else 8) + (8 if answers_in_json else 0)
     check_memory("--count", args.count, d, copies)
 
+    checkpoint = _checkpoint(args, F, x) if args.checkpoint else None
     if args.nonprivate_seed is not None:
         _warn(f"--nonprivate-seed {args.nonprivate_seed}: the noise is reproducible from this seed, "
               "so the output is NOT PRIVATE")
-    rng, entropy_file = _noise_rng(args)
-    noise_source = "seed" if args.nonprivate_seed is not None else "os-entropy"  # entropy file: still OS entropy
+    rng = _noise_rng(args, checkpoint)
+    noise_source = "seed" if args.nonprivate_seed is not None else "os-entropy"  # checkpointed: still OS entropy
     sampler_options = {}
     if args.workers:
         sampler_options["workers"] = args.workers
-    if args.checkpoint:
-        from .walks.checkpoint import Checkpoint
-
-        sampler_options["checkpoint"] = Checkpoint(args.checkpoint, every=args.checkpoint_every, resume=args.resume)
+    if checkpoint is not None:
+        sampler_options["checkpoint"] = checkpoint
     show = not args.quiet and sys.stderr.isatty()
     progress = Progress(show, f"{args.mechanism} ε={args.epsilon:g}")
     executor = None
@@ -514,8 +516,13 @@ def cmd_sample(args):
         if executor is not None:
             executor.close()
     seconds = time.perf_counter() - t0
-    if args.checkpoint:  # a resumed run: add the sampler time its snapshots had already spent
-        seconds += sampler_options["checkpoint"].resumed_seconds
+    if checkpoint is not None:
+        try:  # before the answers exist anywhere: from here on no crash leaves their noise to replay
+            checkpoint.retire()
+        except OSError as exc:
+            raise CLIError(f"--checkpoint: cannot delete the finished run's checkpoint ({exc}); the answers were "
+                           "not written") from None
+        seconds += checkpoint.resumed_seconds  # a resumed run: the sampler time its snapshots had already spent
     total, per_answer = _claims(mech, noise_source)
     diagnostics = _diagnostics(mech)
     summary = {
@@ -542,11 +549,8 @@ def cmd_sample(args):
     else:  # nothing computed from Fx or the answers: the expected error comes from separate draws
         summary["expected_error"] = _expected_error(mech, None)
     summary["diagnostics"] = diagnostics
-    summary["resumed_from_checkpoint"] = bool(args.checkpoint and sampler_options["checkpoint"].loaded)
-    if args.resume and not summary["resumed_from_checkpoint"]:
-        _warn(f"--resume: no snapshot of this run in {args.checkpoint!r}; it ran from the start")
-    if entropy_file is not None:
-        summary["noise_entropy_file"] = str(entropy_file)
+    summary["resumed_from_checkpoint"] = bool(checkpoint is not None and checkpoint.loaded)
+    summary["checkpoint_deleted"] = checkpoint is not None  # the finished run's snapshots and entropy
     summary["out"] = str(out) if out else None
     if out is not None:
         write_samples(out, samples, {"privacy": total, "privacy_per_answer": per_answer, "summary": summary})
@@ -610,9 +614,9 @@ def _print_sample_summary(s):
     if dg:
         print(f"mixing: max R-hat {dg['max_rhat']:.4f}, min bulk ESS {dg['min_ess']:.0f} over {dg['draws']} draws "
               f"({dg['runs']} sampler run(s)), {'certified' if dg['converged'] else 'NOT certified'}")
-    if s.get("noise_entropy_file"):
-        print(f"secret: {s['noise_entropy_file']} and the checkpoint's snapshots determine the noise; "
-              "delete the checkpoint folder once the run is done")
+    if s.get("checkpoint_deleted"):
+        print("checkpoint: the finished run's snapshots and entropy (secrets) were deleted before the output was "
+              "written")
     if s["out"]:
         print(f"wrote {s['out']}")
 # ---- knorm info -------------------------------------------------------------------------------
@@ -938,9 +942,13 @@ def build_parser():
                    help="print a machine-readable summary (with --data and no --out: including the answers)")
     s.add_argument("--quiet", action="store_true", help="no progress bar and no summary (unless --json)")
     s.add_argument("--checkpoint", metavar="DIR",
-                   help="save sampler snapshots in DIR (secret, like the noise: delete it after the run)")
+                   help="save snapshots of the unfinished run in DIR (created 0700; secret like the noise: they "
+                        "hold its entropy and chain states); deleted when the run finishes; a new run refuses a "
+                        "DIR that holds a checkpoint")
     s.add_argument("--checkpoint-every", type=_positive_float, default=30.0, metavar="SECONDS")
-    s.add_argument("--resume", action="store_true", help="continue the interrupted run saved in --checkpoint")
+    s.add_argument("--resume", action="store_true",
+                   help="continue the interrupted run in --checkpoint DIR: the identical command only (same F, "
+                        "data, mechanism, ε, δ, count, walk, options), else refused")
     s.add_argument("--workers", type=_positive_int, default=None, help="local threads running chains")
     s.add_argument("--scheduler", metavar="ADDRESS", help="run chain batches on this Dask distributed scheduler")
     s.set_defaults(func=cmd_sample)
@@ -1057,8 +1065,8 @@ def main(argv=None):
     except KeyboardInterrupt:
         if args.debug:
             raise
-        sys.stderr.write("knorm: interrupted" + (" (resume with --resume)\n" if getattr(args, "checkpoint", None)
-                                                else "\n"))
+        resumable = getattr(args, "checkpoint", None) and any(Path(args.checkpoint).glob("sample-*.npz"))
+        sys.stderr.write("knorm: interrupted" + (" (resume with --resume)\n" if resumable else "\n"))
         return 130
     except BrokenPipeError:  # the reader went away (`knorm ... | head`): stop quietly
         try:

@@ -432,19 +432,25 @@ def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(monkeypatc
         assert rc == 1 and "Traceback" in err and "IndexError" in err
 
 
-def test_private_run_resumes_from_its_checkpoint(tmp_path, capsys):
-    """Without a seed, the OS entropy behind a checkpointed run is kept (secret) beside its
-    snapshots, so --resume continues the same run; a new run draws new noise."""
-    base = ["sample", *SMALL, "--count", "200", "--quiet", "--checkpoint", str(tmp_path / "ck")]
-    assert run([*base, "--out", str(tmp_path / "a.npy")], capsys)[0] == 0
-    entropy = tmp_path / "ck" / cli.ENTROPY_FILE
+def test_private_run_resumes_from_its_checkpoint(tmp_path, capsys, monkeypatch):
+    """Without a seed, the OS entropy behind an interrupted checkpointed run is kept (secret,
+    0600) beside its snapshots, so --resume continues the same run; the finished run's
+    checkpoint is deleted, and a new run draws new noise."""
+    from knorm.walks.checkpoint import ENTROPY_FILE
+
+    ck = tmp_path / "ck"
+    base = ["sample", *SMALL, "--count", "3000", "--quiet", "--checkpoint", str(ck), "--checkpoint-every", "1e-9"]
+    real = interrupt_progress(monkeypatch, after=2)
+    assert run([*base, "--out", str(tmp_path / "a.npy")], capsys)[0] == 130
+    entropy = ck / ENTROPY_FILE
     assert entropy.exists() and (entropy.stat().st_mode & 0o777) == 0o600
+    monkeypatch.setattr(cli.Progress, "__call__", real)
     rc, stdout, _ = run([*base, "--resume", "--json", "--out", str(tmp_path / "b.npy")], capsys)
     s = json.loads(stdout)
     assert rc == 0 and s["resumed_from_checkpoint"] and s["private"] and s["noise_source"] == "os-entropy"
-    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
+    assert s["checkpoint_deleted"] and list(ck.iterdir()) == []
     assert run([*base, "--out", str(tmp_path / "c.npy")], capsys)[0] == 0
-    assert not np.any(np.load(tmp_path / "a.npy") == np.load(tmp_path / "c.npy"))
+    assert not np.any(np.load(tmp_path / "b.npy") == np.load(tmp_path / "c.npy"))
 
 
 def test_bench_overwrites_only_with_force(tmp_path, capsys):

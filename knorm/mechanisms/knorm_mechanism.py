@@ -68,6 +68,9 @@ class KNormMechanism(Mechanism):
         self.last_info: SamplingInfo | None = None
         # built (cheaply: set-up waits for the first run) even for exact bodies, to check the options
         self._sampler = Sampler(self.body, walk=walk, rng=self._rng, **self.sampler_options)
+        if self.sampler_options.get("checkpoint") is not None:  # a resume must be this mechanism's (ε, walk, …)
+            self.sampler_options["checkpoint"].bind("K-norm", self.epsilon, walk, self.bank_size,
+                                                    self.accept_uncertified)
         check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
         self._bank = np.empty((0, self.d))
         self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?

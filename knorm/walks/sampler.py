@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
+from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -20,11 +20,8 @@ from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from .chains import BLOCK, Chain, check_workers, default_params, run_chains, walk_id
-from .checkpoint import CHAIN_KEYS, fingerprint
+from .checkpoint import CHAIN_KEYS, Checkpoint, fingerprint
 from .rounding import Rounding, round_body
-
-if TYPE_CHECKING:
-    from .checkpoint import Checkpoint
 
 
 class ChainDiagnostics(NamedTuple):
@@ -271,6 +268,9 @@ class Sampler:
         self.workers = check_workers(workers)
         if progress is not None and not callable(progress):
             raise ValueError(f"progress must be None or callable, got {progress!r}")
+        if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
+            raise TypeError(f"checkpoint must be None or a knorm.walks.checkpoint.Checkpoint, got "
+                            f"{type(checkpoint).__name__}")
         if checkpoint is not None and rng is None:
             raise ValueError("checkpoints need a seeded rng (an int or a Generator): fresh entropy cannot be resumed")
         self._gen = as_generator(rng)
@@ -286,6 +286,9 @@ class Sampler:
         self._records = 0  # records per chain made so far (all runs, discarded pools included)
         self.last_info: SamplingInfo | None = None
         self._kept: Any = None  # (records, index of the first) of the last run's pool: get_chain
+        if checkpoint is not None:  # a resumed run must be this sampler's: matrix, walk, sizes, params, seed
+            checkpoint.bind("Sampler", self.body.F, walk, self.nchains, self.min_draws, self.max_steps, self._params,
+                            self._gen.bit_generator.state)
 
     # -- memory estimates (bytes) ---------------------------------------------------
     def _chain_bytes(self) -> int:
@@ -379,7 +382,7 @@ class Sampler:
         budget = self.max_steps if self.max_steps is not None else max(100_000, 200 * r * per_chain)
         stats0 = sum(c.stats for c in cs)
         pivots0 = sum(c.pivots for c in cs)
-        fp = snap = None
+        fp, snap = "", None
         before = 0.0  # seconds this run spent before its snapshot (a resumed run)
         if self.checkpoint is not None:
             fp = self._fingerprint(size, pool, budget)
@@ -389,21 +392,21 @@ class Sampler:
                 c.load_state_dict(st)
             used, warmup, need, offset = (int(snap[k]) for k in ("used", "warmup", "need", "offset"))
             self.tau, self.thin, self.warm = float(snap["tau"]), int(snap["thin"]), True
-            draws, done = np.array(snap["draws"]), bool(snap["done"])
-            before = float(snap.get("seconds", 0.0))  # snapshots of knorm 0.x hold no time
+            draws = np.array(snap["draws"])
+            before = float(snap["seconds"])
         else:
             used = warmup = self._warm_up(budget) if not self.warm else 0
-            draws, done, need, offset = np.empty((nchains, 0, r)), False, per_chain, self._records
+            draws, need, offset = np.empty((nchains, 0, r)), per_chain, self._records
 
-        def save(force: bool = False) -> None:
+        def save() -> None:
             if self.checkpoint is not None:
                 self.checkpoint.save(fp, cs, {"used": used, "warmup": warmup, "tau": self.tau, "thin": self.thin,
-                                              "need": need, "offset": offset, "done": done,
-                                              "seconds": before + time.perf_counter() - t0}, draws, force=force)
+                                              "need": need, "offset": offset,
+                                              "seconds": before + time.perf_counter() - t0}, draws)
 
         short_runs = 0
         while True:
-            while need > 0 and not done:
+            while need > 0:
                 k = min(need, CHUNK_DRAWS)
                 rec = run_chains(cs, walk, k * self.thin, self.thin, self.params, self.workers)
                 used += k * self.thin
@@ -419,7 +422,7 @@ class Sampler:
             keep, dropped = self._select(draws)
             mixed = float(np.min(e)) >= total / 2 and dropped <= MAX_REPEAT_FRACTION * total / 2
             ok = mixed and float(np.max(rh)) < 1.01 and total >= pool
-            if done or (ok or used + per_chain * self.thin > budget) and len(keep) >= size:
+            if (ok or used + per_chain * self.thin > budget) and len(keep) >= size:
                 break
             if ok or used + per_chain * self.thin > budget:
                 # repeats left fewer than size draws: a few more records (first pass rule)
@@ -437,9 +440,8 @@ class Sampler:
                 # R-hat only: extend in quarter steps (R-hat is re-checked after each one,
                 # a mild form of optional stopping; poorly mixed chains keep failing it)
                 need = _even(max(2, per_chain // 4))
-        if not done:  # a finished run loaded from its snapshot is already saved
-            done = True
-            save(force=True)
+        if self.checkpoint is not None:  # finished: its snapshot is deleted, never loaded again
+            self.checkpoint.finish(fp)
         keep, dropped = self._select(draws, commit=True)
         self._records = offset + draws.shape[1]
         self._kept = (draws, offset)
@@ -605,7 +607,7 @@ def sample_uniform(body_or_F: SymmetricHull | ArrayLike, size: int, *, walk: str
     progress : callable ``progress(done, target)`` called with pooled records so far.
     checkpoint : a :class:`knorm.walks.checkpoint.Checkpoint`: save snapshots and, with
         ``resume=True``, continue an interrupted run to the identical result (needs a
-        seeded ``rng``).
+        seeded ``rng``; the run's snapshot is deleted when it finishes).
 
     Returns an array (size, d) in ambient coordinates (in the span of F), in release
     order (round-robin over chains; see :class:`Sampler` for warm-up, thinning, which

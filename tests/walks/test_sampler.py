@@ -176,9 +176,10 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(F, tmp_path):
     assert ck.loaded == 1
     np.testing.assert_array_equal(got, want)
     assert info2.steps == info.steps
-    # a finished run is loaded whole
-    again = sample_uniform(F, 3000, rng=21, checkpoint=Checkpoint(tmp_path, resume=True))
-    np.testing.assert_array_equal(again, want)
+    # the finished run's snapshot was deleted: it is never loaded again
+    assert not list(tmp_path.glob("sample-*.npz"))
+    with pytest.raises(ValueError, match="no unfinished run"):
+        Checkpoint(tmp_path, resume=True)
 
 
 def test_checkpoint_needs_a_seed(F, tmp_path):
@@ -352,9 +353,10 @@ def test_checkpoint_resumes_a_continued_run(F, tmp_path):
         s1.run(2000)
     ck = Checkpoint(tmp_path, every=0, resume=True)
     s2 = Sampler(F, rng=12, checkpoint=ck)
-    s2.run(600)  # finished: loaded whole
+    s2.run(600)  # finished before the interrupt (its snapshot deleted): run again, identically
+    assert ck.loaded == 0
     np.testing.assert_array_equal(s2.run(2000)[0], want)  # resumed after its first chunk
-    assert ck.loaded == 2
+    assert ck.loaded == 1 and not list(tmp_path.glob("sample-*.npz"))
 
 
 def test_seeded_draws_do_not_depend_on_the_core_count(F, monkeypatch):
