@@ -36,7 +36,8 @@ from .body import SymmetricHull
 from .body.hull import validate_matrix
 from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
                          LaplaceMechanism, NIMechanism, PIdentityMechanism)
-from .mechanisms._base import check_accountant, check_delta, check_epsilon, check_n_samples
+from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check_epsilon, check_n_samples,
+                               in_float_range, scaled)
 from .walks.chains import walk_id
 
 __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "P_IDENTITY_MAX_N"]
@@ -45,7 +46,6 @@ __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "P_IDENTITY_
 CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "knorm", "nim")
 P_IDENTITY_MAX_N = 512  # p-Identity's search is O(n²p) per step: seconds at n = 256, ~20 s at 1024
 TIE = 1e-6  # relative: rows this close are equal (K-norm of an injective F *is* the identity strategy)
-CHUNK_BYTES = 2**25  # noise draws held at once by the Monte Carlo of a row (32 MiB)
 MECHANISM_OPTIONS = ("walk", "bank_size", "sampler_options", "accept_uncertified")
 
 
@@ -161,7 +161,9 @@ class _Builder:
         self.nim_levels = None
 
     def row(self, name, rms, stderr, exact, method, notion="pure ε-DP"):
-        return ErrorRow(name, float(rms), float(stderr), bool(exact), method, notion, self.d)
+        """A ranked row; a ValueError (the row is skipped with it) where rms leaves float64."""
+        rms = in_float_range(float(rms), "the rms error", self.epsilon)
+        return ErrorRow(name, rms, float(stderr), bool(exact), method, notion, self.d)
 
     def skipped(self, name, why):
         notion = "(ε, δ)-DP" if name == "gaussian" else "pure ε-DP"
@@ -169,16 +171,16 @@ class _Builder:
 
     def laplace(self):
         m = self.built["laplace"] = LaplaceMechanism(self.F, **self.common)
-        return self.row("laplace", np.sqrt(m.expected_squared_error()), 0.0, True, "exact: √(2d)·Δ₁/ε")
+        return self.row("laplace", m.rms_error(), 0.0, True, "exact: √(2d)·Δ₁/ε")
 
     def gaussian(self):
         m = self.built["gaussian"] = GaussianMechanism(self.F, delta=self.delta, **self.common)
-        return self.row("gaussian", np.sqrt(m.expected_squared_error()), 0.0, True,
+        return self.row("gaussian", m.rms_error(), 0.0, True,
                         "exact: √d·σ (analytic calibration)", notion="(ε, δ)-DP")
 
     def _strategy(self, name, m, how):
         self.built[name] = m
-        return self.row(name, np.sqrt(m.expected_squared_error()), 0.0, True, f"exact: {how}")
+        return self.row(name, m.rms_error(), 0.0, True, f"exact: {how}")
 
     def identity(self):
         m = IdentityMechanism(self.F, **self.common)
@@ -204,7 +206,7 @@ class _Builder:
     def knorm(self):
         body = self._body()
         k, eps = body.dim, self.epsilon
-        factor = np.sqrt((k + 1) * (k + 2)) / eps * body._scale
+        factor = scaled(np.sqrt((k + 1) * (k + 2)) * body._unit, body._exp, eps)  # no 1/ε or scale² formed
         s = body.exact_structure
         if s is not None:
             rms = factor * np.sqrt(np.trace(s.covariance_frame()))
@@ -214,7 +216,7 @@ class _Builder:
         z = m.sample_uniform(self.n_samples)
         info = m.last_info
         ess = max(2.0, min(self.n_samples, info.min_ess * self.n_samples / info.draws))
-        rms, se = _rms_from_draws(np.linalg.norm(z, axis=1) / body._scale, factor, ess)
+        rms, se = _rms_from_draws(np.linalg.norm(np.ldexp(z, -body._exp), axis=1) / body._unit, factor, ess)
         how = (f"Monte Carlo: E‖z‖₂² from {self.n_samples} MCMC ({self.walk}) uniform draws, ESS {ess:.0f}"
                + ("" if info.converged else ", run NOT certified"))
         return self.row("knorm", rms, se, False, how)
@@ -229,15 +231,16 @@ class _Builder:
         if all(lv.exact_covariance for lv in m.levels):
             return self.row("nim", m.predicted_error, 0.0, True,
                             f"exact: √Σ c_i/ε_i², {len(m.levels)} level(s) {[lv.dim for lv in m.levels]}")
-        scale = self._body()._scale
+        body = self._body()
         step = max(1, CHUNK_BYTES // (8 * self.d))  # answers of all ranges: d = n(n+1)/2 per draw
         norms, fracs = [], [1.0]
         for i in range(0, self.n_samples, step):
-            norms.append(np.linalg.norm(m.sample_noise(min(step, self.n_samples - i)), axis=1) / scale)
+            noise = np.ldexp(m.sample_noise(min(step, self.n_samples - i)), -body._exp)  # unit scale
+            norms.append(np.linalg.norm(noise, axis=1) / body._unit)
             fracs += [lv.mechanism.last_info.min_ess / lv.mechanism.last_info.draws for lv in m.levels
                       if lv.mechanism.last_info is not None]
         ess = max(2.0, self.n_samples * min(fracs))
-        rms, se = _rms_from_draws(np.concatenate(norms), scale, ess)
+        rms, se = _rms_from_draws(np.concatenate(norms), body._scale, ess)
         return self.row("nim", rms, se, False, f"Monte Carlo over {self.n_samples} noise draws (ESS {ess:.0f}), "
                                                 f"{len(m.levels)} level(s) {[lv.dim for lv in m.levels]}")
 
@@ -306,7 +309,9 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
         reason += f"; tied with {', '.join(tied)} (the first of the list wins)"
     if others:
         runner = min(others, key=lambda k: others[k])
-        reason += f"; next {runner} {others[runner]:.4g} ({others[runner] / low:.3g}×)"
+        with np.errstate(over="ignore"):  # rows are normal floats (in_float_range): low > 0
+            ratio = np.float64(others[runner]) / low
+        reason += f"; next {runner} {others[runner]:.4g} ({ratio:.3g}×)"
     if table[best].notion != "pure ε-DP":
         reason += f"; (ε, δ)-DP with δ = {delta:g}"
     if best in b.built:  # built with the caller's rng, nothing drawn yet

@@ -4,27 +4,67 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator, noise_source
-from .._validate import check_memory, is_real, positive_int
+from .._validate import check_memory, is_int, is_real, positive_int
 from ..privacy import BudgetAccountant
-from ..body.hull import validate_matrix
+from ..body.hull import _exponent, _ldexp, validate_matrix
 
 NEIGHBOURS = "‖x − x'‖₁ ≤ 1"
+MAX_N_SAMPLES = 10**7  # Monte-Carlo draws one error estimate may ask for
+TINY = float(np.finfo(np.float64).tiny)  # below this a float64 has lost precision (subnormal) or is 0
 
 _V = TypeVar("_V")
 
 
+def check_positive(name: str, value: Any) -> float:
+    """``value`` as a positive finite float (bools, strings, complex, None refused), else a
+    one-line ValueError naming ``name``."""
+    try:
+        v = float(value) if is_real(value) else float("nan")
+    except OverflowError:  # a Python int beyond float64
+        v = float("inf")
+    if not (np.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return v
+
+
 def check_epsilon(epsilon: float) -> float:
-    if not is_real(epsilon):
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
-    if not np.isfinite(epsilon) or epsilon <= 0:
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
-    return float(epsilon)
+    return check_positive("epsilon", epsilon)
+
+
+def unit_exponent(F: NDArray[np.float64]) -> int:
+    """The ``e`` with ``max|F|·2^-e`` in [1, 2): ``F·2^-e`` is F at unit scale, exactly (a 0/±1 matrix
+    is its own unit form)."""
+    return int(_exponent(F)) - 1
+
+
+def scaled(unit_value: float, e: int, epsilon: float = 1.0, power: int = 1) -> float:
+    """``unit_value·(2^e/ε)^power`` with no intermediate over- or underflow (a quantity computed
+    on ``F·2^-e`` at ε = 1, in F's units at ε): ±inf or 0 only where the result itself leaves float64."""
+    m, k = np.frexp(epsilon)  # ε = m·2^k, m in [0.5, 1)
+    return float(_ldexp(float(unit_value) / float(m) ** power, power * (e - int(k))))
+
+
+def in_float_range(value: float, what: str, epsilon: float) -> float:
+    """``value`` if it is a normal positive float64, else a one-line ValueError naming epsilon and
+    F's scale (``what`` overflowed to inf, or underflowed to 0 or a subnormal)."""
+    if np.isfinite(value) and value >= TINY:
+        return float(value)
+    way = "overflows" if not value < np.inf else "underflows"
+    raise ValueError(f"{what} {way} float64 at epsilon = {epsilon:g}: "
+                     f"{'a smaller' if way == 'underflows' else 'a larger'} epsilon (or rescaled inputs) is needed")
+
+
+def check_noise_scale(scale: float, epsilon: float, what: str = "the noise scale") -> float:
+    """A mechanism's noise scale (answer units) if it is a normal float64, else a one-line ValueError
+    naming epsilon: noise that overflows, or underflows to nothing, cannot be released."""
+    return in_float_range(scale, what, epsilon)
 
 
 def check_delta(delta: float) -> float:
@@ -45,20 +85,46 @@ def check_size(size: int | None, dim: int | None = None) -> int | None:
 
 
 def check_n_samples(n_samples: int, name: str = "n_samples") -> int:
-    """A Monte-Carlo sample count: an int >= 2 (a standard error needs two draws)."""
+    """A Monte-Carlo sample count: an int in [2, MAX_N_SAMPLES] (a standard error needs two
+    draws; more than 10⁷ is refused before anything is drawn)."""
     n = positive_int(name, n_samples)
-    if n < 2:
-        raise ValueError(f"{name} must be at least 2 (a standard error needs two draws), got {n}")
+    if not 2 <= n <= MAX_N_SAMPLES:
+        raise ValueError(f"{name} must be an integer in [2, {MAX_N_SAMPLES:.0e}] (a standard error needs two "
+                         f"draws), got {n}")
     return n
 
 
 def check_finite_output(values: _V, what: str) -> _V:
-    """Raise instead of returning NaN or ±inf (e.g. a noise scale that overflowed)."""
+    """A ValueError instead of returning NaN or ±inf (e.g. noise that overflowed)."""
     arr = np.asarray(values)
     if not np.all(np.isfinite(arr)):
-        raise FloatingPointError(f"{what} overflowed to a non-finite value; epsilon is too small "
-                                 "(or the query too large) for float64 noise")
+        raise ValueError(f"{what} overflowed to a non-finite value; epsilon is too small "
+                         "(or the query too large) for float64 noise")
     return values
+
+
+MAX_MC_VALUES = 2**30  # values one Monte-Carlo error estimate may draw (seconds to a minute)
+CHUNK_BYTES = 2**25  # working memory of one batch of noise draws or tree solves (32 MiB)
+
+
+def mc_expected_norm(draw: Callable[[int], NDArray[np.float64]], n_samples: int, width: int, factor: float,
+                     method: str) -> ErrorEstimate:
+    """``E‖noise‖₂ = factor·E‖draw‖₂`` by Monte Carlo over ``draw(m)`` (m exact unit-scale draws at a
+    time, each a vector whose computation holds ``width`` floats): memory bounded by chunks of 32 MiB,
+    ``n_samples``·``width`` capped before anything is drawn; ``factor`` (the noise scale) is applied to
+    the mean, so no square overflows."""
+    n_samples = check_n_samples(n_samples)
+    if n_samples * width > MAX_MC_VALUES:
+        raise ValueError(f"n_samples={n_samples} draws of {width} values each exceed the {MAX_MC_VALUES:.2g} "
+                         "values one Monte-Carlo estimate may draw: ask for fewer")
+    step = max(1, CHUNK_BYTES // (8 * width))
+    norms = np.concatenate([np.linalg.norm(draw(min(step, n_samples - i)), axis=1)
+                            for i in range(0, n_samples, step)])
+    with np.errstate(over="ignore", under="ignore"):
+        value, stderr = float(factor * norms.mean()), float(factor * (norms.std(ddof=1) / np.sqrt(n_samples)))
+    check_finite_output([value, stderr], "the expected error")
+    return ErrorEstimate(value, stderr, False, method)
+
 
 
 def check_accountant(accountant: BudgetAccountant | None) -> BudgetAccountant | None:
@@ -110,9 +176,9 @@ class PrivacyClaim:
 
     def composed(self, k: int) -> PrivacyClaim:
         """The claim of ``k`` answers on the same data: basic composition, ``(kε, min(1, kδ))``."""
+        if not is_int(k) or k < 0:
+            raise ValueError(f"k must be a non-negative integer (0: nothing released), got {k!r}")
         k = int(k)
-        if k < 0:
-            raise ValueError(f"k must be a non-negative integer, got {k}")
         how = f"basic composition of {k} answer{'s' if k != 1 else ''} at ε = {self.epsilon:g}"
         how += f", δ = {self.delta:g} each" if self.delta else " each"
         if self.composition:
@@ -204,10 +270,10 @@ def mc_norm_estimate(draws: ArrayLike, factor: float = 1.0, ess: float | None = 
         raise ValueError(f"a Monte-Carlo error estimate needs at least 2 draws, got {len(draws)}")
     # ‖v‖ = s·‖v/s‖ with s = max|v|: no overflow or underflow of squares (F may be 1e±300)
     s = float(np.max(np.abs(draws)))
-    unit = np.linalg.norm(draws / s, axis=1) * factor if s > 0 else np.zeros(len(draws))
+    unit = np.linalg.norm(draws / s, axis=1) if s > 0 else np.zeros(len(draws))
     m = len(unit) if ess is None else ess
-    with np.errstate(over="ignore"):
-        value, stderr = s * float(unit.mean()), s * float(unit.std(ddof=1) / np.sqrt(m))
+    with np.errstate(over="ignore", under="ignore"):  # s·factor first: s may be tiny and factor huge
+        value, stderr = s * factor * float(unit.mean()), s * factor * float(unit.std(ddof=1) / np.sqrt(m))
     check_finite_output([value, stderr], "the expected error")
     return ErrorEstimate(value, stderr, False, method)
 
@@ -302,8 +368,12 @@ class Mechanism(Accounted, ABC):
         """
         x = self.check_x(x)
         m = check_size(size, self.d)
+        with np.errstate(over="ignore", invalid="ignore"):
+            fx = self.F @ x
+        if not np.all(np.isfinite(fx)):
+            raise ValueError("x is too large: Fx overflows float64")
         self._check_budget(m or 1)
-        out = check_finite_output(self.F @ x + self.sample_noise(size), "the answer")
+        out = check_finite_output(fx + self.sample_noise(size), "the answer")
         self._spend(m or 1)
         return out
 

@@ -8,18 +8,35 @@ from scipy import optimize, special
 
 from ..privacy import BudgetAccountant
 
-from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_n_samples, check_size,
-                    mc_norm_estimate)
+from ..body.hull import validate_matrix
+from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_finite_output,
+                    check_noise_scale, check_positive, check_size, in_float_range, mc_expected_norm, scaled,
+                    unit_exponent)
+
+
+def _column_norms(F: ArrayLike, ord: int) -> tuple[float, int]:
+    """``(max_i ‖f_i‖ on F·2^-e, e)``: F's largest column norm at unit scale and its power-of-two scale."""
+    F = validate_matrix(F)
+    e = unit_exponent(F)
+    return float(np.max(np.linalg.norm(np.ldexp(F, -e), ord=ord, axis=0))), e
+
+
+def _sensitivity(F: ArrayLike, ord: int) -> float:
+    unit, e = _column_norms(F, ord)
+    value = scaled(unit, e)
+    if not np.isfinite(value):
+        raise ValueError(f"F: its largest column ℓ{ord} norm (≈ 2^{e + np.log2(unit):.0f}) overflows float64")
+    return value
 
 
 def l1_sensitivity(F: ArrayLike) -> float:
     """Δ₁ = max_i ‖f_i‖₁ (the ℓ₁ change of Fx between neighbours ‖x − x'‖₁ ≤ 1)."""
-    return float(np.max(np.abs(np.asarray(F, float)).sum(axis=0)))
+    return _sensitivity(F, 1)
 
 
 def l2_sensitivity(F: ArrayLike) -> float:
-    """Δ₂ = max_i ‖f_i‖₂."""
-    return float(np.max(np.linalg.norm(np.asarray(F, float), axis=0)))
+    """Δ₂ = max_i ‖f_i‖₂ (computed at unit scale: no square over- or underflows)."""
+    return _sensitivity(F, 2)
 
 
 def expected_norm_gaussian(d: int, sigma: float) -> float:
@@ -37,53 +54,73 @@ class LaplaceMechanism(Mechanism):
                  accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
+        unit, e = _column_norms(self.F, 1)
         self.sensitivity = l1_sensitivity(self.F)
-        self.scale = self.sensitivity / self.epsilon
-        if not np.isfinite(self.scale):
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the Laplace scale Δ₁/ε overflows float64")
+        self.scale = check_noise_scale(scaled(unit, e, self.epsilon), self.epsilon, "the Laplace scale Δ₁/ε")
         self._claim = PrivacyClaim("Laplace", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"l1_sensitivity": self.sensitivity, "scale": self.scale})
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)
-        return self._one_or_many(self._rng.laplace(0.0, self.scale, size=(m or 1, self.d)), m)
+        return self._one_or_many(check_finite_output(self._rng.laplace(0.0, self.scale, size=(m or 1, self.d)),
+                                                      "the noise"), m)
+
+    def rms_error(self) -> float:
+        """``√E‖noise‖₂² = √(2d)·b`` with b = Δ₁/ε (exact; no square is formed)."""
+        return in_float_range(np.sqrt(2.0 * self.d) * self.scale, "the rms error", self.epsilon)
 
     def expected_squared_error(self) -> float:
         """``E‖noise‖₂² = 2 d b²`` with b = Δ₁/ε (exact)."""
-        return 2.0 * self.d * self.scale**2
+        with np.errstate(over="ignore", under="ignore"):
+            return in_float_range(float(2.0 * self.d * np.float64(self.scale) ** 2), "the expected squared error",
+                                  self.epsilon)
 
     def expected_error(self, n_samples: int = 200_000) -> ErrorEstimate:
         """``E‖noise‖₂``: no closed form; Monte Carlo over exact Laplace draws (≈ √(2d)·b)."""
-        n_samples = check_n_samples(n_samples)
         rng = np.random.default_rng(self._rng.integers(2**63))
-        draws = rng.laplace(0.0, self.scale, size=(n_samples, self.d))
-        return mc_norm_estimate(draws, method=f"Monte Carlo, {n_samples} exact draws")
+        def draw(m: int) -> NDArray[np.float64]:
+            return rng.laplace(0.0, 1.0, size=(m, self.d))
+        return mc_expected_norm(draw, n_samples, self.d, self.scale, f"Monte Carlo, {n_samples} exact draws")
+
+
+def _unit_gaussian_log_sigma(epsilon: float, delta: float) -> float:
+    """``log σ₁``: the smallest σ₁ with ``Φ(1/2σ₁ − εσ₁) − e^ε Φ(−1/2σ₁ − εσ₁) <= δ`` (unit sensitivity)."""
+
+    def excess(log_sigma: float) -> float:
+        s = np.exp(log_sigma)
+        with np.errstate(over="ignore", under="ignore"):
+            a = 1.0 / (2 * s) - epsilon * s
+            b = -1.0 / (2 * s) - epsilon * s
+            return float(special.ndtr(a) - np.exp(epsilon + special.log_ndtr(b)) - delta)
+
+    # bracket the root in log σ₁, widening until the signs differ (or σ₁ leaves float64)
+    lo, hi = -20.0, 20.0
+    while excess(lo) <= 0.0:
+        lo -= 20.0
+        if lo < -700.0:
+            raise ValueError(f"epsilon = {epsilon:g}, delta = {delta:g}: the Gaussian σ per unit of sensitivity "
+                             "underflows float64")
+    while excess(hi) > 0.0:
+        hi += 20.0
+        if hi > 700.0:
+            raise ValueError(f"epsilon = {epsilon:g}, delta = {delta:g}: the Gaussian σ per unit of sensitivity "
+                             "overflows float64")
+    return float(optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14))
 
 
 def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     """Smallest σ with ``Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) <= δ`` (Balle & Wang 2018).
 
     The left side is the exact privacy profile δ(ε) of the Gaussian mechanism, i.e.
-    docs/design.md §7's μ-GDP conversion with μ = Δ/σ; it decreases in σ.
+    docs/design.md §7's μ-GDP conversion with μ = Δ/σ; it decreases in σ and depends on
+    Δ/σ alone, so σ = Δ·σ₁ with σ₁ solved at Δ = 1 (any scale of Δ works).
     """
-
-    def excess(log_sigma: float) -> float:
-        s = np.exp(log_sigma)
-        a = sensitivity / (2 * s) - epsilon * s / sensitivity
-        b = -sensitivity / (2 * s) - epsilon * s / sensitivity
-        return special.ndtr(a) - np.exp(epsilon + special.log_ndtr(b)) - delta
-
-    # bracket the root in log σ, widening until the signs differ (or σ leaves float64)
-    lo, hi = np.log(sensitivity) - 20.0, np.log(sensitivity) + 20.0
-    while excess(lo) <= 0.0:
-        lo -= 20.0
-        if lo < -740.0:
-            raise ValueError(f"epsilon = {epsilon:g}, delta = {delta:g}: the Gaussian σ underflows float64")
-    while excess(hi) > 0.0:
-        hi += 20.0
-        if hi > 709.0:
-            raise ValueError(f"epsilon = {epsilon:g}, delta = {delta:g}: the Gaussian σ overflows float64")
-    return float(np.exp(optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14)))
+    sensitivity = check_positive("sensitivity", sensitivity)
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    log_unit = _unit_gaussian_log_sigma(epsilon, delta)
+    m, e = np.frexp(sensitivity)
+    sigma = scaled(float(m) * np.exp(log_unit), int(e))
+    return check_noise_scale(sigma, epsilon, "the Gaussian σ")
 
 
 class GaussianMechanism(Mechanism):
@@ -102,27 +139,37 @@ class GaussianMechanism(Mechanism):
         if calibration not in ("analytic", "classic"):
             raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}")
         self.calibration = calibration
+        unit, e = _column_norms(self.F, 2)
         self.sensitivity = l2_sensitivity(self.F)
         if calibration == "classic":
             if self.epsilon >= 1.0:
                 raise ValueError(f"the classic Gaussian calibration needs epsilon < 1 (got {self.epsilon}); "
                                  "use calibration='analytic'")
-            self.sigma = self.sensitivity * np.sqrt(2 * np.log(1.25 / self.delta)) / self.epsilon
+            sigma = scaled(unit * np.sqrt(2 * np.log(1.25 / self.delta)), e, self.epsilon)
         else:
-            self.sigma = analytic_gaussian_sigma(self.sensitivity, self.epsilon, self.delta)
-        if not np.isfinite(self.sigma):
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the Gaussian σ overflows float64")
+            sigma = scaled(unit * np.exp(_unit_gaussian_log_sigma(self.epsilon, self.delta)), e)
+        self.sigma = check_noise_scale(sigma, self.epsilon, "the Gaussian σ")
         self._claim = PrivacyClaim("Gaussian", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
                                     details={"l2_sensitivity": self.sensitivity, "sigma": self.sigma,
                                              "calibration": calibration})
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)
-        return self._one_or_many(self._rng.normal(0.0, self.sigma, size=(m or 1, self.d)), m)
+        return self._one_or_many(check_finite_output(self._rng.normal(0.0, self.sigma, size=(m or 1, self.d)),
+                                                      "the noise"), m)
+
+    def rms_error(self) -> float:
+        """``√E‖noise‖₂² = √d·σ`` (exact; no square is formed)."""
+        return in_float_range(np.sqrt(self.d) * self.sigma, "the rms error", self.epsilon)
 
     def expected_squared_error(self) -> float:
-        return self.d * self.sigma**2
+        """``E‖noise‖₂² = d·σ²`` (exact)."""
+        with np.errstate(over="ignore", under="ignore"):
+            return in_float_range(float(self.d * np.float64(self.sigma) ** 2), "the expected squared error",
+                                  self.epsilon)
 
     def expected_error(self) -> ErrorEstimate:
         """``E‖N(0, σ²I_d)‖₂ = σ√2 Γ((d+1)/2)/Γ(d/2)`` (exact)."""
-        return ErrorEstimate(expected_norm_gaussian(self.d, self.sigma), 0.0, True, "chi-distribution mean")
+        with np.errstate(over="ignore"):
+            value = in_float_range(expected_norm_gaussian(self.d, self.sigma), "the expected error", self.epsilon)
+        return ErrorEstimate(value, 0.0, True, "chi-distribution mean")

@@ -9,7 +9,8 @@ from ..privacy import BudgetAccountant
 from .._rng import as_generator
 from .._validate import is_real
 from ..body.hull import validate_matrix
-from ._base import Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_size
+from ._base import (Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_noise_scale,
+                    check_positive, check_size)
 
 
 class BoundedLaplaceMechanism(Accounted):
@@ -33,12 +34,14 @@ class BoundedLaplaceMechanism(Accounted):
         self.lower, self.upper = lower, upper
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
+        if not isinstance(clip, (bool, np.bool_)):
+            raise ValueError(f"clip must be True or False, got {clip!r}")
         self.clip = bool(clip)
-        with np.errstate(over="ignore"):  # an overflow is refused just below
-            self.scale = (upper - lower) / (self.epsilon - np.log1p(-self.delta))
-        if not np.isfinite(self.scale):
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small for the domain width {upper - lower:g}: "
-                             "the Laplace scale overflows float64")
+        with np.errstate(over="ignore", under="ignore"):  # refused just below
+            width = np.float64(upper) - np.float64(lower)  # may overflow: [-1e308, 1e308]
+            scale = width / (self.epsilon - np.log1p(-self.delta))
+        self.scale = check_noise_scale(float(scale), self.epsilon,
+                                       f"the Laplace scale for the domain width {width:g}")
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
         self._claim = PrivacyClaim("bounded-data Laplace", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
@@ -47,6 +50,8 @@ class BoundedLaplaceMechanism(Accounted):
 
     def privacy_profile(self, epsilon: float) -> float:
         """Exact δ(ε') of Laplace(b) for shifts up to diam(D): ``max(0, 1 − e^{(ε' − diam/b)/2})``."""
+        if not is_real(epsilon) or not (np.isfinite(epsilon) and epsilon >= 0):
+            raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
         return float(max(0.0, -np.expm1((epsilon - (self.upper - self.lower) / self.scale) / 2)))
 
     def release(self, value: float, size: int | None = None) -> float | NDArray[np.float64]:
@@ -90,12 +95,10 @@ class CovarianceGaussianMechanism(Accounted):
         if self.epsilon > 1:
             raise ValueError(f"this calibration needs epsilon <= 1, got {self.epsilon}")
         self.delta = check_delta(delta)
-        if not np.isfinite(sensitivity) or sensitivity <= 0:
-            raise ValueError(f"sensitivity must be positive and finite, got {sensitivity!r}")
-        self.sensitivity = float(sensitivity)
-        self.c = np.sqrt(2 * np.log(2 / self.delta)) * self.sensitivity / self.epsilon
-        if not np.isfinite(self.c):
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the noise scale c overflows float64")
+        self.sensitivity = check_positive("sensitivity", sensitivity)
+        with np.errstate(over="ignore", under="ignore"):  # refused just below
+            c = np.sqrt(2 * np.log(2 / self.delta)) * (np.float64(self.sensitivity) / self.epsilon)
+        self.c = check_noise_scale(float(c), self.epsilon, "the noise scale c")
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
         self._claim = PrivacyClaim("Gaussian (covariance M)", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
@@ -109,7 +112,10 @@ class CovarianceGaussianMechanism(Accounted):
         M = validate_matrix(M, "M")
         if M.shape != (F.shape[0], F.shape[0]):
             raise ValueError(f"M must be {F.shape[0]}×{F.shape[0]} to match F, got {M.shape}")
-        L = np.linalg.cholesky(M)
+        try:
+            L = np.linalg.cholesky(M)
+        except np.linalg.LinAlgError:
+            raise ValueError("M must be positive definite") from None
         # ‖M^{-1/2} f‖₂ = ‖L^{-1} f‖₂ for M = L Lᵀ
         delta_m = float(np.max(np.linalg.norm(np.linalg.solve(L, F), axis=0)))
         mech = cls(M, delta_m, epsilon=epsilon, delta=delta, rng=rng, accountant=accountant)

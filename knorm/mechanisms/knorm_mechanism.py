@@ -13,7 +13,7 @@ from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
-                    check_size, mc_norm_estimate)
+                    check_noise_scale, check_size, in_float_range, mc_norm_estimate, scaled)
 
 
 SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "checkpoint", "params")
@@ -71,6 +71,9 @@ class KNormMechanism(Mechanism):
         if self.sampler_options.get("checkpoint") is not None:  # a resume must be this mechanism's (ε, walk, …)
             self.sampler_options["checkpoint"].bind("K-norm", self.epsilon, walk, self.bank_size,
                                                     self.accept_uncertified)
+        # r·z has scale (dim+1)/ε·(K's scale): refused here, before anything is drawn, if it leaves float64
+        check_noise_scale(scaled((self.dim + 1) * self.body._unit, self.body._exp, self.epsilon), self.epsilon,
+                          "the K-norm noise scale (dim+1)/ε·(K's scale)")
         check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
         self._bank = np.empty((0, self.d))
         self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?
@@ -132,4 +135,7 @@ class KNormMechanism(Mechanism):
     def expected_squared_error(self, n_samples: int = 4000) -> float:
         """``(dim+1)(dim+2)/ε² · E‖z‖₂²`` (Monte Carlo over uniform draws)."""
         z = self.sample_uniform(check_n_samples(n_samples))
-        return float((self.dim + 1) * (self.dim + 2) / self.epsilon**2 * np.mean(np.sum(z**2, axis=1)))
+        unit = np.ldexp(z, -self.body._exp)  # K at unit scale: no square over- or underflows
+        value = scaled((self.dim + 1) * (self.dim + 2) * float(np.mean(np.sum(unit**2, axis=1))), self.body._exp,
+                       self.epsilon, 2)
+        return in_float_range(value, "the expected squared error", self.epsilon)

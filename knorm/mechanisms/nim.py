@@ -22,11 +22,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 
-from .._validate import is_int, positive_int
+from .._validate import as_real_array, is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.sampler import Sampler, rounding_of
-from ._base import ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size, mc_norm_estimate
+from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size,
+                    in_float_range, mc_norm_estimate, scaled)
 from .knorm_mechanism import KNormMechanism, check_sampler_options
 
 SPLITS = ("auto", "halves")
@@ -46,14 +47,25 @@ def split_epsilon(costs: ArrayLike, epsilon: float) -> tuple[NDArray[np.float64]
     """The budgets minimising ``Σ c_i/ε_i²`` subject to ``Σ ε_i = ε`` (all ``c_i > 0``).
 
     Lagrange: ``−2c_i/ε_i³ + μ = 0`` gives ``ε_i = ε·c_i^{1/3}/Σ_j c_j^{1/3}``; the minimum is
-    ``(Σ_i c_i^{1/3})³/ε²``. Returns ``(ε_i array, minimum)``.
+    ``(Σ_i c_i^{1/3})³/ε²``. Returns ``(ε_i array, minimum)``; a ValueError naming epsilon where
+    the minimum leaves float64.
     """
-    c = np.asarray(costs, dtype=np.float64).ravel()
+    eps = check_epsilon(epsilon)
+    w, unit = _split_unit(costs)
+    return eps * w, in_float_range(scaled(unit, 0, eps, 2), "the minimum Σ c_i/ε_i²", eps)  # one level: exactly ε
+
+
+def _split_unit(costs: ArrayLike) -> tuple[NDArray[np.float64], float]:
+    """``(ε_i/ε, (Σ_i c_i^{1/3})³)``: :func:`split_epsilon` at ε = 1 (scale-free in ε)."""
+    c = as_real_array("costs", costs).astype(np.float64).ravel()
     if c.size == 0 or not np.all(np.isfinite(c)) or np.any(c <= 0):
         raise ValueError(f"costs must be positive finite numbers, got {costs!r}")
-    eps = check_epsilon(epsilon)
     w = np.cbrt(c)
-    return eps * (w / w.sum()), float(w.sum() ** 3 / eps**2)  # one level: exactly ε
+    with np.errstate(over="ignore"):
+        unit = float(w.sum() ** 3)
+    if not np.isfinite(unit):
+        raise ValueError("costs: (Σ c_i^(1/3))³ overflows float64")
+    return w / w.sum(), unit
 
 
 @dataclass
@@ -186,8 +198,10 @@ class NIMechanism(Mechanism):
         self._root_log_scale = root._log_scale
         stages = self._search(root)
         costs = [st.cost(st.split) for st in stages]
-        eps, total = split_epsilon(costs, self.epsilon)
+        shares, total = _split_unit(costs)  # ε_i = ε·share_i; Σ c_i/ε_i² = total/ε² (in frame units²)
+        eps = self.epsilon * shares
         self._scale = scale = np.float64(root._scale)
+        self._root_unit, self._root_exp = root._unit, root._exp  # root._scale = _root_unit·2^_root_exp
 
         self.levels: list[NIMLevel] = []
         for i, (st, c, e) in enumerate(zip(stages, costs, eps)):
@@ -196,12 +210,12 @@ class NIMechanism(Mechanism):
                                   bank_size=bank_size, sampler_options=sampler_options,
                                   accept_uncertified=accept_uncertified)
             kept = st.vec[:, st.split:] if st.split else st.vec
-            with np.errstate(over="ignore", under="ignore"):  # only the report may leave float64
+            with np.errstate(over="ignore", under="ignore", divide="ignore"):  # only the report may leave float64
                 ev = st.lam * np.square(scale)
-                pred = c / e**2 * np.square(scale)
+                pred = np.square(scaled(np.sqrt(c) * root._unit, root._exp, e))  # no 0·inf
             self.levels.append(NIMLevel(st.dim, st.basis, ev, kept, float(e), mech, c, float(pred), st.exact))
-        with np.errstate(over="ignore"):
-            self.predicted_error = float(np.sqrt(total) * scale)
+        self.predicted_error = in_float_range(scaled(np.sqrt(total) * root._unit, root._exp, self.epsilon),
+                                              "the predicted rms error", self.epsilon)
         exact_cov = all(lv.exact_covariance for lv in self.levels)
         self.prediction_basis = (
             "√(Σ_i (k_i+1)(k_i+2)/ε_i² · tr(P_Vi Cov(Uniform K_i) P_Vi)) = √E‖noise‖₂² "
@@ -306,8 +320,7 @@ class NIMechanism(Mechanism):
     def plan(self) -> list[dict[str, Any]]:
         """One dict per level: ``dim``, ``kept_dim``, ``epsilon``, ``predicted_rms_error``
         (``√(c_i/ε_i²)``, answer units) and ``covariance`` ("exact" or "mcmc estimate")."""
-        with np.errstate(over="ignore"):
-            rms = [float(np.sqrt(lv.cost) / lv.epsilon * self._scale) for lv in self.levels]
+        rms = [scaled(np.sqrt(lv.cost) * self._root_unit, self._root_exp, lv.epsilon) for lv in self.levels]
         return [{"dim": lv.dim, "kept_dim": lv.kept_dim, "epsilon": lv.epsilon, "predicted_rms_error": r,
                  "covariance": "exact" if lv.exact_covariance else "mcmc estimate"} for lv, r in zip(self.levels, rms)]
 

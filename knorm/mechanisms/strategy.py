@@ -25,14 +25,13 @@ from scipy import linalg, optimize, sparse
 from ..privacy import BudgetAccountant
 
 from .._validate import check_memory, positive_int
-from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
-                    check_size)
+from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
+                    check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled, unit_exponent)
 
 __all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "Hierarchy", "BRANCHINGS",
            "p_identity_objective"]
 
 BRANCHINGS = tuple(range(2, 17))  # branching factors tried when ``branching=None``
-_CHUNK_BYTES = 2**25  # working memory of one batch of tree solves / noise draws (32 MiB)
 
 
 def _rows_or_gram(F: NDArray[np.float64]) -> tuple[NDArray[np.float64], bool]:
@@ -40,19 +39,54 @@ def _rows_or_gram(F: NDArray[np.float64]) -> tuple[NDArray[np.float64], bool]:
     return (F.T @ F, True) if F.shape[0] > F.shape[1] else (F, False)
 
 
-def _mc_expected_norm(draw: Callable[[int], NDArray[np.float64]], n_samples: int, width: int,
-                      what: str) -> ErrorEstimate:
-    """``E‖noise‖₂`` by Monte Carlo over ``draw(m)`` (m exact noise draws at a time)."""
-    n_samples = check_n_samples(n_samples)
-    step = max(1, _CHUNK_BYTES // (8 * width))
-    norms = np.concatenate([np.linalg.norm(draw(min(step, n_samples - i)), axis=1)
-                            for i in range(0, n_samples, step)])
-    value, stderr = float(norms.mean()), float(norms.std(ddof=1) / np.sqrt(n_samples))
-    check_finite_output([value, stderr], "the expected error")
-    return ErrorEstimate(value, stderr, False, f"Monte Carlo, {n_samples} exact draws of {what}")
+class _Strategy(Mechanism):
+    """What the strategies share: noise ``F A⁺ z``, ``z ~ Lap(Δ₁/ε)`` on every row of A, and its
+    errors from the exact factor ``‖F A⁺‖_F²`` computed on ``F·2^-e`` (unit scale: no square of F's
+    scale or of 1/ε is ever formed, so any scale and any ε whose noise fits float64 work)."""
+
+    sensitivity: float
+    scale: float
+    _exp: int           # F = 2^e·(F at unit scale)
+    _error_unit: float  # ‖F·2^-e A⁺‖_F²
+    _width: int         # floats held per noise draw
+    _what: str          # the noise, for the Monte-Carlo method string
+
+    def _unit_F(self) -> NDArray[np.float64]:
+        return np.ldexp(self.F, -self._exp)
+
+    def _set_noise(self, sensitivity: float, error_unit: float) -> None:
+        """Sets Δ₁, the Laplace scale Δ₁/ε and the error factor; a ValueError naming epsilon if the
+        noise or its rms cannot be represented in float64."""
+        self.sensitivity = sensitivity
+        with np.errstate(over="ignore", under="ignore"):
+            scale = sensitivity / self.epsilon
+        self.scale = check_noise_scale(scale, self.epsilon, "the Laplace scale Δ₁/ε")
+        self._error_unit = error_unit
+        self.rms_error()
+
+    def rms_error(self) -> float:
+        """``√E‖F A⁺ z‖₂² = √2·Δ₁/ε·‖F A⁺‖_F`` (exact; no square is formed)."""
+        return in_float_range(scaled(self.sensitivity * np.sqrt(2.0 * self._error_unit), self._exp, self.epsilon),
+                              "the rms error", self.epsilon)
+
+    def expected_squared_error(self) -> float:
+        """``E‖F A⁺ z‖₂² = 2 (Δ₁/ε)² ‖F A⁺‖_F²`` (exact)."""
+        return in_float_range(scaled(2.0 * self.sensitivity**2 * self._error_unit, self._exp, self.epsilon, 2),
+                              "the expected squared error", self.epsilon)
+
+    def _unit_noise(self, rng: np.random.Generator, m: int) -> NDArray[np.float64]:
+        """m draws of ``F·2^-e A⁺ z₁``, ``z₁ ~ Lap(1)`` on every row of A."""
+        raise NotImplementedError
+
+    def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
+        """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws (unit scale, then scaled)."""
+        rng = np.random.default_rng(self._rng.integers(2**63))
+        factor = scaled(self.sensitivity, self._exp, self.epsilon)
+        return mc_expected_norm(lambda m: self._unit_noise(rng, m), n_samples, self._width, factor,
+                                f"Monte Carlo, {n_samples} exact draws of {self._what}")
 
 
-class IdentityMechanism(Mechanism):
+class IdentityMechanism(_Strategy):
     """The identity strategy: ``x̂ = x + Lap(1/ε)ⁿ``, answers ``F x̂`` (pure ε-DP, Δ₁(I) = 1).
 
     Noise ``F w``, ``w ~ Lap(1/ε)ⁿ``; ``E‖F w‖₂² = 2/ε² · ‖F‖_F²`` exactly. For an injective
@@ -63,28 +97,20 @@ class IdentityMechanism(Mechanism):
                  accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
-        self.sensitivity = 1.0
-        self.scale = 1.0 / self.epsilon
-        if not np.isfinite(self.scale):
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the Laplace scale 1/ε overflows float64")
+        self._exp, self._width, self._what = unit_exponent(self.F), max(self.n, self.d), "F·Lap(1/ε)ⁿ"
+        self._set_noise(1.0, float(np.sum(self._unit_F() ** 2)))
         self._claim = PrivacyClaim("identity strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"strategy": "identity", "l1_sensitivity": 1.0, "scale": self.scale})
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, max(self.d, self.n))
         w = self._rng.laplace(0.0, self.scale, size=(m or 1, self.n))
-        return self._one_or_many(check_finite_output(w @ self.F.T, "the noise"), m)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow raises in check_finite_output
+            noise = w @ self.F.T
+        return self._one_or_many(check_finite_output(noise, "the noise"), m)
 
-    def expected_squared_error(self) -> float:
-        """``E‖F w‖₂² = 2 b² ‖F‖_F²`` with b = 1/ε (exact)."""
-        return check_finite_output(2.0 * self.scale**2 * float(np.sum(self.F**2)), "the expected squared error")
-
-    def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
-        """``E‖F w‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
-        rng = np.random.default_rng(self._rng.integers(2**63))
-        def draw(m: int) -> NDArray[np.float64]:
-            return rng.laplace(0.0, self.scale, size=(m, self.n)) @ self.F.T
-        return _mc_expected_norm(draw, n_samples, max(self.n, self.d), "F·Lap(1/ε)ⁿ")
+    def _unit_noise(self, rng: np.random.Generator, m: int) -> NDArray[np.float64]:
+        return rng.laplace(0.0, 1.0, size=(m, self.n)) @ self._unit_F().T
 
 
 class Hierarchy:
@@ -192,7 +218,7 @@ class Hierarchy:
         return self._trace(*_rows_or_gram(np.asarray(F, float)))
 
     def _trace(self, R: NDArray[np.float64], tall: bool) -> float:
-        step = max(1, _CHUNK_BYTES // (8 * 2 * self.rows))
+        step = max(1, CHUNK_BYTES // (8 * 2 * self.rows))
         total = 0.0
         for i in range(0, len(R), step):
             sol = self.solve_leaves(R[i:i + step])
@@ -203,14 +229,15 @@ class Hierarchy:
         return total
 
 
-class HierarchicalMechanism(Mechanism):
+class HierarchicalMechanism(_Strategy):
     """The b-ary hierarchical strategy with least-squares inference (pure ε-DP).
 
     Every block sum of a :class:`Hierarchy` gets ``Lap(levels/ε)`` (Δ₁(A) = levels), then
     ``x̂ = A⁺ y`` by the tree's two-pass least squares and the answers are ``F x̂``: the noise
     is ``F A⁺ z``, ``E‖F A⁺ z‖₂² = 2 (levels/ε)² ‖F A⁺‖_F²`` exactly. ``branching=None``
     chooses b in :data:`BRANCHINGS` minimising that exact error, a function of F alone
-    (``branching_errors`` holds every candidate's; ties go to the smaller b).
+    (``branching_errors`` holds every candidate's, inf where it overflows float64; ties go to
+    the smaller b).
     """
 
     def __init__(self, F: ArrayLike, *, epsilon: float, branching: int | None = None,
@@ -223,20 +250,19 @@ class HierarchicalMechanism(Mechanism):
             candidates = [positive_int("branching", branching)]
             if candidates[0] < 2:
                 raise ValueError(f"branching must be None or an integer >= 2, got {branching!r}")
-        rows = _rows_or_gram(self.F)
-        self.branching_errors = {}
-        trees = {}
+        self._exp = unit_exponent(self.F)
+        rows = _rows_or_gram(self._unit_F())
+        traces, unit, trees = {}, {}, {}
         for b in candidates:
-            tree = Hierarchy(self.n, b)
-            trees[b] = tree
-            self.branching_errors[b] = 2.0 * (tree.levels / self.epsilon)**2 * tree._trace(*rows)
-        self.branching = min(candidates, key=lambda b: (self.branching_errors[b], b))
+            tree = trees[b] = Hierarchy(self.n, b)
+            traces[b] = tree._trace(*rows)
+            unit[b] = 2.0 * tree.levels**2 * traces[b]  # the squared error at unit scale and ε = 1
+        self.branching_errors = {b: scaled(u, self._exp, self.epsilon, 2) for b, u in unit.items()}
+        self.branching = min(candidates, key=lambda b: (unit[b], b))
         self.tree = trees[self.branching]
         self.levels = self.tree.levels
-        self.sensitivity = float(self.levels)
-        self.scale = self.sensitivity / self.epsilon
-        if not np.isfinite(self.scale) or not np.isfinite(self.branching_errors[self.branching]):
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the noise overflows float64")
+        self._width, self._what = max(self.d, 2 * self.tree.rows), "F A⁺ Lap(levels/ε)"
+        self._set_noise(float(self.levels), traces[self.branching])
         self._claim = PrivacyClaim("hierarchical strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"strategy": "hierarchical", "branching": self.branching,
                                              "levels": self.levels, "strategy_rows": self.tree.rows,
@@ -250,18 +276,12 @@ class HierarchicalMechanism(Mechanism):
         """``F A⁺ z`` with ``z ~ Lap(levels/ε)`` on every block: (d,) or (size, d)."""
         m = check_size(size, max(self.d, 2 * self.tree.rows))
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self.tree.rows))
-        return self._one_or_many(check_finite_output(self.tree.solve(z) @ self.F.T, "the noise"), m)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow raises in check_finite_output
+            noise = self.tree.solve(z) @ self.F.T
+        return self._one_or_many(check_finite_output(noise, "the noise"), m)
 
-    def expected_squared_error(self) -> float:
-        """``2 (levels/ε)² ‖F A⁺‖_F²`` (exact)."""
-        return self.branching_errors[self.branching]
-
-    def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
-        """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
-        rng = np.random.default_rng(self._rng.integers(2**63))
-        def draw(m: int) -> NDArray[np.float64]:
-            return self.tree.solve(rng.laplace(0.0, self.scale, size=(m, self.tree.rows))) @ self.F.T
-        return _mc_expected_norm(draw, n_samples, max(self.d, 2 * self.tree.rows), "F A⁺ Lap(levels/ε)")
+    def _unit_noise(self, rng: np.random.Generator, m: int) -> NDArray[np.float64]:
+        return self.tree.solve(rng.laplace(0.0, 1.0, size=(m, self.tree.rows))) @ self._unit_F().T
 
 
 def p_identity_objective(theta: NDArray[np.float64],
@@ -283,17 +303,17 @@ def p_identity_objective(theta: NDArray[np.float64],
     return float(np.trace(W)), grad
 
 
-class PIdentityMechanism(Mechanism):
+class PIdentityMechanism(_Strategy):
     """HDMM's p-Identity strategy for pure ε-DP: ``A = [I; Θ] D`` (n + p rows), Θ >= 0 (p × n),
     ``D`` scaling every column to ℓ₁ norm 1, so Δ₁(A) = 1 and ``y = Ax + Lap(1/ε)^{n+p}``.
 
     Θ minimises the exact error factor ``‖F A⁺‖_F²`` (:func:`p_identity_objective`), from F
-    alone, by L-BFGS-B with bounds Θ >= 0 from a fixed start (uniform [0, 1) entries,
-    seed 0, as HDMM): the same F gives the same strategy. Θ = 0 (the identity strategy)
-    is kept if the search ends worse. Answers ``F x̂``, ``x̂ = A⁺y``; noise ``F A⁺ z`` with
-    ``E‖F A⁺ z‖₂² = 2/ε² ‖F A⁺‖_F²`` exactly. ``p=None``: max(1, n // 16) (HDMM's choice).
-    The search costs O(n²p) per step: seconds at n = 256, about 20 s at n = 1024 with one
-    BLAS thread (``maxiter`` bounds it).
+    alone (at unit scale: Θ does not depend on F's scale), by L-BFGS-B with bounds Θ >= 0 from
+    a fixed start (uniform [0, 1) entries, seed 0, as HDMM): the same F gives the same strategy.
+    Θ = 0 (the identity strategy) is kept if the search ends worse. Answers ``F x̂``, ``x̂ = A⁺y``;
+    noise ``F A⁺ z`` with ``E‖F A⁺ z‖₂² = 2/ε² ‖F A⁺‖_F²`` exactly. ``p=None``: max(1, n // 16)
+    (HDMM's choice); at most n. The search costs O(n²p) per step: seconds at n = 256, about 20 s
+    at n = 1024 with one BLAS thread (``maxiter`` bounds it).
     """
 
     def __init__(self, F: ArrayLike, *, epsilon: float, p: int | None = None, maxiter: int = 500,
@@ -301,10 +321,15 @@ class PIdentityMechanism(Mechanism):
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.p = max(1, self.n // 16) if p is None else positive_int("p", p)
+        if self.p > self.n:
+            raise ValueError(f"p must be an integer in [1, n = {self.n}] (extra strategy rows; the search costs "
+                             f"O(p³ + n²p) per step), got {p!r}")
         self.maxiter = positive_int("maxiter", maxiter)
         n, p = self.n, self.p
-        check_memory("p", self.p, 8 * (6 * n * n + 4 * p * n + 2 * n * (n + p)))
-        gram = self.F.T @ self.F
+        check_memory("p", self.p, 8 * (6 * n * n + 4 * p * n + 2 * n * (n + p) + 3 * p * p))
+        self._exp = unit_exponent(self.F)
+        Fu = self._unit_F()
+        gram = Fu.T @ Fu
         start = np.random.default_rng(0).random(p * n)
         def fun(t: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
             f, g = p_identity_objective(t.reshape(p, n), gram)
@@ -317,15 +342,14 @@ class PIdentityMechanism(Mechanism):
         if not value < identity:
             theta, value = np.zeros((p, n)), identity
         self.theta = theta
-        self.optimization = {"objective": value, "identity_objective": identity, "iterations": int(res.nit),
-                             "converged": bool(res.success), "message": str(res.message)}
+        # ‖F A⁺‖_F² of the search at unit scale (times 4^scale_exponent in F's units)
+        self.optimization = {"objective": value, "identity_objective": identity, "scale_exponent": self._exp,
+                             "iterations": int(res.nit), "converged": bool(res.success), "message": str(res.message)}
         A = self.strategy_matrix()
-        self.sensitivity = float(np.max(np.abs(A).sum(axis=0)))  # 1 up to rounding
-        self.scale = self.sensitivity / self.epsilon
         self._pinv = np.linalg.pinv(A)  # A⁺, n × (n + p); A has full column rank (its top block is D)
-        self._error_factor = float(np.sum((self.F @ self._pinv) ** 2))
-        if not np.isfinite(self.scale) or not np.isfinite(2.0 * self.scale**2 * self._error_factor):
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small: the noise overflows float64")
+        self._width, self._what = max(self.d, self.n + self.p), "F A⁺ Lap(1/ε)"
+        self._set_noise(float(np.max(np.abs(A).sum(axis=0))),  # 1 up to rounding
+                        float(np.sum((Fu @ self._pinv) ** 2)))
         self._claim = PrivacyClaim("p-Identity strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"strategy": "p-identity", "p": p, "l1_sensitivity": self.sensitivity,
                                              "scale": self.scale, "iterations": int(res.nit)})
@@ -338,15 +362,9 @@ class PIdentityMechanism(Mechanism):
         """``F A⁺ z`` with ``z ~ Lap(Δ₁/ε)^{n+p}``: (d,) or (size, d)."""
         m = check_size(size, max(self.d, self.n + self.p))
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self.n + self.p))
-        return self._one_or_many(check_finite_output((z @ self._pinv.T) @ self.F.T, "the noise"), m)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow raises in check_finite_output
+            noise = (z @ self._pinv.T) @ self.F.T
+        return self._one_or_many(check_finite_output(noise, "the noise"), m)
 
-    def expected_squared_error(self) -> float:
-        """``2 (Δ₁/ε)² ‖F A⁺‖_F²`` (exact; Δ₁ = 1)."""
-        return 2.0 * self.scale**2 * self._error_factor
-
-    def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
-        """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws."""
-        rng = np.random.default_rng(self._rng.integers(2**63))
-        def draw(m: int) -> NDArray[np.float64]:
-            return (rng.laplace(0.0, self.scale, size=(m, self.n + self.p)) @ self._pinv.T) @ self.F.T
-        return _mc_expected_norm(draw, n_samples, max(self.d, self.n + self.p), "F A⁺ Lap(1/ε)")
+    def _unit_noise(self, rng: np.random.Generator, m: int) -> NDArray[np.float64]:
+        return (rng.laplace(0.0, 1.0, size=(m, self.n + self.p)) @ self._pinv.T) @ self._unit_F().T
