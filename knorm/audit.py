@@ -78,7 +78,15 @@ def _epsilon_arg(name: str, value: Any) -> float:
     """An ε to compare with: a real number >= 0 (inf allowed), else a ValueError naming ``name``."""
     if not is_real(value) or not value >= 0:
         raise ValueError(f"{name} must be a number >= 0 (inf allowed), got {short_repr(value)}")
-    return float(value)
+    return _float(name, value)
+
+
+def _float(name: str, value: Any) -> float:
+    """``float(value)``; a Python int past float64 is a ValueError naming ``name``."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} = {short_repr(value)} is too large for float64") from None
 
 
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
@@ -158,6 +166,8 @@ def audit_event(event: Callable[[NDArray[np.float64]], bool], sample_p: Callable
     windows = _int_at_least("windows", windows, 1)
     window = _int_at_least("window", window, 2)
     check_memory("window", window, 8 * 8 * window)  # one window and its pair search, per dimension
+    # the same bound as audit's n: no more outputs than one request could hold (days of sampling)
+    check_memory("windows", windows, 8 * 2 * windows * window)
     _check_common(alpha, delta)
     name = name or getattr(event, "__name__", "event")
     hits = {}
@@ -197,8 +207,9 @@ def repeated_answer(atol: float = 0.0) -> Callable[[NDArray[np.float64]], bool]:
     is a defect (e.g. a reused noise vector). It is evidence of privacy loss only when
     its frequency differs between x and x'; report the hits under both.
     """
-    if not (is_real(atol) and 0 <= atol < math.inf):
+    if not (is_real(atol) and 0 <= _float("atol", atol) < math.inf):
         raise ValueError(f"atol must be a finite number >= 0, got {short_repr(atol)}")
+    atol = float(atol)
 
     def answer_repeated(W: NDArray[np.float64]) -> bool:
         return bool(KDTree(_as_rows(W)).query_pairs(r=float(atol), p=np.inf))
@@ -286,7 +297,8 @@ def _best_event(a: NDArray[np.float64], b: NDArray[np.float64], delta: float,
     far-tail events whose few hits give weak held-out bounds; any ranking computed on
     the training half keeps the held-out Clopper–Pearson bound valid.
     """
-    z = stats.norm.ppf(1 - alpha / 2)
+    # finite for every α > 0 (ppf(1 − α/2) is inf below α ≈ 1e-16; α/2 underflows at 5e-324)
+    z = stats.norm.isf(max(alpha / 2, np.finfo(float).tiny))
     sa, sb = np.sort(a), np.sort(b)
     best: tuple[float, tuple[str, float] | None] = (-np.inf, None)
     for side, ts in thresholds.items():

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validate import as_real_array, check_memory, is_int, is_real, positive_int
+from ._validate import as_real_array, check_memory, is_int, is_real, positive_int, short_repr
 from . import workloads
 
 __all__ = ["Attribute", "Domain", "histogram", "marginal_workload", "marginal_keys", "split_marginals"]
@@ -47,15 +47,16 @@ def _edges(name: str, edges: ArrayLike) -> tuple[float, ...]:
 
 def _categories(name: str, categories: Any) -> tuple[Any, ...]:
     if isinstance(categories, (str, bytes)) or not isinstance(categories, (Sequence, np.ndarray)):
-        raise ValueError(f"attribute {name!r}: categories must be a list of values, got {categories!r}")
+        raise ValueError(f"attribute {name!r}: categories must be a list of values, got {short_repr(categories)}")
     cats = tuple(c.item() if isinstance(c, np.generic) else c for c in categories)
     if not cats:
         raise ValueError(f"attribute {name!r}: categories must not be empty")
     for c in cats:
         if not (isinstance(c, str) or is_real(c) or isinstance(c, bool)):
-            raise ValueError(f"attribute {name!r}: a category must be a string, a number or a bool, got {c!r}")
-        if is_real(c) and not np.isfinite(c):
-            raise ValueError(f"attribute {name!r}: categories must be finite, got {c!r}")
+            raise ValueError(f"attribute {name!r}: a category must be a string, a number or a bool, "
+                             f"got {short_repr(c)}")
+        if is_real(c) and not is_int(c) and not np.isfinite(c):
+            raise ValueError(f"attribute {name!r}: categories must be finite, got {short_repr(c)}")
     if len(set(cats)) != len(cats):  # 1 == 1.0 == True: one category, not three
         raise ValueError(f"attribute {name!r}: categories must be unique, got {list(cats)}")
     return cats
@@ -93,7 +94,7 @@ class Attribute:
                 labels = tuple(f"[{a:g}, {b:g}{end}" for a, b, end in zip(e, e[1:], ends))
         else:
             if isinstance(labels, str) or not isinstance(labels, (Sequence, np.ndarray)) or len(labels) != size:
-                raise ValueError(f"attribute {name!r}: labels must be a list of {size} strings, got {labels!r}")
+                raise ValueError(f"attribute {name!r}: labels must be a list of {size} strings, got {short_repr(labels)}")
             labels = tuple(str(v) for v in labels)
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "categories", cats)
@@ -115,7 +116,7 @@ class Attribute:
         whatever ``clip`` says.
         """
         if not isinstance(clip, (bool, np.bool_)):
-            raise ValueError(f"clip must be True or False, got {clip!r}")
+            raise ValueError(f"clip must be True or False, got {short_repr(clip)}")
         v = np.asarray(values)
         if v.ndim != 1:
             raise ValueError(f"attribute {self.name!r}: values must be 1-D, got shape {v.shape}")
@@ -255,19 +256,19 @@ def _columns(table: Any, domain: Domain, columns: Sequence[Any] | Mapping[str, A
         if len(keys) != k:
             raise ValueError(f"columns must name one column per attribute ({k}), got {len(keys)}")
     else:
-        raise ValueError(f"columns must be None, a list (one per attribute) or a mapping, got {columns!r}")
+        raise ValueError(f"columns must be None, a list (one per attribute) or a mapping, got {short_repr(columns)}")
 
     if _is_dataframe(table):
         keys = list(domain.names) if keys is None else keys
         for key in keys:
             if key not in table.columns:
-                raise ValueError(f"columns: {key!r} is not a column of the DataFrame")
+                raise ValueError(f"columns: {short_repr(key)} is not a column of the DataFrame")
         return [_frame_column(table[key]) for key in keys]
     if isinstance(table, Mapping):
         keys = list(domain.names) if keys is None else keys
         for key in keys:
             if key not in table:
-                raise ValueError(f"columns: {key!r} is not a key of the table")
+                raise ValueError(f"columns: {short_repr(key)} is not a key of the table")
         return [np.asarray(table[key]) for key in keys]
     arr = np.asarray(table)
     if arr.dtype.names is not None:  # structured array
@@ -276,7 +277,7 @@ def _columns(table: Any, domain: Domain, columns: Sequence[Any] | Mapping[str, A
             raise ValueError(f"table: a structured array must be 1-D, got shape {arr.shape}")
         for key in keys:
             if key not in arr.dtype.names:
-                raise ValueError(f"columns: {key!r} is not a field of the structured array")
+                raise ValueError(f"columns: {short_repr(key)} is not a field of the structured array")
         return [arr[key] for key in keys]
     if arr.ndim != 2:
         raise ValueError(f"table must be a 2-D array (records × columns), a structured array, a mapping of "
@@ -288,7 +289,7 @@ def _columns(table: Any, domain: Domain, columns: Sequence[Any] | Mapping[str, A
         keys = list(range(k))
     for key in keys:
         if not is_int(key) or not -arr.shape[1] <= key < arr.shape[1]:
-            raise ValueError(f"columns: {key!r} is not a column index of a table with {arr.shape[1]} columns")
+            raise ValueError(f"columns: {short_repr(key)} is not a column index of a table with {arr.shape[1]} columns")
     return [arr[:, key] for key in keys]
 
 

@@ -15,14 +15,15 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from ._rng import as_generator
-from ._validate import is_real
+from ._validate import as_real_array, check_memory, is_real, short_repr
 from .mechanisms._base import Accounted, PrivacyClaim, check_delta, check_epsilon
+from .privacy import _real
 
 JITTER = 1e-10  # relative diagonal regularisation of kernel matrices
 
 
 def _points(t, m):
-    a = np.asarray(t, float)
+    a = as_real_array("points", t).astype(np.float64)
     if a.ndim == 1 and m == 1:
         a = a[:, None]
     if a.ndim != 2 or a.shape[1] != m or not np.all(np.isfinite(a)):
@@ -38,13 +39,13 @@ class GaussianKDEMechanism(Accounted):
     """
 
     def __init__(self, data, *, bandwidth, epsilon, delta, rng=None, accountant=None):
-        x = np.asarray(data, float)
+        x = as_real_array("data", data).astype(np.float64)
         if x.ndim == 1:
             x = x[:, None]
         if x.ndim != 2 or x.shape[0] < 1 or not np.all(np.isfinite(x)):
             raise ValueError("data must be a finite array of shape (n,) or (n, m) with n >= 1")
-        if not is_real(bandwidth) or not np.isfinite(bandwidth) or bandwidth <= 0:
-            raise ValueError(f"bandwidth must be a positive finite number, got {bandwidth!r}")
+        if not is_real(bandwidth) or not np.isfinite(_real("bandwidth", bandwidth)) or bandwidth <= 0:
+            raise ValueError(f"bandwidth must be a positive finite number, got {short_repr(bandwidth)}")
         self.data = x
         self.n, self.m = x.shape
         self.h = float(bandwidth)
@@ -56,8 +57,9 @@ class GaussianKDEMechanism(Accounted):
         log_c = (0.5 * np.log(2 * np.log(2 / self.delta)) + 0.5 * np.log(2.0) + log_norm - np.log(self.n)
                  - np.log(self.epsilon))
         if not (-700.0 < log_norm < 700.0 and log_c < 700.0):
-            raise ValueError(f"bandwidth = {self.h:g} is out of range for {self.m}-D data: the kernel "
-                             f"normalisation (2πh²)^(−m/2) = e^{log_norm:.4g} or the noise scale overflows float64")
+            raise ValueError(f"bandwidth = {self.h:g}, epsilon = {self.epsilon:g}, delta = {self.delta:g} are out of "
+                             f"range for {self.m}-D data: the kernel normalisation (2πh²)^(−m/2) = e^{log_norm:.4g} "
+                             f"or the noise scale c = e^{log_c:.4g} overflows float64")
         self.norm = float(np.exp(log_norm))
         self.sensitivity = np.sqrt(2.0) * self.norm / self.n
         self.c = np.sqrt(2 * np.log(2 / self.delta)) * self.sensitivity / self.epsilon
@@ -69,11 +71,14 @@ class GaussianKDEMechanism(Accounted):
 
     def kernel(self, s, t):
         """``exp(−‖s − t‖²/(2h²))``, the distance divided by h first (no overflow of h²)."""
-        return np.exp(-0.5 * (cdist(s, t) / self.h) ** 2)
+        with np.errstate(over="ignore"):  # (distance/h)² past float64: the kernel is exactly 0 there
+            return np.exp(-0.5 * (cdist(s, t) / self.h) ** 2)
 
     def kde(self, t):
         """The non-private estimate f_d at points t."""
-        return self.norm * self.kernel(_points(t, self.m), self.data).mean(axis=1)
+        t = _points(t, self.m)
+        check_memory("points", None, 8 * 2 * len(t) * self.n)  # (k, n) distances and kernel values
+        return self.norm * self.kernel(t, self.data).mean(axis=1)
 
     def release(self):
         """A :class:`PrivateDensity`: the private function f_d + c·G (one GP draw; one answer)."""
@@ -94,6 +99,9 @@ class PrivateDensity:
 
     def __call__(self, t):
         t = _points(t, self.mech.m)
+        k, p = len(t), len(self._pts)
+        # the joint kernel matrices (new × new, new × old, old × old) and the KDE's (k, n)
+        check_memory("points", None, 8 * (3 * k * k + 2 * k * p + 2 * p * p + 2 * k * self.mech.n))
         g = self._gp(t)
         return self.mech.kde(t) + self.mech.c * g
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ._io import atomic_write
-from ._validate import as_real_array, is_int, positive_int
+from ._validate import as_real_array, check_memory, is_int, positive_int
 from .diagnostics import _as_chains, _autocov, autocorrelation_time, ess, rhat
 
 __all__ = ["trace", "rank", "autocorrelation", "ess_rhat", "chains", "expected_errors", "error_vs_epsilon",
@@ -116,6 +116,7 @@ def rank(source, coord=0, *, bins=20, ax=None, path=None):
     z = _chain_array(source)
     k = _coord(z, coord)
     bins = positive_int("bins", bins)
+    check_memory("bins", bins, 8 * 4 * bins)  # edges, counts and the drawn steps per chain
     m, n = z.shape[:2]
     from scipy.stats import rankdata
 

@@ -25,8 +25,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import linalg, optimize
 
-from ._validate import as_real_array, is_real
-from .body.hull import validate_matrix
+from ._validate import as_real_array, is_int, is_real, short_repr
+from .body.hull import _exponent, validate_matrix
 
 __all__ = ["least_squares", "nonnegative", "project_to_total"]
 
@@ -86,24 +86,48 @@ def least_squares(F: ArrayLike, answers: ArrayLike, *, covariance: ArrayLike | N
     F = validate_matrix(F)
     a, one = _answers(F, answers)
     if not isinstance(return_x, (bool, np.bool_)):
-        raise ValueError(f"return_x must be True or False, got {return_x!r}")
+        raise ValueError(f"return_x must be True or False, got {short_repr(return_x)}")
     L = _whitener(covariance, F.shape[0])
+    Fs, As, e_f, e_a = _scaled(F, a)
     if L is None:
-        Fw, aw = F, a.T
+        Fw, aw = Fs, As.T
     elif L.ndim == 1:
-        Fw, aw = F / L[:, None], a.T / L[:, None]
+        Fw, aw = Fs / L[:, None], As.T / L[:, None]
     else:
-        Fw, aw = linalg.solve_triangular(L, F, lower=True), linalg.solve_triangular(L, a.T, lower=True)
+        Fw, aw = linalg.solve_triangular(L, Fs, lower=True), linalg.solve_triangular(L, As.T, lower=True)
     # rank cut-off as numpy's matrix_rank: scipy's default (eps) keeps singular values of
     # ≈ 1e-15 relative, i.e. directions off the column space of a rank-deficient F
     if not (np.all(np.isfinite(Fw)) and np.all(np.isfinite(aw))):
         raise ValueError("covariance is too ill-conditioned: whitening F and the answers leaves float64")
     cond = max(Fw.shape) * np.finfo(np.float64).eps
     x = linalg.lstsq(Fw, aw, cond=cond, lapack_driver="gelsd")[0].T  # (m, n), minimum norm
-    out = x @ F.T
+    out, x = _unscaled(x, Fs, e_f, e_a, return_x)
     if one:
         out, x = out[0], x[0]
     return (out, x) if return_x else out
+
+
+def _scaled(F: NDArray[np.float64], a: NDArray[np.float64]
+            ) -> tuple[NDArray[np.float64], NDArray[np.float64], int, int]:
+    """F and the answers scaled exactly by powers of two to max |·| in [0.5, 1), and the
+    exponents: the projections are scale-free, and nothing overflows in between."""
+    e_f, e_a = _exponent(F), _exponent(a)
+    return np.ldexp(F, -e_f), np.ldexp(a, -e_a), e_f, e_a
+
+
+def _unscaled(xs: NDArray[np.float64], Fs: NDArray[np.float64], e_f: int, e_a: int, need_x: bool
+              ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(F x̂, x̂)`` from the solution ``xs`` of the scaled problem (x̂ = xs·2^(e_a − e_f));
+    a result past float64 is refused."""
+    with np.errstate(over="ignore"):
+        out = np.ldexp(xs @ Fs.T, e_a)
+        x = np.ldexp(xs, e_a - e_f)
+    if not np.all(np.isfinite(out)):
+        raise ValueError("answers: the projected answers exceed float64 (about 1.8e308)")
+    if need_x and not np.all(np.isfinite(x)):
+        raise ValueError("F and answers: x̂ exceeds float64 (F is tiny next to the answers); "
+                         "use return_x=False")
+    return out, x
 
 
 def _nnls(A: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -122,9 +146,9 @@ def nonnegative(F: ArrayLike, answers: ArrayLike, *, return_x: bool = False
     F = validate_matrix(F)
     a, one = _answers(F, answers)
     if not isinstance(return_x, (bool, np.bool_)):
-        raise ValueError(f"return_x must be True or False, got {return_x!r}")
-    x = np.array([_nnls(F, row) for row in a])
-    out = x @ F.T
+        raise ValueError(f"return_x must be True or False, got {short_repr(return_x)}")
+    Fs, As, e_f, e_a = _scaled(F, a)
+    out, x = _unscaled(np.array([_nnls(Fs, row) for row in As]), Fs, e_f, e_a, return_x)
     if one:
         out, x = out[0], x[0]
     return (out, x) if return_x else out
@@ -152,11 +176,11 @@ def project_to_total(F: ArrayLike, answers: ArrayLike, total: float, *, nonnegat
     """
     F = validate_matrix(F)
     a, one = _answers(F, answers)
-    if not is_real(total) or not np.isfinite(total) or total < 0:
-        raise ValueError(f"total must be a finite number >= 0 (the public count N), got {total!r}")
+    if not is_real(total) or (is_int(total) and total >= 2**1024) or not np.isfinite(float(total)) or total < 0:
+        raise ValueError(f"total must be a finite number >= 0 (the public count N), got {short_repr(total)}")
     for name, flag in (("nonnegative", nonnegative), ("return_x", return_x)):
         if not isinstance(flag, (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {flag!r}")
+            raise ValueError(f"{name} must be True or False, got {short_repr(flag)}")
     N = float(total)
     C = F if nonnegative else np.hstack([F, -F])
     n = F.shape[1]

@@ -64,7 +64,8 @@ def _array(name: str, v: ArrayLike, hi: float = np.inf) -> NDArray[np.float64]:
     bad = ~(np.isfinite(a) & (a >= 0) & (a <= hi))
     if np.any(bad):
         want = "in [0, 1]" if hi == 1 else "non-negative finite numbers"
-        raise ValueError(f"{name} must be {want}, got {a[bad].ravel()[0]!r}" + (f" (entry of {a.shape})" if a.ndim else ""))
+        first = float(np.atleast_1d(a)[np.atleast_1d(bad)][0])
+        raise ValueError(f"{name} must be {want}, got {first!r}" + (f" (an entry of shape {a.shape})" if a.ndim else ""))
     return a
 
 
@@ -214,8 +215,8 @@ def advanced_composition(epsilon: float, delta: float, k: int, delta_prime: floa
     k, kf = _count("k", k)
     dp = _prob("delta_prime", delta_prime, closed=False)
     with np.errstate(over="ignore"):
-        e = eps * np.sqrt(2 * kf * np.log(1 / dp)) + kf * eps * np.expm1(eps)
-    e = _finite(e, f"the composed ε of epsilon = {eps:g} and k = {k}")
+        e = eps * np.sqrt(2 * kf * -np.log(dp)) + kf * eps * np.expm1(eps)
+    e = _finite(e, f"the composed ε of epsilon = {eps:g}, k = {k} and delta_prime = {dp:g}")
     return e, float(min(1.0, kf * delta + dp))
 
 
@@ -337,7 +338,7 @@ class BudgetAccountant:
         e, d = self.total
         if e + eps > self.epsilon * (1 + self._SLACK) or min(1.0, d + dl) > self.delta * (1 + self._SLACK) + 1e-300:
             raise BudgetExceededError(
-                f"budget exceeded: spending ε = {eps:g}, δ = {asked:g} on top of ε = {e:g}, δ = {d:g} "
+                f"budget exceeded: spending epsilon = {eps:g}, delta = {asked:g} on top of ε = {e:g}, δ = {d:g} "
                 f"would pass the budget ε = {self.epsilon:g}, δ = {self.delta:g}")
         if not np.isfinite(e + eps):  # an unlimited budget: the total itself must stay a number
             raise ValueError(f"epsilon = {eps:g} on top of ε = {e:g} spent: the total exceeds float64")

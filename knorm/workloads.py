@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._rng import as_generator
-from ._validate import is_real, positive_int
+from ._validate import is_real, positive_int, short_repr
 from .body.marginal import MarginalStructure, register
 
 __all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "clique_marginals", "random_pm1",
@@ -30,8 +30,12 @@ def _fits(name: str, value: Any, rows: int, cols: int, what: str) -> None:
     """Refuse a ``rows × cols`` float64 matrix over ``MAX_ENTRIES`` (Python ints: no overflow)."""
     size = rows * cols
     if size > MAX_ENTRIES:
-        raise ValueError(f"{name}={value!r}: {what} would be {rows} x {cols} = {float(size):.3g} entries "
-                         f"({8 * float(size) / 2**30:.3g} GiB), over the cap of {MAX_ENTRIES} entries (2 GiB)")
+        big = size >= 10**300  # past float64's range: no GiB figure to print
+        entries = "more than 1e300" if big else f"{float(size):.3g}"
+        gib = "more than 1e290" if big else f"{8 * float(size) / 2**30:.3g}"
+        dims = f"{rows} x {cols} = " if size < 10**30 else ""
+        raise ValueError(f"{name}={short_repr(value)}: {what} would be {dims}{entries} entries "
+                         f"({gib} GiB), over the cap of {MAX_ENTRIES} entries (2 GiB)")
 
 
 def identity(n: int) -> NDArray[np.float64]:
@@ -74,7 +78,7 @@ def _shape(shape: ArrayLike) -> tuple[int, ...]:
     except (ValueError, TypeError) as exc:
         raise ValueError(f"shape must be a sequence of positive integers: {exc}") from None
     if arr.ndim > 1 or arr.size == 0 or arr.dtype == object and arr.ndim == 0:
-        raise ValueError(f"shape must be a non-empty sequence of positive integers, got {shape!r}")
+        raise ValueError(f"shape must be a non-empty sequence of positive integers, got {short_repr(shape)}")
     items = list(shape) if isinstance(shape, (list, tuple)) else np.atleast_1d(arr).tolist()
     return tuple(positive_int(f"shape[{i}]", s) for i, s in enumerate(items))
 
@@ -112,14 +116,14 @@ def clique_marginals(shape: Sequence[int], cliques: Sequence[Sequence[int]]) -> 
     """
     shape = _shape(shape)
     if isinstance(cliques, (str, bytes)) or not isinstance(cliques, Sequence) or len(cliques) == 0:
-        raise ValueError(f"cliques must be a non-empty sequence of attribute-index sequences, got {cliques!r}")
+        raise ValueError(f"cliques must be a non-empty sequence of attribute-index sequences, got {short_repr(cliques)}")
     out = []
     for i, c in enumerate(cliques):
         if isinstance(c, (str, bytes)) or not isinstance(c, (Sequence, np.ndarray)):
-            raise ValueError(f"cliques[{i}] must be a sequence of attribute indices, got {c!r}")
+            raise ValueError(f"cliques[{i}] must be a sequence of attribute indices, got {short_repr(c)}")
         attrs = tuple(sorted(int(a) for a in c)) if all(isinstance(a, (int, np.integer)) for a in c) else None
         if attrs is None or any(a < 0 or a >= len(shape) for a in attrs) or len(set(attrs)) != len(attrs):
-            raise ValueError(f"cliques[{i}] must hold distinct attribute indices in [0, {len(shape)}), got {c!r}")
+            raise ValueError(f"cliques[{i}] must hold distinct attribute indices in [0, {len(shape)}), got {short_repr(c)}")
         out.append(attrs)
     structure = MarginalStructure(tuple(shape), tuple(out))
     _fits("cliques", cliques, structure.rows, structure.cells, "clique_marginals(shape, cliques)")
@@ -130,7 +134,7 @@ def clique_marginals(shape: Sequence[int], cliques: Sequence[Sequence[int]]) -> 
 
 def _p(p: float) -> float:
     if not is_real(p) or not 0.0 < p <= 1.0:
-        raise ValueError(f"p must be a number in (0, 1], got {p!r}")
+        raise ValueError(f"p must be a number in (0, 1], got {short_repr(p)}")
     return float(p)
 
 

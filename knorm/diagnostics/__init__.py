@@ -28,7 +28,7 @@ def _as_chains(x: ArrayLike) -> NDArray[np.float64]:
     try:
         with np.errstate(over="ignore"):
             a = a.astype(np.float64)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):
         raise ValueError("draws must be real numbers, got an object array holding other things") from None
     if a.ndim not in (2, 3):
         raise ValueError(f"draws must have shape (chains, draws) or (chains, draws, k); got {a.shape}")
@@ -150,6 +150,8 @@ def rhat(draws: ArrayLike) -> float | NDArray[np.float64]:
 def ess(draws: ArrayLike, method: str = "bulk") -> float | NDArray[np.float64]:
     """Effective sample size: ``"bulk"`` (rank-normalised split chains, the default) or
     ``"mean"`` (split chains, no rank normalisation: the ESS for estimating a mean)."""
+    if not isinstance(method, str):
+        raise ValueError(f"method must be 'bulk' or 'mean', got {type(method).__name__}")
     if method == "bulk":
         return _per_coordinate(lambda a: _ess_raw(_z_scale(_split(a))), draws)
     if method == "mean":

@@ -1,0 +1,344 @@
+"""Every public function of the accounting, discrete, audit, data, post-processing,
+functional, workload, diagnostics, plotting and experiment modules, fed odd values in
+each numeric (or array) argument: 0, ±1, ±1e±300, NaN, ±inf, wrong types (str, complex,
+bool, None, lists), huge sizes (10**12, 10**400), and arrays holding NaN, inf, 1e±300,
+complex numbers, strings, objects, bools or nothing.
+
+Property (issue 17): the call either returns a finite valid result (no NaN, no ±inf,
+unless the function documents inf) or raises a ValueError/TypeError whose message is one
+line and names the argument; never another exception type (MemoryError, OverflowError,
+ZeroDivisionError, FloatingPointError, scipy's internal errors) and never a hang (each call
+runs under a 20 s alarm). The special values are swept exhaustively; hypothesis adds
+random floats, integers, text and complex numbers on top.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from knorm import audit as A
+from knorm import data as D
+from knorm import diagnostics as G
+from knorm import discrete as R
+from knorm import experiments as E
+from knorm import functional as Fn
+from knorm import postprocess as PP
+from knorm import privacy as P
+from knorm import workloads as W
+
+NAN, INF = float("nan"), float("inf")
+SCALARS = [0, 1, -1, 0.5, 2, 1e300, -1e300, 1e-300, -1e-300, 5e-324, NAN, INF, -INF, np.float64(NAN), "1", "abc",
+           1j, 1 + 0j, True, False, None, [1.0], [[1.0, 2.0]], 10**12, 10**400, np.int64(2**62), np.array([1.0, NAN])]
+
+
+def array_variants(base):
+    """Odd versions of a valid array argument (same shape unless the point is the shape)."""
+    b = np.asarray(base, dtype=float)
+    out = [b * 1e300, b * 1e-300, b + 1e308, -b - 1e308, b.astype(complex) + 1j, b.astype(complex), b.astype(str),
+           b.astype(object), b.astype(bool), b.tolist(), b.ravel()[:0], b.ravel()[:1], np.zeros((2, 2, 2)), 5.0, None,
+           "x", b.astype(np.float32), b.astype(np.int64)]
+    for bad in (NAN, INF, -INF):
+        c = b.copy()
+        c.flat[0] = bad
+        out.append(c)
+    o = b.astype(object)
+    o.flat[0] = None
+    out.append(o)
+    return out
+
+
+class Case:
+    """``call(**kwargs)`` with valid ``base`` arguments; ``names[arg]``: words one of which the
+    error message must contain when ``arg`` is bad; ``arrays``: arguments taking arrays."""
+
+    def __init__(self, label, call, base, names, arrays=(), allow_inf=False, refuse_only=False):
+        self.label, self.call, self.base, self.names = label, call, base, names
+        self.arrays, self.allow_inf, self.refuse_only = set(arrays), allow_inf, refuse_only
+
+    def values(self, arg):
+        return array_variants(self.base[arg]) + SCALARS if arg in self.arrays else SCALARS
+
+
+def _rr():
+    return R.RandomizedResponse(k=3, epsilon=1.0, rng=0)
+
+
+def _fd():
+    return R.FiniteDomainMechanism(3, epsilon=1.0, delta=0.1, rng=0)
+
+
+def _result():
+    return A.audit_event(A.repeated_answer(), lambda k: np.arange(k, dtype=float), lambda k: np.arange(k, dtype=float),
+                         windows=3, window=3)
+
+
+DOMAIN = D.Domain([D.Attribute("a", edges=[0.0, 1.0, 2.0]), D.Attribute("b", categories=[0, 1, "x"])])
+F23 = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])
+DRAWS = np.random.default_rng(0).standard_normal((2, 8))
+KDE = Fn.GaussianKDEMechanism([0.0, 1.0, 2.0], bandwidth=1.0, epsilon=0.5, delta=1e-3, rng=0)
+
+
+def _sampler(k):
+    return np.random.default_rng(k).standard_normal(k)
+
+
+def _plots():
+    pytest.importorskip("matplotlib")
+    from knorm import plots
+
+    return plots
+
+
+CASES = [
+    # knorm.privacy
+    Case("tradeoff_eps_delta", P.tradeoff_eps_delta, dict(alpha=0.5, epsilon=1.0, delta=0.0),
+         dict(alpha="alpha", epsilon="epsilon", delta="delta"), arrays=["alpha"]),
+    Case("tradeoff_gdp", P.tradeoff_gdp, dict(alpha=0.5, mu=1.0), dict(alpha="alpha", mu="mu"), arrays=["alpha"]),
+    Case("gdp_delta", P.gdp_delta, dict(epsilon=1.0, mu=1.0), dict(epsilon="epsilon", mu="mu"), arrays=["epsilon"]),
+    Case("gdp_epsilon", P.gdp_epsilon, dict(delta=1e-5, mu=1.0), dict(delta="delta", mu="mu")),
+    Case("gdp_mu_for", P.gdp_mu_for, dict(epsilon=1.0, delta=1e-5), dict(epsilon="epsilon", delta="delta")),
+    Case("gdp_compose", lambda mus: P.gdp_compose(*mus), dict(mus=[1.0, 2.0]), dict(mus="mus"), arrays=["mus"]),
+    Case("group_gdp", P.group_gdp, dict(mu=1.0, k=2), dict(mu="mu", k="k")),
+    Case("basic_composition", P.basic_composition, dict(epsilons=[1.0, 2.0], deltas=[0.0, 0.1]),
+         dict(epsilons="epsilons", deltas="deltas"), arrays=["epsilons", "deltas"]),
+    Case("advanced_composition", P.advanced_composition, dict(epsilon=0.1, delta=0.0, k=10, delta_prime=1e-6),
+         dict(epsilon="epsilon", delta="delta", k="k", delta_prime="delta_prime")),
+    Case("group_privacy", P.group_privacy, dict(epsilon=1.0, delta=1e-6, k=3),
+         dict(epsilon="epsilon", delta="delta", k="k")),
+    Case("gaussian_mu", P.gaussian_mu, dict(sensitivity=1.0, sigma=2.0), dict(sensitivity="sensitivity", sigma="sigma")),
+    Case("epsilon_delta_dp_event", P.epsilon_delta_dp_event, dict(epsilon=1.0, delta=0.0),
+         dict(epsilon="epsilon", delta="delta")),
+    Case("BudgetAccountant", P.BudgetAccountant, dict(epsilon=1.0, delta=0.5), dict(epsilon="epsilon", delta="delta")),
+    Case("BudgetAccountant.spend", lambda epsilon, delta: P.BudgetAccountant(epsilon=2.0, delta=0.5).spend(epsilon, delta),
+         dict(epsilon=1.0, delta=0.1), dict(epsilon="epsilon", delta="delta")),
+    Case("Spend", P.Spend, dict(epsilon=1.0, delta=0.1), dict(epsilon="epsilon", delta="delta")),
+    # knorm.discrete
+    Case("RandomizedResponse", lambda k, epsilon: R.RandomizedResponse(k=k, epsilon=epsilon).p_truth,
+         dict(k=3, epsilon=1.0), dict(k="k", epsilon="epsilon")),
+    Case("RandomizedResponse.release", lambda values: _rr().release(values), dict(values=[0.0, 1.0, 2.0]),
+         dict(values="values"), arrays=["values"]),
+    Case("RandomizedResponse.estimate_frequencies", lambda reports, epsilon=1.0, k=3:
+         R.RandomizedResponse(k=k, epsilon=epsilon).estimate_frequencies(reports),
+         dict(reports=[0.0, 1.0, 1.0], epsilon=1.0, k=3), dict(reports="reports", epsilon="epsilon", k="k"),
+         arrays=["reports"]),
+    Case("FiniteDomainMechanism", lambda m, epsilon, delta: R.FiniteDomainMechanism(m, epsilon=epsilon, delta=delta).p,
+         dict(m=3, epsilon=1.0, delta=0.1), dict(m="m", epsilon="epsilon", delta="delta")),
+    Case("FiniteDomainMechanism.estimate_frequencies", lambda reports, epsilon=1.0, m=3, delta=0.0:
+         R.FiniteDomainMechanism(m, epsilon=epsilon, delta=delta).estimate_frequencies(reports),
+         dict(reports=[0.0, 1.0, 3.0], epsilon=1.0, m=3, delta=0.0),
+         dict(reports="reports", epsilon="epsilon", m="m", delta="delta"), arrays=["reports"]),
+    Case("FiniteDomainMechanism.privacy_profile", lambda epsilon: _fd().privacy_profile(epsilon), dict(epsilon=1.0),
+         dict(epsilon="epsilon")),
+    Case("FiniteDomainMechanism.lower_bound", lambda kappa: _fd().lower_bound(kappa), dict(kappa=1.0),
+         dict(kappa="kappa")),
+    # knorm.audit
+    Case("clopper_pearson", A.clopper_pearson, dict(k=3, n=10, alpha=0.05), dict(k="k", n="n", alpha="alpha")),
+    Case("audit_event", lambda windows, window, delta, alpha: A.audit_event(
+        A.repeated_answer(), _sampler, _sampler, windows=windows, window=window, delta=delta, alpha=alpha),
+         dict(windows=3, window=3, delta=0.0, alpha=0.05),
+         dict(windows="windows", window="window", delta="delta", alpha="alpha")),
+    Case("audit", lambda n, delta, alpha, n_proj: A.audit(_sampler, _sampler, n=n, delta=delta, alpha=alpha,
+                                                          n_proj=n_proj, rng=0),
+         dict(n=100, delta=0.0, alpha=0.05, n_proj=1), dict(n="n", delta="delta", alpha="alpha", n_proj="n_proj")),
+    Case("audit outputs", lambda out: A.audit(lambda k: np.resize(np.asarray(out), k), _sampler, n=100, rng=0),
+         dict(out=[0.5, 1.5]), dict(out="sample_p"), arrays=["out"], allow_inf=True),
+    Case("repeated_answer", A.repeated_answer, dict(atol=0.0), dict(atol="atol")),
+    Case("fx_on_line", A.fx_on_line, dict(fx=[1.0, 2.0], tol=1e-9), dict(fx="fx", tol="tol"), arrays=["fx"]),
+    Case("AuditResult.refutes", lambda claimed_epsilon: _result().refutes(claimed_epsilon), dict(claimed_epsilon=1.0),
+         dict(claimed_epsilon="claimed_epsilon")),
+    Case("AuditResult.delta_lower_bound", lambda epsilon: _result().delta_lower_bound(epsilon), dict(epsilon=1.0),
+         dict(epsilon="epsilon")),
+    # knorm.data
+    Case("Attribute(edges)", lambda edges: D.Attribute("a", edges=edges), dict(edges=[0.0, 1.0, 2.0]),
+         dict(edges="edges"), arrays=["edges"]),
+    Case("Attribute(categories)", lambda categories: D.Attribute("a", categories=categories),
+         dict(categories=[0.0, 1.0]), dict(categories="categor"), arrays=["categories"]),
+    Case("Attribute.discretise", lambda values: DOMAIN["a"].discretise(values), dict(values=[0.5, 1.5]),
+         dict(values=("values", "attribute")), arrays=["values"]),
+    Case("histogram", lambda table: D.histogram(table, DOMAIN), dict(table=[[0.5, 1.0], [1.5, 0.0]]),
+         dict(table=("table", "attribute")), arrays=["table"]),
+    Case("marginal_keys", lambda k: D.marginal_keys(DOMAIN, k), dict(k=1), dict(k="k")),
+    Case("marginal_workload", lambda k: D.marginal_workload(DOMAIN, k), dict(k=1), dict(k="k")),
+    Case("split_marginals", lambda k, answers: D.split_marginals(DOMAIN, k, answers),
+         dict(k=1, answers=[1.0, 2.0, 3.0, 4.0, 5.0]), dict(k=("k", "answers"), answers="answers"), arrays=["answers"]),
+    # knorm.postprocess
+    Case("least_squares", lambda F, answers, covariance: PP.least_squares(F, answers, covariance=covariance),
+         dict(F=F23, answers=[1.0, 2.0], covariance=[1.0, 2.0]), dict(F="F", answers="answers", covariance="covariance"),
+         arrays=["F", "answers", "covariance"]),
+    Case("nonnegative", PP.nonnegative, dict(F=F23, answers=[1.0, 2.0]), dict(F="F", answers="answers"),
+         arrays=["F", "answers"]),
+    Case("project_to_total", PP.project_to_total, dict(F=F23, answers=[1.0, 2.0], total=3.0),
+         dict(F="F", answers="answers", total="total"), arrays=["F", "answers"]),
+    # knorm.functional
+    Case("GaussianKDEMechanism", lambda data, bandwidth, epsilon, delta: Fn.GaussianKDEMechanism(
+        data, bandwidth=bandwidth, epsilon=epsilon, delta=delta, rng=0).kde([0.5]),
+         dict(data=[0.0, 1.0, 2.0], bandwidth=1.0, epsilon=0.5, delta=1e-3),
+         dict(data=("data", "points"), bandwidth="bandwidth", epsilon="epsilon", delta="delta"), arrays=["data"]),
+    Case("GaussianKDEMechanism.kde", lambda t: KDE.kde(t), dict(t=[0.5, 1.5]), dict(t="points"), arrays=["t"]),
+    Case("PrivateDensity", lambda t: KDE.release()(t), dict(t=[0.5, 1.5]), dict(t="points"), arrays=["t"]),
+    # knorm.workloads
+    Case("identity", W.identity, dict(n=3), dict(n="n")),
+    Case("prefix", W.prefix, dict(n=3), dict(n="n")),
+    Case("all_range", W.all_range, dict(n=3), dict(n="n")),
+    Case("width_range", W.width_range, dict(n=4, k=2), dict(n="n", k="k")),
+    Case("marginals", W.marginals, dict(shape=[2, 3], k=1), dict(shape="shape", k="k"), arrays=["shape"]),
+    Case("clique_marginals", W.clique_marginals, dict(shape=[2, 3], cliques=[[0], [0, 1]]),
+         dict(shape=("shape", "cliques"), cliques="cliques")),
+    Case("random_pm1", lambda d, n, rng: W.random_pm1(d, n, rng=rng), dict(d=2, n=3, rng=0),
+         dict(d="d", n="n", rng="rng")),
+    Case("random_bernoulli", lambda d, n, p: W.random_bernoulli(d, n, p=p, rng=0), dict(d=2, n=3, p=0.5),
+         dict(d="d", n="n", p="p")),
+    Case("by_name", lambda n, k: W.by_name("width_range", n=n, k=k), dict(n=4, k=2), dict(n="n", k="k")),
+    # knorm.diagnostics
+    Case("rhat", G.rhat, dict(draws=DRAWS), dict(draws="draws"), arrays=["draws"], allow_inf=True),
+    Case("ess", G.ess, dict(draws=DRAWS, method="bulk"), dict(draws="draws", method="method"), arrays=["draws"]),
+    Case("autocorrelation_time", G.autocorrelation_time, dict(draws=DRAWS), dict(draws="draws"), arrays=["draws"]),
+    # knorm.experiments: only refusals are checked (a valid value runs a benchmark)
+    Case("compare_oracles", lambda d, n, highs_steps, ess_steps: E.compare_oracles(
+        d, n, highs_steps=highs_steps, ess_steps=ess_steps, out=lambda s: None),
+         dict(d=4, n=8, highs_steps=5, ess_steps=50),
+         dict(d="d", n="n", highs_steps="highs_steps", ess_steps="ess_steps"), refuse_only=True),
+    Case("table3", lambda ds, n, eps_list, releases: E.table3(ds, n, eps_list, releases=releases, out_dir="/nonexistent",
+                                                              plot_path=False, out=lambda s: None),
+         dict(ds=[4], n=8, eps_list=[1.0], releases=2),
+         dict(ds="ds", n="n", eps_list="eps_list", releases="releases"), refuse_only=True),
+    Case("scaling", lambda ds, factors, seconds, chains: E.scaling(ds, factors, seconds=seconds, chains=chains,
+                                                                   out_dir="/nonexistent", out=lambda s: None),
+         dict(ds=[4], factors=[1], seconds=0.1, chains=1),
+         dict(ds="ds", factors="factors", seconds="seconds", chains="chains"), refuse_only=True),
+    Case("family_workload", lambda size: E.family_workload("pm1", size), dict(size=3), dict(size="size")),
+    Case("measure_workload", lambda seconds, pivot_seconds, chains: E.measure_workload(
+        F23, seconds=seconds, pivot_seconds=pivot_seconds, chains=chains),
+         dict(seconds=0.1, pivot_seconds=0.1, chains=1),
+         dict(seconds="seconds", pivot_seconds="pivot_seconds", chains="chains"), refuse_only=True),
+    Case("measure_with_timeout", E.measure_with_timeout, dict(limit=10.0), dict(limit="limit"), refuse_only=True),
+]
+
+PLOT_CASES = [
+    Case("plots.trace", lambda coord: _plots().trace(np.random.default_rng(0).standard_normal((2, 8, 2)), coord),
+         dict(coord=0), dict(coord="coord")),
+    Case("plots.rank", lambda coord, bins: _plots().rank(np.random.default_rng(0).standard_normal((2, 8, 2)), coord,
+                                                         bins=bins),
+         dict(coord=0, bins=4), dict(coord="coord", bins="bins")),
+    Case("plots.autocorrelation", lambda max_lag: _plots().autocorrelation(
+        np.random.default_rng(0).standard_normal((2, 8, 2)), max_lag=max_lag), dict(max_lag=3), dict(max_lag="max_lag")),
+    Case("plots.ess_rhat", lambda source: _plots().ess_rhat(source), dict(source=DRAWS), dict(source="draws"),
+         arrays=["source"]),
+    Case("plots.expected_errors", lambda epsilons, n_samples: _plots().expected_errors(
+        np.eye(2), epsilons, mechanisms=("laplace",), n_samples=n_samples),
+         dict(epsilons=[1.0], n_samples=10), dict(epsilons="epsilon", n_samples="n_samples"), arrays=["epsilons"]),
+]
+
+ALL = CASES + PLOT_CASES
+ARGS = [(c, arg) for c in ALL for arg in c.names]
+
+
+@contextmanager
+def alarm(seconds=20):
+    """A hang fails the test (SIGALRM) instead of stalling the suite."""
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"no answer within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _finite(out, allow_inf):
+    """Every number in ``out`` (nested tuples, lists, dicts, arrays, dataclasses) is finite."""
+    if isinstance(out, (bool, np.bool_, str, type(None))) or callable(out):
+        return True
+    if isinstance(out, (int, float, np.number)):
+        return not math.isnan(out) and (allow_inf or math.isfinite(out))
+    if isinstance(out, np.ndarray):
+        if out.dtype.kind in "iub":
+            return True
+        if out.dtype.kind == "f":
+            return not np.isnan(out).any() and (allow_inf or np.isfinite(out).all())
+        return all(_finite(v, allow_inf) for v in out.ravel().tolist())
+    if isinstance(out, (tuple, list)):
+        return all(_finite(v, allow_inf) for v in out)
+    if isinstance(out, dict):
+        return all(_finite(v, allow_inf) for v in out.values())
+    if hasattr(out, "__dataclass_fields__"):  # AuditResult (p_hat is NaN on a documented failure), Spend
+        return _finite(getattr(out, "epsilon_lower_bound", getattr(out, "epsilon", 0.0)), True)
+    return True  # other objects (figures, DpEvents, mechanisms, accountants)
+
+
+def check(case, arg, value):
+    kwargs = dict(case.base, **{arg: value})
+    names = case.names[arg] if isinstance(case.names[arg], tuple) else (case.names[arg],)
+    try:
+        with np.errstate(over="raise", divide="raise", invalid="raise"), alarm():  # a silent overflow is a finding
+            out = case.call(**kwargs)
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        assert "\n" not in msg, f"{case.label}({arg}={value!r}): message over several lines: {msg!r}"
+        assert any(re.search(rf"(^|\W){re.escape(n)}", msg) for n in names), \
+            f"{case.label}({arg}={value!r}): {names} not named in: {msg}"
+        return "refused"
+    except FloatingPointError as exc:
+        pytest.fail(f"{case.label}({arg}={value!r}): silent floating-point trouble: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the point: no other type
+        pytest.fail(f"{case.label}({arg}={value!r}): {type(exc).__name__}: {exc}")
+    assert not case.refuse_only, f"{case.label}({arg}={value!r}) was accepted"
+    assert _finite(out, case.allow_inf), f"{case.label}({arg}={value!r}) returned a non-finite result: {out!r}"
+    return "answered"
+
+
+@pytest.mark.parametrize("case,arg", ARGS, ids=[f"{c.label}-{a}" for c, a in ARGS])
+def test_special_values(case, arg):
+    if case.refuse_only:
+        # only values that must be refused: running with a valid one is a benchmark
+        values = [v for v in case.values(arg) if _must_refuse(v)]
+    else:
+        values = case.values(arg)
+    for value in values:
+        check(case, arg, value)
+
+
+def _must_refuse(v):
+    """Values no size, count, duration or list argument of an experiment accepts."""
+    if isinstance(v, (str, complex, bool, type(None))):
+        return True
+    if isinstance(v, (int, np.integer)):
+        return v <= 0 or v >= 10**12  # a million-million steps, cells or releases: refused before the run
+    if isinstance(v, (float, np.floating)):
+        return not math.isfinite(v) or v <= 0
+    return False
+
+
+RANDOM = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**70), 2**70),
+                   st.text(max_size=3), st.complex_numbers(max_magnitude=1e300), st.booleans(), st.none(),
+                   st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=3))
+SCALAR_ARGS = [(c, a) for c, a in ARGS if not c.refuse_only and a not in c.arrays and "plots" not in c.label
+               and c.label not in ("audit", "audit_event")]  # those two run a sampler: swept above
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(SCALAR_ARGS), RANDOM)
+def test_random_values(case_arg, value):
+    case, arg = case_arg
+    check(case, arg, value)
+
+
+def test_the_fuzz_can_fail():
+    """The checker itself: a silent NaN, a raw exception type and an unnamed argument are caught."""
+    bad = [Case("nan", lambda x: float("nan"), dict(x=1.0), dict(x="x")),
+           Case("overflow", lambda x: math.exp(1e300 * x), dict(x=1.0), dict(x="x")),
+           Case("unnamed", lambda x: (_ for _ in ()).throw(ValueError("bad value")), dict(x=1.0), dict(x="x"))]
+    for case in bad:
+        with pytest.raises(pytest.fail.Exception):
+            check(case, "x", 1.0)
