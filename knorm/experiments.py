@@ -3,24 +3,75 @@
 * :func:`compare_oracles` -- ESS/s of hit-and-run with the facet-walk oracle vs the
   HiGHS LP oracle (same chain, same inputs), and the default walk's ESS/s per core.
 * :func:`table3` -- the corrected reference experiment of docs/design.md §8.
+
+Arguments are checked before anything runs: sizes and counts are positive integers
+(memory-checked where they size an allocation), durations are seconds in (0, 86400],
+seeds are non-negative integers; anything else is a one-line ValueError naming it.
 """
 
 import csv
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from . import workloads as W
+from ._validate import check_memory, is_int, is_real, positive_int, short_repr
 from .body import ReferenceOracle, SymmetricHull
+from .body.hull import validate_matrix
 from .diagnostics import ess as _ess
 from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
+from .mechanisms._base import check_epsilon
+from .privacy import _real
 from .walks.chains import BLOCK, WALKS, Chain, block_inputs, run_chains
 from .walks.reference import hit_and_run_reference
 from .walks.sampler import _start_points, rounding_of, sample_uniform
 
 NO_CLIP = np.array([np.inf])  # hit-and-run over all of K (no ball clip)
+MAX_SECONDS = 86400.0  # a duration argument: at most a day per configuration
+MAX_CHAINS = 1024  # chains run one thread each
+
+
+def _chains(chains):
+    chains = positive_int("chains", chains)
+    if chains > MAX_CHAINS:
+        raise ValueError(f"chains must be at most {MAX_CHAINS} (one thread each), got {chains}")
+    return chains
+
+
+def _seconds(name, value):
+    """A duration in (0, MAX_SECONDS] seconds as float, or a ValueError naming ``name``."""
+    if not is_real(value) or not 0 < _real(name, value) <= MAX_SECONDS:
+        raise ValueError(f"{name} must be a number of seconds in (0, {MAX_SECONDS:g}], got {short_repr(value)}")
+    return float(value)
+
+
+def _seed(seed):
+    if not is_int(seed) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {short_repr(seed)}")
+    return int(seed)
+
+
+def _ints(name, values):
+    """A non-empty sequence of positive integers as a list, or a ValueError naming ``name``."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)) or len(values) == 0:
+        raise ValueError(f"{name} must be a non-empty sequence of positive integers, got {short_repr(values)}")
+    return [positive_int(f"{name}[{i}]", v) for i, v in enumerate(values)]
+
+
+def _epsilons(name, values):
+    """A non-empty sequence of positive finite ε's as a list, or a ValueError naming ``name``."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)) or len(values) == 0:
+        raise ValueError(f"{name} must be a non-empty sequence of positive numbers, got {short_repr(values)}")
+    out = []
+    for i, e in enumerate(values):
+        try:
+            out.append(check_epsilon(e))
+        except ValueError as exc:
+            raise ValueError(f"{name}[{i}]: {exc}") from None
+    return out
 
 
 def _write_csv(out_dir, name, rows):
@@ -54,8 +105,15 @@ def compare_oracles(d=40, n=200, *, seed=0, highs_steps=60, ess_steps=None, out=
     trajectories are checked to coincide, so ESS per step is shared and measured on a
     long facet-walk run. Returns a dict of the numbers printed.
     """
+    d, n, seed = positive_int("d", d), positive_int("n", n), _seed(seed)
+    highs_steps = positive_int("highs_steps", highs_steps)
+    if highs_steps > BLOCK:
+        raise ValueError(f"highs_steps must be at most {BLOCK} (one block of random inputs), got {highs_steps}")
     rng = np.random.default_rng(seed)
-    F = rng.choice([-1.0, 1.0], size=(d, n))
+    F = W.random_pm1(d, n, rng=rng)  # the draws of rng.choice([-1.0, 1.0], size=(d, n)), size-checked
+    ess_steps = positive_int("ess_steps", ess_steps, allow_none=True)
+    if ess_steps is not None:
+        check_memory("ess_steps", ess_steps, 8 * 4 * ess_steps * d)  # 4 chains' records of rank <= d
     K = SymmetricHull(F)
     t0 = time.perf_counter()
     frame = rounding_of(K).frame
@@ -72,8 +130,6 @@ def compare_oracles(d=40, n=200, *, seed=0, highs_steps=60, ess_steps=None, out=
     t = time.perf_counter()
     fast_path = run_chains([chain], "hit_and_run", k, 1, NO_CLIP, workers=1)[0]
     t_fast_k = time.perf_counter() - t
-    if k > BLOCK:
-        raise ValueError(f"highs_steps must be at most {BLOCK} (one block of random inputs)")
     normals, unif = block_inputs(np.random.default_rng(seed + 2), r)  # exactly what the chain used
     t = time.perf_counter()
     highs_path = hit_and_run_reference(ref, x0, normals[:k], unif[:k])
@@ -142,6 +198,10 @@ def table3(ds=(40, 20), n=200, eps_list=(0.1, 1.0, 2.0), *, releases=100, seed=2
     Writes ``table3.csv`` and ``table3.md`` (and ``table3.png`` with matplotlib) to
     ``out_dir``; returns the rows.
     """
+    ds, n, eps_list = _ints("ds", ds), positive_int("n", n), _epsilons("eps_list", eps_list)
+    releases, seed = positive_int("releases", releases), _seed(seed)
+    check_memory("n", n, 8 * n * (1 + max(ds)))  # x and each F
+    check_memory("releases", releases, 8 * 4 * releases * max(ds))  # one cell's answers and errors
     rng = np.random.default_rng(seed)
     x = rng.integers(22, 39, size=n).astype(float)  # synthetic ages 22–38
     rows = []
@@ -189,6 +249,11 @@ def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=tuple(WALKS), *,
     Writes ``scaling.csv`` row by row as configurations finish (an interrupted study
     keeps what it measured), then ``scaling.png``; returns the rows.
     """
+    ds, factors = _ints("ds", ds), _ints("factors", factors)
+    seconds, chains, seed = _seconds("seconds", seconds), _chains(chains), _seed(seed)
+    if isinstance(walks, str) or not isinstance(walks, Sequence) or not walks or any(w not in WALKS for w in walks):
+        raise ValueError(f"walks must be a non-empty sequence of walk names from {sorted(WALKS)}, "
+                         f"got {short_repr(walks)}")
     rows = []
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -259,11 +324,16 @@ FAMILY_FIELDS = ["family", "size", "d", "n", "rank", "status", "stage", "error",
 def family_workload(family, size, seed=0):
     """F of one size of a family: ``marginals`` (2-way marginals of ``size`` binary
     attributes, n = 2^size) or ``pm1`` (random ±1, d = size, n = 5·size)."""
+    size, seed = positive_int("size", size), _seed(seed)
     if family == "marginals":
-        return W.marginals((2,) * int(size), 2)
+        if 2 ** min(size, 64) > W.MAX_ENTRIES:  # n = 2^size cells alone pass the workload cap
+            raise ValueError(f"size={size}: 2-way marginals of {size} binary attributes have 2^{size} cells, "
+                             f"over knorm.workloads.MAX_ENTRIES = {W.MAX_ENTRIES}")
+        return W.marginals((2,) * size, 2)
     if family == "pm1":
-        return W.random_pm1(int(size), 5 * int(size), rng=seed + int(size))
-    raise ValueError(f"unknown family {family!r}; choose marginals or pm1")
+        W._fits("size", size, size, 5 * size, "the pm1 family's F (size × 5·size)")
+        return W.random_pm1(size, 5 * size, rng=seed + size)
+    raise ValueError(f"unknown family {short_repr(family)}; choose marginals or pm1")
 
 
 def _single_chain_pivot_time(rnd, seconds, seed):
@@ -302,6 +372,9 @@ def measure_workload(F, *, family="", size="", seconds=5.0, pivot_seconds=2.0, c
     where, ``error`` the message. ``report(row)`` is called after every stage with the
     row so far. Returns the row (a dict over :data:`FAMILY_FIELDS`).
     """
+    F = validate_matrix(F)
+    seconds, pivot_seconds = _seconds("seconds", seconds), _seconds("pivot_seconds", pivot_seconds)
+    chains, seed = _chains(chains), _seed(seed)
     row = dict.fromkeys(FAMILY_FIELDS, "")
     row.update(family=family, size=size, d=F.shape[0], n=F.shape[1], chains=chains, cores=os.cpu_count(),
                status="running", loadavg=f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "")
@@ -360,6 +433,9 @@ def scaling_family(family, sizes, *, seconds=5.0, pivot_seconds=2.0, chains=4, s
     ``measure(family, size, seconds=, pivot_seconds=, chains=, seed=)`` returns a row
     (default: build the workload and :func:`measure_workload`; scripts/scaling.py runs
     each size in a child process with a time limit instead)."""
+    sizes = _ints("sizes", sizes)
+    seconds, pivot_seconds = _seconds("seconds", seconds), _seconds("pivot_seconds", pivot_seconds)
+    chains, seed = _chains(chains), _seed(seed)
     measure = measure or _measure_family_size
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -392,6 +468,7 @@ def _measure_child(conn, family, size, kw):
 def measure_with_timeout(limit):
     """A ``measure`` for :func:`scaling_family` running each size in a
     forked child killed after ``limit`` seconds (the row then says how far it got)."""
+    limit = _seconds("limit", limit)
 
     import multiprocessing as mp
 
