@@ -511,6 +511,10 @@ def cmd_sample(args):
             samples = np.atleast_2d(mech.release(x, size=args.count))
         else:
             samples = mech.sample_noise(size=args.count)
+    except BaseException:
+        if checkpoint is not None and not checkpoint.resumable:
+            checkpoint.retire()  # no snapshot to continue: the saved entropy alone is a useless secret
+        raise
     finally:
         progress.close()
         if executor is not None:
@@ -1065,7 +1069,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         if args.debug:
             raise
-        resumable = getattr(args, "checkpoint", None) and any(Path(args.checkpoint).glob("sample-*.npz"))
+        from .walks.checkpoint import SNAPSHOTS
+
+        resumable = getattr(args, "checkpoint", None) and any(Path(args.checkpoint).glob(SNAPSHOTS))
         sys.stderr.write("knorm: interrupted" + (" (resume with --resume)\n" if resumable else "\n"))
         return 130
     except BrokenPipeError:  # the reader went away (`knorm ... | head`): stop quietly

@@ -183,6 +183,11 @@ class Checkpoint:
                  *sorted(d.glob(".sample-*.npz.*.tmp"))]
         return [p for p in names if p.exists()]
 
+    @property
+    def resumable(self) -> bool:
+        """Whether the folder holds an unfinished run's snapshot (``resume=True`` continues it)."""
+        return any(self.directory.glob(SNAPSHOTS))
+
     def path(self, fp: str) -> Path:
         return self.directory / f"sample-{fp[:20]}.npz"
 
