@@ -261,11 +261,11 @@ class Checkpoint:
             atomic_write(self.directory / ENTROPY_FILE, lambda f: f.write(text), private=True)
             self._entropy_saved = True
         states = [c.state_dict() for c in chains]
-        arrays = {f"chain_{k}": np.stack([np.asarray(s[k]) for s in states]) for k in CHAIN_KEYS}
+        arrays: dict[str, Any] = {f"chain_{k}": np.stack([np.asarray(s[k]) for s in states]) for k in CHAIN_KEYS}
         arrays["chain_rng"] = np.array([json.dumps(s["rng"]) for s in states])
         arrays.update({k: np.asarray(v) for k, v in scalars.items()})
-        meta = {"fingerprint": np.array(fp), "session": np.array(self._session), "context": np.array(self.context),
-                "run": np.array(self._current)}
+        meta: dict[str, Any] = {"fingerprint": np.array(fp), "session": np.array(self._session),
+                                "context": np.array(self.context), "run": np.array(self._current)}
         atomic_write(self.path(fp), lambda f: np.savez(f, draws=draws, **meta, **arrays), private=True)
         self._last = now
 
