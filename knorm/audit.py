@@ -96,6 +96,8 @@ def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     ``scipy.stats.binomtest(k, n).proportion_ci(1 − α, method="exact")``.
     """
     n = _int_at_least("n", n, 1)
+    if n > 2**53:  # counts exact in float64
+        raise ValueError(f"n must be at most 2**53, got {n}")
     if not is_int(k) or not 0 <= k <= n:
         raise ValueError(f"k must be an integer in [0, n] = [0, {n}], got {short_repr(k)}")
     if not (is_real(alpha) and 0 < alpha < 1):

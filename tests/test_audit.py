@@ -219,3 +219,51 @@ def test_bad_arguments():
         fx_on_line([np.nan, 1.0])
     with pytest.raises(ValueError, match="^atol "):
         repeated_answer(atol=-1.0)
+
+
+# ---- issue 17: sizes checked before sampling, numbers validated --------------------------------
+
+def test_huge_sample_counts_are_refused_before_sampling():
+    calls = []
+
+    def sampler(k):
+        calls.append(k)
+        return np.zeros(k)
+
+    with pytest.raises(ValueError, match=r"^n=1000000000000 needs about"):  # was MemoryError
+        audit(sampler, sampler, n=10**12)
+    with pytest.raises(ValueError, match=r"^windows=1000000000000 needs about"):  # was 10^12 sampler calls
+        audit_event(repeated_answer(), sampler, sampler, windows=10**12, window=3)
+    assert calls == []
+
+
+def test_number_arguments_of_the_helpers():
+    from knorm.audit import clopper_pearson
+
+    for call, name in [(lambda v: clopper_pearson(v, 10, 0.05), "k"), (lambda v: clopper_pearson(3, v, 0.05), "n"),
+                       (lambda v: clopper_pearson(3, 10, v), "alpha"), (lambda v: repeated_answer(v), "atol"),
+                       (lambda v: fx_on_line([1.0, v]), "fx")]:
+        for value in (float("nan"), float("inf"), "1", None, 1j, 10**400):
+            with pytest.raises(ValueError, match=rf"^{name}"):
+                call(value)
+    res = audit_event(repeated_answer(), lambda k: np.arange(k, dtype=float), lambda k: np.arange(k, dtype=float),
+                      windows=3, window=3)
+    for value in (float("nan"), -1.0, "1", None, 10**400):
+        with pytest.raises(ValueError, match=r"^claimed_epsilon"):
+            res.refutes(value)  # NaN used to give False silently
+        with pytest.raises(ValueError, match=r"^epsilon"):
+            res.delta_lower_bound(value)
+    assert res.refutes(float("inf")) is False  # no claim at all: never refuted
+
+
+def test_complex_outputs_are_refused_not_cast():
+    with pytest.raises(ValueError, match=r"^sample_p's outputs must be real"):
+        audit(lambda k: np.ones(k) + 1j, lambda k: np.ones(k), n=100)
+
+
+def test_a_tiny_alpha_gives_a_finite_valid_bound():
+    """α = 1e-300: the ranking score used ppf(1 − α/2) = inf (NaN scores); the held-out
+    Clopper–Pearson bound at such α is 0 for these identical samplers."""
+    res = audit(lambda k: np.random.default_rng(k).standard_normal(k), lambda k: np.random.default_rng(k).standard_normal(k),
+                n=200, alpha=1e-300, rng=0)
+    assert res.epsilon_lower_bound == 0.0 and res.failure is None

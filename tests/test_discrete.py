@@ -75,3 +75,57 @@ def test_vectorised_shapes():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ---- issue 17: tiny ε, huge domains, odd arguments ---------------------------------------------
+
+@pytest.mark.parametrize("eps", [1e-300, 1e-10, 1.0])
+def test_rr_estimates_are_scale_free_at_tiny_epsilon(eps):
+    """k = 2, f = (1/3, 2/3): π̂ = (f(1 + w) − w)/(1 − w), w = e^{−ε} (the exact algebra of
+    (f − q)/(p − q)); at ε = 1e-300 the old p − q was 0 and the estimate ±inf."""
+    rr = RandomizedResponse(k=2, epsilon=eps)
+    est = rr.estimate_frequencies([0, 1, 1])
+    w, one_minus_w = np.exp(-eps), -np.expm1(-eps)
+    want = (np.array([1 / 3, 2 / 3]) * (1 + w) - w) / one_minus_w
+    np.testing.assert_allclose(est, want, rtol=1e-13)
+    assert np.all(np.isfinite(est))
+
+
+def test_finite_domain_estimates_at_tiny_epsilon_are_finite_and_exact():
+    """m = 2, δ = 0: π̂ = (f(1 + 2w) − w)/(1 − w); with δ > 0 the denominator is >= 3δw."""
+    fd = FiniteDomainMechanism(2, epsilon=1e-300)
+    np.testing.assert_allclose(fd.estimate_frequencies([0, 1, 1]), np.array([0.0, 1.0, -1.0]) / 1e-300, rtol=1e-13)
+    fd = FiniteDomainMechanism(2, epsilon=1e-300, delta=0.1)
+    w = 1.0  # e^{−1e-300} in float64
+    want = (np.array([1, 2, 0]) / 3 * (1 + 2 * w) - 0.9 * w) / (1e-300 + 3 * 0.1 * w)
+    np.testing.assert_allclose(fd.estimate_frequencies([0, 1, 1]), want, rtol=1e-13)
+    assert fd.p_truth == pytest.approx(1 - 2 * fd.p, rel=1e-15)
+
+
+def test_huge_domains_are_refused_before_allocating():
+    rr = RandomizedResponse(k=10**12, epsilon=1.0, rng=0)
+    assert rr.release([0, 5, 10**11]).shape == (3,)  # reports need no k-sized array
+    with pytest.raises(ValueError, match=r"^k=1000000000000 needs about"):
+        rr.estimate_frequencies([0, 1])  # was MemoryError
+    with pytest.raises(ValueError, match=r"^m=1000000000000 needs about"):
+        FiniteDomainMechanism(10**12, epsilon=1.0).estimate_frequencies([0, 1])
+    for k in (2**53 + 1, 10**400, 2.0, True, "3"):
+        with pytest.raises(ValueError, match=r"^k must be an integer"):
+            RandomizedResponse(k=k, epsilon=1.0)
+
+
+@pytest.mark.parametrize("value", [float("nan"), -1.0, float("inf"), "1", None, 1j])
+def test_profile_and_bound_arguments(value):
+    fd = FiniteDomainMechanism(3, epsilon=1.0)
+    with pytest.raises(ValueError, match=r"^epsilon"):
+        fd.privacy_profile(value)
+    with pytest.raises(ValueError, match=r"^kappa"):
+        fd.lower_bound(value)
+
+
+def test_report_errors_name_reports_and_huge_floats_are_not_cast():
+    rr = RandomizedResponse(k=3, epsilon=1.0)
+    with pytest.raises(ValueError, match=r"^reports must lie in \[0, 3\); got range \[0, 1e\+300\]"):
+        rr.estimate_frequencies([0.0, 1e300])  # was cast to int64 first (a negative garbage value)
+    with pytest.raises(ValueError, match=r"^values must be integers"):
+        rr.release([0.5, 1.0])

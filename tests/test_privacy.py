@@ -194,3 +194,74 @@ def test_dp_event_export_without_the_extra_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "dp_accounting", None)
     with pytest.raises(ImportError, match=r"knorm\[accounting\]"):
         P.epsilon_delta_dp_event(1.0)
+
+
+# ---- issue 17: odd arguments, results past float64, and a composed δ over 1 -------------------
+
+@pytest.mark.parametrize("call, name", [
+    (lambda v: P.gdp_delta(v, 1.0), "epsilon"), (lambda v: P.gdp_delta(1.0, v), "mu"),
+    (lambda v: P.tradeoff_eps_delta(v, 1.0), "alpha"), (lambda v: P.tradeoff_gdp(v, 1.0), "alpha"),
+    (lambda v: P.advanced_composition(v, 0.0, 2, 1e-5), "epsilon"), (lambda v: P.advanced_composition(1.0, 0.0, v, 1e-5), "k"),
+    (lambda v: P.gaussian_mu(v, 1.0), "sensitivity"), (lambda v: P.gaussian_mu(1.0, v), "sigma"),
+    (lambda v: P.group_gdp(1.0, v), "k"), (lambda v: P.group_privacy(1.0, 0.1, v), "k"),
+    (lambda v: P.basic_composition([1.0, v]), "epsilons"), (lambda v: P.gdp_compose(1.0, v), "mus"),
+    (lambda v: P.gdp_mu_for(v, 1e-5), "epsilon"), (lambda v: P.gdp_epsilon(1e-5, v), "mu"),
+    (lambda v: P.epsilon_delta_dp_event(v), "epsilon"), (lambda v: P.BudgetAccountant(delta=v), "delta"),
+    (lambda v: P.BudgetAccountant(epsilon=2.0).spend(v), "epsilon"),
+])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, "1", None, 1j, True])
+def test_helpers_refuse_odd_arguments_by_name(call, name, value):
+    """Each used to return NaN/inf or raise a raw TypeError/OverflowError for some of these."""
+    with pytest.raises(ValueError, match=rf"(^|\W){name}\W"):
+        call(value)
+
+
+def test_an_unlimited_budget_is_the_one_infinite_epsilon():
+    acc = P.BudgetAccountant(epsilon=float("inf"))
+    assert acc.spend(1.7e308) == (1.7e308, 0.0)
+    with pytest.raises(ValueError, match="epsilon"):  # the total itself would leave float64
+        acc.spend(1.7e308)
+    assert len(acc.spends) == 1
+
+
+def test_results_past_float64_are_refused_and_saturating_ones_are_exact():
+    with pytest.raises(ValueError, match="epsilon = 1e.300, k = 2"):
+        P.advanced_composition(1e300, 0.0, 2, 1e-5)  # ε(e^ε − 1) overflows
+    with pytest.raises(ValueError, match="k·mu"):
+        P.group_gdp(1e300, 10**10)
+    with pytest.raises(ValueError, match="mu = 1e.300"):
+        P.gdp_epsilon(1e-5, 1e300)  # ε ≈ μ²/2
+    # e^{(k−1)ε}·kδ >= 1 exactly where it saturates; below that, the formula itself
+    assert P.group_privacy(1e300, 0.1, 3) == (3e300, 1.0)
+    assert P.group_privacy(1.0, 1e-10, 3)[1] == pytest.approx(3 * np.exp(2.0) * 1e-10, rel=1e-13)
+    assert P.gdp_compose(1e300, 1e300) == pytest.approx(np.sqrt(2) * 1e300, rel=1e-15)  # was inf
+    assert P.gdp_compose(3e-300, 4e-300) == pytest.approx(5e-300, rel=1e-15)  # was 0
+    # f_{ε,0}(0) = 1 for every ε (e^ε·0 used to give NaN at ε = 1e300)
+    assert P.tradeoff_eps_delta(0.0, 1e300) == 1.0
+    assert P.gdp_delta(1e300, 1.0) == 0.0 and P.gdp_delta(1.0, 1e300) == 1.0
+    with pytest.raises(ValueError, match="sensitivity/sigma"):
+        P.gaussian_mu(1e300, 1e-300)
+
+
+def test_gdp_mu_for_tiny_delta_brackets_below_1e_12():
+    """δ(0; μ) = 2Φ(μ/2) − 1 ≈ μ/√(2π): at δ = 1e-300 the μ is ≈ 2.5e-300 (the old bracket
+    started at 1e-12 and failed)."""
+    mu = P.gdp_mu_for(0.0, 1e-300)
+    assert mu == pytest.approx(1e-300 * np.sqrt(2 * np.pi), rel=1e-6)
+    assert P.gdp_delta(0.0, mu) == pytest.approx(1e-300, rel=1e-9)
+
+
+def test_a_composed_delta_over_one_exceeds_the_budget():
+    """Gaussian δ = 0.5 releasing 3 answers spends kδ = 1.5: BudgetExceededError, not "delta
+    must be in [0, 1]"; nothing recorded, nothing released."""
+    from knorm.mechanisms import GaussianMechanism
+
+    acc = P.BudgetAccountant(epsilon=10.0, delta=0.9)
+    mech = GaussianMechanism(np.eye(2), epsilon=1.0, delta=0.5, accountant=acc)
+    with pytest.raises(P.BudgetExceededError, match="delta = 1.5"):
+        mech.release(np.zeros(2), size=3)
+    assert acc.spends == [] and mech.answers == 0
+    # a budget δ = 1 holds any δ: min(1, Σδ) <= 1
+    open_acc = P.BudgetAccountant(epsilon=10.0, delta=1.0)
+    GaussianMechanism(np.eye(2), epsilon=1.0, delta=0.5, accountant=open_acc).release(np.zeros(2), size=3)
+    assert open_acc.total == (3.0, 1.0)

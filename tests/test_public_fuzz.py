@@ -105,7 +105,7 @@ CASES = [
     Case("gdp_delta", P.gdp_delta, dict(epsilon=1.0, mu=1.0), dict(epsilon="epsilon", mu="mu"), arrays=["epsilon"]),
     Case("gdp_epsilon", P.gdp_epsilon, dict(delta=1e-5, mu=1.0), dict(delta="delta", mu="mu")),
     Case("gdp_mu_for", P.gdp_mu_for, dict(epsilon=1.0, delta=1e-5), dict(epsilon="epsilon", delta="delta")),
-    Case("gdp_compose", lambda mus: P.gdp_compose(*mus), dict(mus=[1.0, 2.0]), dict(mus="mus"), arrays=["mus"]),
+    Case("gdp_compose", lambda mus: P.gdp_compose(mus), dict(mus=[1.0, 2.0]), dict(mus="mus"), arrays=["mus"]),
     Case("group_gdp", P.group_gdp, dict(mu=1.0, k=2), dict(mu="mu", k="k")),
     Case("basic_composition", P.basic_composition, dict(epsilons=[1.0, 2.0], deltas=[0.0, 0.1]),
          dict(epsilons="epsilons", deltas="deltas"), arrays=["epsilons", "deltas"]),
@@ -134,7 +134,7 @@ CASES = [
     Case("FiniteDomainMechanism.estimate_frequencies", lambda reports, epsilon=1.0, m=3, delta=0.0:
          R.FiniteDomainMechanism(m, epsilon=epsilon, delta=delta).estimate_frequencies(reports),
          dict(reports=[0.0, 1.0, 3.0], epsilon=1.0, m=3, delta=0.0),
-         dict(reports="reports", epsilon="epsilon", m="m", delta="delta"), arrays=["reports"]),
+         dict(reports="reports", epsilon="epsilon", m=("m", "reports"), delta="delta"), arrays=["reports"]),
     Case("FiniteDomainMechanism.privacy_profile", lambda epsilon: _fd().privacy_profile(epsilon), dict(epsilon=1.0),
          dict(epsilon="epsilon")),
     Case("FiniteDomainMechanism.lower_bound", lambda kappa: _fd().lower_bound(kappa), dict(kappa=1.0),
@@ -160,7 +160,7 @@ CASES = [
     Case("Attribute(edges)", lambda edges: D.Attribute("a", edges=edges), dict(edges=[0.0, 1.0, 2.0]),
          dict(edges="edges"), arrays=["edges"]),
     Case("Attribute(categories)", lambda categories: D.Attribute("a", categories=categories),
-         dict(categories=[0.0, 1.0]), dict(categories="categor"), arrays=["categories"]),
+         dict(categories=[0.0, 1.0]), dict(categories=("categories", "category")), arrays=["categories"]),
     Case("Attribute.discretise", lambda values: DOMAIN["a"].discretise(values), dict(values=[0.5, 1.5]),
          dict(values=("values", "attribute")), arrays=["values"]),
     Case("histogram", lambda table: D.histogram(table, DOMAIN), dict(table=[[0.5, 1.0], [1.5, 0.0]]),
@@ -234,7 +234,7 @@ PLOT_CASES = [
          arrays=["source"]),
     Case("plots.expected_errors", lambda epsilons, n_samples: _plots().expected_errors(
         np.eye(2), epsilons, mechanisms=("laplace",), n_samples=n_samples),
-         dict(epsilons=[1.0], n_samples=10), dict(epsilons="epsilon", n_samples="n_samples"), arrays=["epsilons"]),
+         dict(epsilons=[1.0], n_samples=10), dict(epsilons=("epsilon", "epsilons"), n_samples="n_samples"), arrays=["epsilons"]),
 ]
 
 ALL = CASES + PLOT_CASES
@@ -286,7 +286,7 @@ def check(case, arg, value):
     except (ValueError, TypeError) as exc:
         msg = str(exc)
         assert "\n" not in msg, f"{case.label}({arg}={value!r}): message over several lines: {msg!r}"
-        assert any(re.search(rf"(^|\W){re.escape(n)}", msg) for n in names), \
+        assert any(re.search(rf"(^|\W){re.escape(n)}(\W|$)", msg) for n in names), \
             f"{case.label}({arg}={value!r}): {names} not named in: {msg}"
         return "refused"
     except FloatingPointError as exc:
