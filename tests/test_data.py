@@ -215,3 +215,28 @@ def test_split_marginals_batch_and_validation():
         marginal_keys(dom, 5)
     with pytest.raises(ValueError, match="k must be"):
         marginal_workload(dom, 0)
+
+
+# ---- issue 17: complex values and non-finite answers --------------------------------------------
+
+@pytest.mark.parametrize("values", [np.array([0.5 + 1j, 1.5]), np.array([0.5 + 0j, 1.5]),
+                                    np.array([0.5 + 1j, 1.5], dtype=object)])
+def test_complex_values_are_refused_not_truncated(values):
+    """histogram used to drop the imaginary part (0.5+1j counted as 0.5)."""
+    dom = Domain([Attribute("a", edges=[0, 1, 2])])
+    with pytest.raises(ValueError, match=r"^attribute 'a': values must be real, got complex"):
+        histogram(values[:, None], dom)
+    cats = Domain([Attribute("c", categories=[0.5, 1.5])])  # 0.5+0j == 0.5: matched by value before
+    with pytest.raises(ValueError, match=r"^attribute 'c': values must be real"):
+        cats.attributes[0].discretise(values)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_split_marginals_refuses_non_finite_answers(bad):
+    dom = Domain([Attribute("a", categories=[0, 1]), Attribute("b", categories=[0, 1, 2])])
+    answers = np.arange(5.0)
+    answers[2] = bad
+    with pytest.raises(ValueError, match=r"^answers contains 1 NaN or infinite entries"):
+        split_marginals(dom, 1, answers)
+    with pytest.raises(ValueError, match=r"^answers must be real"):
+        split_marginals(dom, 1, np.ones(5, dtype=bool))

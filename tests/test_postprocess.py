@@ -206,3 +206,43 @@ def test_least_squares_is_the_orthogonal_projection_on_rank_deficient_workloads(
     got = P.least_squares(F, a)
     np.testing.assert_allclose(got, want, atol=1e-8 * np.abs(want).max())
     np.testing.assert_allclose(np.array([P.least_squares(F, row) for row in a]), got, atol=1e-8 * np.abs(want).max())
+
+
+# ---- issue 17: extreme scales ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("scale", [1e-300, 1.0, 1e300])
+def test_projections_are_scale_free(scale):
+    """Scaling the answers by s scales every projection onto a cone by s (and N·K by s when N
+    scales too): answers near 1e308 used to come back inf, and a tiny total overflowed a/N."""
+    F = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])
+    a = np.array([1.5, -0.25])
+    np.testing.assert_allclose(P.least_squares(F, a * scale), P.least_squares(F, a) * scale, rtol=1e-12)
+    np.testing.assert_allclose(P.nonnegative(F, a * scale), P.nonnegative(F, a) * scale, rtol=1e-12)
+    for nonneg in (True, False):
+        np.testing.assert_allclose(P.project_to_total(F, a * scale, 2.0 * scale, nonnegative=nonneg),
+                                   P.project_to_total(F, a, 2.0, nonnegative=nonneg) * scale, rtol=1e-9)
+    big = np.array([1.5e308, -1e308])
+    assert np.all(np.isfinite(P.nonnegative(F, big)))  # was [inf, inf]
+    np.testing.assert_allclose(P.least_squares(F, big), big, rtol=1e-15)  # F spans R², a is its own projection
+
+
+def test_a_tiny_total_with_large_answers_lands_in_NK():
+    """N = 1e-300 and a = (1e300, 1): a/N overflowed (scipy's "array must not contain infs or
+    NaNs"). Every point of N·K is then within 1e-300 of the optimum, far below float64's
+    resolution of ‖a − y‖ ≈ 1e300, so the check is membership: x >= 0, Σx = N, y = Fx."""
+    F = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])
+    y, x = P.project_to_total(F, [1e300, 1.0], 1e-300, return_x=True)
+    assert np.all(x >= 0) and x.sum() == pytest.approx(1e-300, rel=1e-12)
+    np.testing.assert_allclose(y, F @ x, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"^total = 1e\+300: the projected answers"):
+        P.project_to_total(F * 1e10, [1.0, 2.0], 1e300)
+    with pytest.raises(ValueError, match=r"^total must be"):
+        P.project_to_total(F, [1.0, 2.0], 10**400)
+
+
+def test_covariances_spanning_float64_are_refused_by_name():
+    F = np.array([[1.0, 0.0], [0.0, 1.0]])
+    out = P.least_squares(F, [1.0, 2.0], covariance=[1e300, 3e300])  # scaled first: fine
+    np.testing.assert_allclose(out, [1.0, 2.0], rtol=1e-14)
+    with pytest.raises(ValueError, match=r"^covariance"):
+        P.least_squares(F, [1.0, 2.0], covariance=[1e-300, 1e300])
