@@ -235,7 +235,10 @@ class Checkpoint:
         i = self._current = self._runs
         self._runs += 1
         p = self._pending
-        if p is None or i != p["run"]:
+        if p is None:
+            return None
+        if i < p["run"]:  # finished before the interrupt: run again, unsaved (the saved run stays the one)
+            self._current = None
             return None
         if p["fingerprint"] != fp:
             raise CheckpointConflict(f"the unfinished run in {str(self.directory)!r} does not match this run (sizes, "

@@ -163,3 +163,31 @@ def test_the_fingerprint_hashes_whole_arrays_inside_containers():
     assert fingerprint([a, 1]) != fingerprint([b, 1])
     assert fingerprint({"x": a}) == fingerprint({"x": a.copy()})
     assert fingerprint(np.zeros(2)) != fingerprint(np.zeros(2, dtype=np.float32))
+
+
+def test_a_resume_interrupted_again_before_the_saved_run_stays_resumable(F, tmp_path):
+    """A session's first run finished (snapshot deleted), its second was interrupted. The
+    resume runs the first again without saving it (the saved run stays the one to continue),
+    so a second interrupt there leaves the folder as it was, and a later resume continues."""
+    s = Sampler(F, rng=12)  # run(1500): two chunks of records (a snapshot after the first)
+    s.run(1500)
+    want = s.run(2000)[0]
+
+    s1 = Sampler(F, rng=12, checkpoint=Checkpoint(tmp_path, every=0))
+    s1.run(1500)
+    s1.progress = stop_at(2)
+    with pytest.raises(Stop):
+        s1.run(2000)
+    saved = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert len(saved) == 1
+
+    s2 = Sampler(F, rng=12, checkpoint=Checkpoint(tmp_path, every=0, resume=True), progress=stop_at(2))
+    with pytest.raises(Stop):
+        s2.run(1500)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == saved
+
+    ck = Checkpoint(tmp_path, every=0, resume=True)
+    s3 = Sampler(F, rng=12, checkpoint=ck)
+    s3.run(1500)
+    np.testing.assert_array_equal(s3.run(2000)[0], want)
+    assert ck.loaded == 1 and list(tmp_path.iterdir()) == []
