@@ -106,9 +106,9 @@ class Checkpoint:
     ``Checkpoint(directory, every=30.0, resume=False, context=None)``: snapshots of the
     unfinished sampler run go to ``directory/sample-<fingerprint>.npz``, at most every
     ``every`` seconds; a run's snapshot is deleted when the run finishes. ``context``
-    (anything of arrays, numbers, strings, lists and dicts) names what the run is for, e.g.
-    a hash of the data: a resume must give the same. Mechanisms and samplers add their own
-    settings (:meth:`bind`: ε, walk, matrix, generator state, …).
+    (arrays, numbers, strings, lists and dicts) names what the run is for, e.g. the data
+    (only a hash is stored): a resume must give the same. Mechanisms and samplers add their
+    own settings (:meth:`bind`: ε, walk, matrix, generator state, …).
 
     ``resume=False`` (a new run) refuses a folder that holds a checkpoint and creates a
     missing folder 0700; ``resume=True`` refuses (:class:`CheckpointConflict`, a
@@ -120,6 +120,11 @@ class Checkpoint:
     Call :meth:`retire` (or use ``with Checkpoint(...) as ck:``) once the answers are final:
     it deletes the saved entropy and any snapshot left. ``loaded`` counts the snapshots
     resumed from and ``resumed_seconds`` adds up the sampler time they had already spent.
+
+    A private run that can be resumed takes its noise generator from the checkpoint:
+    ``KNormMechanism(F, epsilon=1, rng=np.random.default_rng(np.random.SeedSequence(
+    ck.entropy())), sampler_options={"checkpoint": ck})``. With fresh entropy (``rng=None``)
+    a run is checkpointed but can never be resumed (its generator state differs).
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, every: float = 30.0, resume: bool = False,
