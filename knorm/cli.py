@@ -36,6 +36,7 @@ from . import __version__
 from ._io import atomic_write
 from ._validate import check_memory as _check_memory
 from .walks.chains import WALKS
+from .walks.checkpoint import SNAPSHOTS, Checkpoint, CheckpointConflict
 
 MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
 WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range", "marginals")
@@ -320,8 +321,6 @@ def _checkpoint(args, F, x):
     whole command (F, the data's hash or "no data", mechanism, ε, δ, count, walk, options,
     seed). A new run refuses a folder that holds a checkpoint; ``--resume`` refuses unless
     the folder holds an unfinished run of the identical command (exit 2, nothing written)."""
-    from .walks.checkpoint import Checkpoint, CheckpointConflict
-
     context = {"knorm": __version__, "command": "sample", "matrix": F, "data": "no data" if x is None else x,
                "mechanism": args.mechanism, "epsilon": args.epsilon, "delta": args.delta, "count": args.count,
                "walk": args.walk, "accept_uncertified": args.accept_uncertified, "seed": args.nonprivate_seed}
@@ -511,6 +510,8 @@ def cmd_sample(args):
             samples = np.atleast_2d(mech.release(x, size=args.count))
         else:
             samples = mech.sample_noise(size=args.count)
+    except CheckpointConflict as exc:  # the saved run is not this one: refused before anything is released
+        raise UsageError(f"--resume: {exc}") from None
     except BaseException:
         if checkpoint is not None and not checkpoint.resumable:
             checkpoint.retire()  # no snapshot to continue: the saved entropy alone is a useless secret
@@ -1069,8 +1070,6 @@ def main(argv=None):
     except KeyboardInterrupt:
         if args.debug:
             raise
-        from .walks.checkpoint import SNAPSHOTS
-
         resumable = getattr(args, "checkpoint", None) and any(Path(args.checkpoint).glob(SNAPSHOTS))
         sys.stderr.write("knorm: interrupted" + (" (resume with --resume)\n" if resumable else "\n"))
         return 130
