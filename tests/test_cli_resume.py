@@ -47,17 +47,18 @@ def interrupted(t, capsys, monkeypatch, data="x1.npy", *extra):
     assert not (t / "a1.npy").exists()
 
 
-@pytest.mark.parametrize("mechanism", ["knorm", "auto"])
-def test_resume_after_a_finished_run_is_refused(files, capsys, mechanism):
-    """The issue's attack: a second command on x2 with --resume reused the first run's noise,
-    so a2 − a1 = F(x2 − x1) exactly. Now the finished run left nothing to resume: exit 2, one
-    line, no output file."""
+@pytest.mark.parametrize("mechanism,data,extra", [("knorm", "x2.npy", []), ("auto", "x2.npy", []),
+                                                  ("knorm", "x1.npy", ["--epsilon", "2"])])
+def test_resume_after_a_finished_run_is_refused(files, capsys, mechanism, data, extra):
+    """The issue's attacks: a second command on x2 with --resume reused the first run's noise,
+    so a2 − a1 = F(x2 − x1) exactly; at ε = 2 on x1 the noise was the first's × 1/2, so
+    2·a2 − a1 = Fx. Now the finished run left nothing to resume: exit 2, one line, no output."""
     t = files
     ck = t / "ck"
     common = ["--count", "3", "--mechanism", mechanism, "--checkpoint", str(ck)]
     assert run(sample(t, "x1.npy", *common, "--out", str(t / "a1.npz")), capsys)[0] == 0
     assert held(ck) == []
-    rc, _, err = run(sample(t, "x2.npy", *common, "--resume", "--out", str(t / "a2.npz")), capsys)
+    rc, _, err = run(sample(t, data, *common, *extra, "--resume", "--out", str(t / "a2.npz")), capsys)
     assert rc == 2 and err.count("\n") == 1 and "--resume" in err and "no unfinished run" in err
     assert not (t / "a2.npz").exists() and held(ck) == []
 
