@@ -127,8 +127,9 @@ class Attribute:
             return self._category_codes(v)
         try:
             num = v.astype(np.float64)
-        except (ValueError, TypeError):
-            raise ValueError(f"attribute {self.name!r}: binned values must be numbers, got dtype {v.dtype}") from None
+        except (ValueError, TypeError, OverflowError):
+            raise ValueError(f"attribute {self.name!r}: binned values must be numbers within float64's range, "
+                             f"got dtype {v.dtype}") from None
         if np.isnan(num).any():
             raise ValueError(f"attribute {self.name!r}: {int(np.isnan(num).sum())} missing (NaN) values")
         lo, hi = self.edges[0], self.edges[-1]  # type: ignore[index]  # binned: edges is set
@@ -146,7 +147,10 @@ class Attribute:
             codes = np.full(v.shape[0], -1, dtype=np.int64)
             for i, c in enumerate(self.categories):  # type: ignore[arg-type]  # categorical: set
                 if not isinstance(c, str):
-                    codes[(v == c) & (codes < 0)] = i
+                    try:
+                        codes[(v == c) & (codes < 0)] = i
+                    except OverflowError:  # an int category past float64 equals no float value
+                        continue
         else:  # strings, objects (pandas columns): one hash lookup per value; 1 == 1.0, never "1"
             lookup = {c: i for i, c in enumerate(self.categories)}  # type: ignore[arg-type]
             codes = np.fromiter((_lookup(lookup, u) for u in v.tolist()), np.int64, v.shape[0])

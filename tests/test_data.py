@@ -240,3 +240,13 @@ def test_split_marginals_refuses_non_finite_answers(bad):
         split_marginals(dom, 1, answers)
     with pytest.raises(ValueError, match=r"^answers must be real"):
         split_marginals(dom, 1, np.ones(5, dtype=bool))
+
+
+def test_integers_past_float64_are_refused_or_matched_exactly():
+    binned = Attribute("a", edges=[0, 1, 2])
+    with pytest.raises(ValueError, match=r"^attribute 'a': binned values must be numbers within float64"):
+        binned.discretise(np.array([10**400, 1], dtype=object))  # was OverflowError
+    cats = Attribute("c", categories=[0, 1, 10**400])
+    assert cats.discretise([10**400, 0]).tolist() == [2, 0]  # an exact label
+    with pytest.raises(ValueError, match=r"^attribute 'c': 1 values not among"):
+        cats.discretise(np.array([1e300]))  # compared with 10**400: no match (was OverflowError)

@@ -49,9 +49,10 @@ def array_variants(base):
         c = b.copy()
         c.flat[0] = bad
         out.append(c)
-    o = b.astype(object)
-    o.flat[0] = None
-    out.append(o)
+    for odd in (None, 10**400):  # a missing value; a Python int past float64
+        o = b.astype(object)
+        o.flat[0] = odd
+        out.append(o)
     return out
 
 
@@ -327,7 +328,7 @@ SCALAR_ARGS = [(c, a) for c, a in ARGS if not c.refuse_only and a not in c.array
                and c.label not in ("audit", "audit_event")]  # those two run a sampler: swept above
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(SCALAR_ARGS), RANDOM)
 def test_random_values(case_arg, value):
     case, arg = case_arg
