@@ -37,6 +37,7 @@ from scipy.spatial import KDTree
 
 from ._rng import as_generator
 from ._validate import as_real_array, check_memory, is_int, is_real, short_repr
+from .privacy import _real
 
 
 @dataclass
@@ -78,15 +79,7 @@ def _epsilon_arg(name: str, value: Any) -> float:
     """An ε to compare with: a real number >= 0 (inf allowed), else a ValueError naming ``name``."""
     if not is_real(value) or not value >= 0:
         raise ValueError(f"{name} must be a number >= 0 (inf allowed), got {short_repr(value)}")
-    return _float(name, value)
-
-
-def _float(name: str, value: Any) -> float:
-    """``float(value)``; a Python int past float64 is a ValueError naming ``name``."""
-    try:
-        return float(value)
-    except OverflowError:
-        raise ValueError(f"{name} = {short_repr(value)} is too large for float64") from None
+    return _real(name, value)
 
 
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
@@ -209,7 +202,7 @@ def repeated_answer(atol: float = 0.0) -> Callable[[NDArray[np.float64]], bool]:
     is a defect (e.g. a reused noise vector). It is evidence of privacy loss only when
     its frequency differs between x and x'; report the hits under both.
     """
-    if not (is_real(atol) and 0 <= _float("atol", atol) < math.inf):
+    if not (is_real(atol) and 0 <= _real("atol", atol) < math.inf):
         raise ValueError(f"atol must be a finite number >= 0, got {short_repr(atol)}")
     atol = float(atol)
 

@@ -49,7 +49,7 @@ def _real(name: str, v: Any) -> float:
     try:
         return float(v)
     except OverflowError:  # a Python int past float64
-        raise ValueError(f"{name} = {v} is too large for float64") from None
+        raise ValueError(f"{name} = {short_repr(v)} is too large for float64") from None
 
 
 def _array(name: str, v: ArrayLike, hi: float = np.inf) -> NDArray[np.float64]:
@@ -75,7 +75,7 @@ def _count(name: str, k: Any) -> tuple[int, float]:
     try:
         return k, float(k)
     except OverflowError:
-        raise ValueError(f"{name} = {k} is too large for float64") from None
+        raise ValueError(f"{name} = {short_repr(k)} is too large for float64") from None
 
 
 def _finite(value: float, what: str) -> float:
