@@ -32,10 +32,11 @@ def _size(name, value, low, high=MAX_VALUES):
     return int(value)
 
 
-def _estimate(reports, size, name, numerator, denominator, epsilon):
+def _estimate(reports, size, parameter, numerator, denominator, epsilon):
     """``(f·numerator[0] − numerator[1]) / denominator`` for the report frequencies f over
-    ``size`` values (memory checked first); a non-finite estimate is refused."""
-    check_memory(name, size - 1 if name == "m" else size, 24 * size)
+    ``size`` values (memory checked first, naming ``parameter = (name, value)`` of the
+    domain size); a non-finite estimate is refused."""
+    check_memory(*parameter, 24 * size)
     r = _values("reports", reports, size).ravel()
     if r.size == 0:
         raise ValueError("no reports: reports is empty")
@@ -114,7 +115,7 @@ class RandomizedResponse(Accounted):
         ``(f̂_j (1 + (k − 1)e^{−ε}) − e^{−ε}) / (1 − e^{−ε})`` (no cancellation at small ε).
         """
         w = np.exp(-self.epsilon)
-        return _estimate(reports, self.k, "k", (self._denominator, w), -np.expm1(-self.epsilon), self.epsilon)
+        return _estimate(reports, self.k, ("k", self.k), (self._denominator, w), -np.expm1(-self.epsilon), self.epsilon)
 
 
 class FiniteDomainMechanism(Accounted):
@@ -171,5 +172,5 @@ class FiniteDomainMechanism(Accounted):
         """Unbiased: E f̂_j = p + (1 − (m+1)p)·π_j, so ``π̂_j = (f̂_j − p)/(1 − (m+1)p)``, computed
         as ``(f̂_j (1 + m e^{−ε}) − (1 − δ)e^{−ε}) / (1 − e^{−ε} + (m + 1)δ e^{−ε})`` (no cancellation)."""
         w = np.exp(-self.epsilon)
-        return _estimate(reports, self.m + 1, "m", (1.0 + self.m * w, (1.0 - self.delta) * w),
+        return _estimate(reports, self.m + 1, ("m", self.m), (1.0 + self.m * w, (1.0 - self.delta) * w),
                          -np.expm1(-self.epsilon) + (self.m + 1) * self.delta * w, self.epsilon)
