@@ -343,3 +343,12 @@ def test_the_fuzz_can_fail():
     for case in bad:
         with pytest.raises((AssertionError, pytest.fail.Exception)):
             check(case, "x", 1.0)
+
+
+def test_a_private_density_refuses_a_grid_too_large_for_its_kernel_matrix():
+    """200 000 new points need a 200 000² joint kernel matrix (320 GB): refused by name before
+    allocating (was MemoryError, or the machine swapping); nothing is drawn."""
+    f = KDE.release()
+    with pytest.raises(ValueError, match=r"^points needs about"):
+        f(np.zeros((200_000, 1)))
+    assert f(np.array([[0.5]])).shape == (1,)  # the release still answers small grids
