@@ -38,6 +38,7 @@ from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMecha
                          LaplaceMechanism, NIMechanism, PIdentityMechanism)
 from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check_epsilon, check_n_samples,
                                in_float_range, scaled)
+from .mechanisms.knorm_mechanism import check_sampler_options
 from .walks.chains import walk_id
 
 __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "P_IDENTITY_MAX_N"]
@@ -134,7 +135,10 @@ def _check_candidates(candidates, delta):
 
 
 def _check_options(options):
-    return check_options("mechanism_options", options, MECHANISM_OPTIONS)
+    opts = check_options("mechanism_options", options, MECHANISM_OPTIONS)
+    if "sampler_options" in opts:  # refused at the call (walk params, unknown keys), not as a skipped row
+        check_sampler_options(opts["sampler_options"], "mechanism_options['sampler_options']")
+    return opts
 
 
 def _rms_from_draws(norms, factor, ess):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -16,12 +17,21 @@ from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check
                     check_noise_scale, check_size, in_float_range, mc_norm_estimate, scaled)
 
 
-SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "checkpoint", "params")
+SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "checkpoint")
 
 
-def check_sampler_options(sampler_options: dict[str, Any] | None) -> dict[str, Any]:
-    """``sampler_options`` as a dict of :class:`~knorm.walks.sampler.Sampler` keywords."""
-    return check_options("sampler_options", sampler_options, SAMPLER_OPTIONS)
+def check_sampler_options(sampler_options: dict[str, Any] | None, name: str = "sampler_options") -> dict[str, Any]:
+    """``sampler_options`` as a dict of :class:`~knorm.walks.sampler.Sampler` keywords.
+
+    Walk ``params`` are refused: they only trade speed for mixing, and a wrong one (a
+    ball clip) moves the target away from Uniform(K) while the claim still says ε-DP, so
+    released noise always uses the tuned defaults (docs/design.md §4.3). The remaining
+    keywords never change the law the chains target.
+    """
+    if isinstance(sampler_options, Mapping) and "params" in sampler_options:
+        raise ValueError(f"{name}: 'params' is not accepted by mechanisms (walk parameters could move the "
+                         "noise away from Uniform(K)); released noise uses the walk's default parameters")
+    return check_options(name, sampler_options, SAMPLER_OPTIONS)
 
 
 class KNormMechanism(Mechanism):
@@ -35,7 +45,8 @@ class KNormMechanism(Mechanism):
     "exact"; otherwise z comes from the MCMC engine (``walk``) and the claim is
     "mcmc-approximate". The mechanism keeps one :class:`~knorm.walks.sampler.Sampler`
     for its lifetime (``sampler_options`` are its keywords: ``chains``, ``min_draws``,
-    ``max_steps``, ``workers``, ``progress``, ``checkpoint``, ``params``): each refill
+    ``max_steps``, ``workers``, ``progress``, ``checkpoint``; walk ``params`` are refused,
+    see :func:`check_sampler_options`): each refill
     of the bank is one run of at least ``bank_size`` draws that continues the chains
     (warmed up once, never restarted from a public point), and releases use the draws
     in the sampler's release order (round-robin over chains, never two neighbours of a

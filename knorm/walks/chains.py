@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._validate import is_int
+from .._validate import as_real_array, is_int, short_repr
 from . import _kernels as kn
 
 BALL_RADIUS = 1.5  # tuned at d = 20: acceptance ≈ 0.4, best ESS per second
@@ -99,6 +99,64 @@ def default_params(walk, frame):
     (see each walk's ``params`` in :data:`WALKS`)."""
     walk_id(walk)
     return WALKS[walk].params(frame)
+
+
+MAX_REFLECTIONS_PER_DIM = 100  # a billiard reflection cap above 100·r (10× the default) is refused: bounded work
+PARAMS_LAYOUT = {"ball": "[radius]", "hit_and_run": "[inf]", "coordinate": "[inf]",
+                 "billiard": "[length, max_reflections, inf, jitter, radial]"}
+
+
+def diameter(frame):
+    """K's diameter in frame units: ``2·max‖column‖₂`` (K = conv(±columns of F))."""
+    return 2.0 * float(np.sqrt(np.max(np.sum(frame.Ft**2, axis=1))))
+
+
+def check_params(walk, params, r, frame=None):
+    """``params`` of ``walk`` (dimension ``r``) as a float64 array, if they keep Uniform(K)
+    invariant; else a one-line ValueError naming ``params`` and the walk.
+
+    ball ``[δ]``, ``0 < δ``: a symmetric proposal with rejection (Metropolis) for any δ;
+    given the ``frame``, also ``δ ≤`` K's :func:`diameter` (a longer step only adds
+    proposals outside K, and far ones overflow). hit_and_run / coordinate ``[inf]``: the
+    slot is a ball clip, which samples ``K ∩ ρB₂`` instead of K; only ``inf`` (no clip) is a
+    proven no-op. billiard ``[L, m, inf, a, f]``: ``0 < L < inf``, m an integer in
+    ``[1, 100·r]``, no clip, jitter ``a ∈ [0, 1)``, radial refresh ``f ∈ {0, 1}``: a length
+    law independent of the state, a cap that discards whole trajectories and the exact
+    radial move all keep the walk reversible (docs/design.md §3.2).
+    """
+    walk_id(walk)
+    layout = PARAMS_LAYOUT[walk]
+    where = f"params of the {walk} walk"
+    p = as_real_array(where, params)
+    k = len(layout.split(","))
+    if p.dtype.kind == "b" or p.ndim != 1 or len(p) != k:
+        raise ValueError(f"{where} must be {layout} ({k} real number{'s' if k > 1 else ''}), got {short_repr(params)}")
+    p = p.astype(np.float64)
+    if walk != "billiard":
+        x = float(p[0])
+        if walk == "ball" and not (np.isfinite(x) and x > 0):
+            raise ValueError(f"{where}: the radius must be positive and finite, got {x!r}")
+        if walk == "ball" and frame is not None and x > diameter(frame):
+            raise ValueError(f"{where}: the radius must be at most K's diameter {diameter(frame):.6g} (frame "
+                             f"units), got {x!r}")
+        if walk != "ball" and x != np.inf:
+            raise ValueError(f"{where}: params[0] is a ball clip, which changes the target from Uniform(K) to "
+                             f"Uniform(K ∩ ball); only inf (no clip) is accepted, got {x!r}")
+        return p
+    length, cap, clip, jitter, radial = map(float, p)
+    if not (np.isfinite(length) and length > 0):
+        raise ValueError(f"{where}: the length params[0] must be positive and finite, got {length!r}")
+    if not (cap == np.floor(cap) and 1 <= cap <= MAX_REFLECTIONS_PER_DIM * r):
+        raise ValueError(f"{where}: the reflection cap params[1] must be an integer in [1, "
+                         f"{MAX_REFLECTIONS_PER_DIM * r}] (100·r), got {cap!r}")
+    if clip != np.inf:
+        raise ValueError(f"{where}: params[2] is a ball clip, which changes the target from Uniform(K) to "
+                         f"Uniform(K ∩ ball); only inf (no clip) is accepted, got {clip!r}")
+    if not 0 <= jitter < 1:
+        raise ValueError(f"{where}: the jitter params[3] must be in [0, 1), got {jitter!r}")
+    if radial not in (0.0, 1.0):
+        raise ValueError(f"{where}: the radial-refresh flag params[4] must be 0 or 1, got {radial!r}")
+    return p
 
 
 def block_inputs(rng, r):

@@ -19,7 +19,7 @@ from .._validate import check_memory, is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
-from .chains import BLOCK, Chain, check_workers, default_params, run_chains, walk_id
+from .chains import BLOCK, Chain, check_params, check_workers, default_params, run_chains, walk_id
 from .checkpoint import CHAIN_KEYS, Checkpoint, fingerprint
 from .rounding import Rounding, round_body
 
@@ -209,7 +209,9 @@ class Sampler:
     ``Sampler(body_or_F, *, walk="billiard", chains=None, rng=None, min_draws=1000,
     max_steps=None, workers=None, progress=None, checkpoint=None, params=None)``; the
     arguments are those of :func:`sample_uniform` (``params``: walk parameters in frame
-    units, default :func:`~knorm.walks.chains.default_params`). :meth:`sample` returns
+    units, default :func:`~knorm.walks.chains.default_params`; only values that keep
+    Uniform(K) invariant, no ball clip: :func:`~knorm.walks.chains.check_params`;
+    mechanisms take none). :meth:`sample` returns
     ``size`` draws, :meth:`run` all the draws of one run; every call continues the
     chains from their last states.
 
@@ -276,7 +278,7 @@ class Sampler:
         self._gen = as_generator(rng)
         self.progress, self.checkpoint = progress, checkpoint
         self.body = as_body(body_or_F)
-        self._params = None if params is None else np.array(params, dtype=np.float64).ravel()
+        self._params = None if params is None else check_params(walk, params, self.body.dim)
         check_memory("chains", chains, self._chain_bytes())
         check_memory("min_draws", min_draws, self._pool_bytes(self.min_draws))
         self.chains: Any = None  # set up on the first run (a list of Chain)
@@ -306,7 +308,8 @@ class Sampler:
             return
         self.rounding = rnd = rounding_of(self.body, self.workers, rounding_progress(self.progress))
         self.frame = rnd.frame
-        self.params = default_params(self.walk, self.frame) if self._params is None else self._params
+        self.params = (default_params(self.walk, self.frame) if self._params is None
+                       else check_params(self.walk, self._params, self.frame.r, self.frame))
         child = self._gen.spawn(self.nchains)
         self._warm_start = len(rnd.points) >= self.nchains
         starts = rnd.points[: self.nchains] if self._warm_start else _start_points(self.frame, self.nchains,

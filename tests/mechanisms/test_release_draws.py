@@ -62,11 +62,14 @@ def test_draws_used_in_release_order_no_neighbours_round_robin(F):
 def test_no_two_releases_share_z_with_the_ball_walk_near_vertices():
     """A 3-d body with sharp vertices and a ball walk of 3× the default radius: the
     sampler's pool holds exact repeats (what the old selection released), the releases
-    never do: no two answers a = r·z (x = 0) are parallel."""
+    never do: no two answers a = r·z (x = 0) are parallel. Mechanisms take no walk
+    params, so the test gives the mechanism an engine Sampler with that (valid, Uniform(K)
+    invariant) radius; at the default radius the pool holds too few repeats to test."""
     F = np.random.default_rng(3).standard_normal((3, 4))
     K = knorm.SymmetricHull(F)
     p = 3 * default_params("ball", rounding_of(K).frame)
-    m = KNormMechanism(F, epsilon=1.0, rng=17, walk="ball", body=K, sampler_options={"params": p})
+    m = KNormMechanism(F, epsilon=1.0, rng=17, walk="ball", body=K)
+    m._sampler = knorm.Sampler(K, walk="ball", rng=m._rng, params=p)
     a, _, infos = served_sources(m, [500] * 6)
     assert sum(i.extra["pool_repeats"] for i in infos) > 20
     u = a / np.linalg.norm(a, axis=1, keepdims=True)
