@@ -34,9 +34,9 @@ from scipy import special
 from scipy.linalg import qr
 
 from ._rng import as_generator
-from ._validate import is_real, positive_int
+from ._validate import positive_int
 from .diagnostics import ess as _ess
-from .mechanisms._base import check_epsilon
+from .mechanisms._base import check_epsilon, check_positive, finite_real
 from .walks.chains import BILLIARD_LENGTH, Chain, body_radius, check_workers, run_chains
 from .body.hull import SymmetricHull
 from .walks.sampler import as_body, rounding_of
@@ -76,6 +76,9 @@ class VolumeEstimate:
 
 def log_ball_volume(r: int, radius: float = 1.0) -> float:
     """log Vol(radius·B₂^r) = log(π^{r/2} radius^r / Γ(r/2 + 1))."""
+    r, radius = positive_int("r", r), check_positive("radius", radius)
+    if r > 2**53:
+        raise ValueError(f"r must be a dimension of at most 2^53, got {r}")
     return 0.5 * r * np.log(np.pi) + r * np.log(radius) - special.gammaln(r / 2 + 1)
 
 
@@ -110,11 +113,10 @@ METHODS = ("auto", "exact", "mc")
 
 def _real(name: str, value: Any, lo: float, hi: float) -> float:
     """``value`` as a float in the open interval (lo, hi), or a one-line ValueError."""
-    if not is_real(value):
+    v = finite_real(name, value, f"a number in ({lo:g}, {hi:g})")
+    if not lo < v < hi:
         raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {value!r}")
-    if not (np.isfinite(value) and lo < value < hi):
-        raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {value!r}")
-    return float(value)
+    return v
 
 
 def _check_volume_args(rel_error: float, quantile: float, method: str, chains: int, max_samples: int | None,

@@ -16,20 +16,29 @@ from ..privacy import BudgetAccountant
 from ..body.hull import _exponent, _ldexp, validate_matrix
 
 NEIGHBOURS = "‖x − x'‖₁ ≤ 1"
+MAX_ANSWERS = 2**53  # answers a claim may count (exact in float64)
 MAX_N_SAMPLES = 10**7  # Monte-Carlo draws one error estimate may ask for
 TINY = float(np.finfo(np.float64).tiny)  # below this a float64 has lost precision (subnormal) or is 0
 
 _V = TypeVar("_V")
 
 
-def check_positive(name: str, value: Any) -> float:
-    """``value`` as a positive finite float (bools, strings, complex, None refused), else a
-    one-line ValueError naming ``name``."""
+def finite_real(name: str, value: Any, what: str = "a finite number") -> float:
+    """``value`` as a finite float (bools, strings, complex, None, ints beyond float64 refused),
+    else a one-line ValueError naming ``name`` (``what`` says what was expected)."""
     try:
         v = float(value) if is_real(value) else float("nan")
     except OverflowError:  # a Python int beyond float64
         v = float("inf")
-    if not (np.isfinite(v) and v > 0):
+    if not np.isfinite(v):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return v
+
+
+def check_positive(name: str, value: Any) -> float:
+    """``value`` as a positive finite float, else a one-line ValueError naming ``name``."""
+    v = finite_real(name, value, "a positive finite number")
+    if not v > 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return v
 
@@ -176,8 +185,8 @@ class PrivacyClaim:
 
     def composed(self, k: int) -> PrivacyClaim:
         """The claim of ``k`` answers on the same data: basic composition, ``(kε, min(1, kδ))``."""
-        if not is_int(k) or k < 0:
-            raise ValueError(f"k must be a non-negative integer (0: nothing released), got {k!r}")
+        if not is_int(k) or not 0 <= k <= MAX_ANSWERS:
+            raise ValueError(f"k must be an integer in [0, 2^53] (0: nothing released), got {k!r}")
         k = int(k)
         how = f"basic composition of {k} answer{'s' if k != 1 else ''} at ε = {self.epsilon:g}"
         how += f", δ = {self.delta:g} each" if self.delta else " each"

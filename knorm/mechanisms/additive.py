@@ -120,7 +120,7 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     log_unit = _unit_gaussian_log_sigma(epsilon, delta)
     m, e = np.frexp(sensitivity)
     sigma = scaled(float(m) * np.exp(log_unit), int(e))
-    return check_noise_scale(sigma, epsilon, "the Gaussian σ")
+    return check_noise_scale(sigma, epsilon, "the Gaussian σ = sensitivity·σ₁(epsilon, delta)")
 
 
 class GaussianMechanism(Mechanism):
@@ -145,7 +145,7 @@ class GaussianMechanism(Mechanism):
             if self.epsilon >= 1.0:
                 raise ValueError(f"the classic Gaussian calibration needs epsilon < 1 (got {self.epsilon}); "
                                  "use calibration='analytic'")
-            sigma = scaled(unit * np.sqrt(2 * np.log(1.25 / self.delta)), e, self.epsilon)
+            sigma = scaled(unit * np.sqrt(2 * (np.log(1.25) - np.log(self.delta))), e, self.epsilon)
         else:
             sigma = scaled(unit * np.exp(_unit_gaussian_log_sigma(self.epsilon, self.delta)), e)
         self.sigma = check_noise_scale(sigma, self.epsilon, "the Gaussian σ")

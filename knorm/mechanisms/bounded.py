@@ -7,10 +7,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 from .._rng import as_generator
-from .._validate import is_real
 from ..body.hull import validate_matrix
 from ._base import (Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_noise_scale,
-                    check_positive, check_size)
+                    check_positive, check_size, finite_real)
 
 
 class BoundedLaplaceMechanism(Accounted):
@@ -26,11 +25,9 @@ class BoundedLaplaceMechanism(Accounted):
 
     def __init__(self, lower: float, upper: float, *, epsilon: float, delta: float, clip: bool = True,
                  rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
-        if not (is_real(lower) and is_real(upper)):
-            raise ValueError(f"lower and upper must be real numbers, got {lower!r} and {upper!r}")
-        lower, upper = float(lower), float(upper)
-        if not (np.isfinite(lower) and np.isfinite(upper) and lower < upper):
-            raise ValueError(f"need finite lower < upper, got [{lower}, {upper}]")
+        lower, upper = finite_real("lower", lower), finite_real("upper", upper)
+        if not lower < upper:
+            raise ValueError(f"need lower < upper, got lower = {lower}, upper = {upper}")
         self.lower, self.upper = lower, upper
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
@@ -41,7 +38,7 @@ class BoundedLaplaceMechanism(Accounted):
             width = np.float64(upper) - np.float64(lower)  # may overflow: [-1e308, 1e308]
             scale = width / (self.epsilon - np.log1p(-self.delta))
         self.scale = check_noise_scale(float(scale), self.epsilon,
-                                       f"the Laplace scale for the domain width {width:g}")
+                                       f"the Laplace scale for the domain width upper − lower = {width:g}")
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
         self._claim = PrivacyClaim("bounded-data Laplace", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
@@ -50,15 +47,15 @@ class BoundedLaplaceMechanism(Accounted):
 
     def privacy_profile(self, epsilon: float) -> float:
         """Exact δ(ε') of Laplace(b) for shifts up to diam(D): ``max(0, 1 − e^{(ε' − diam/b)/2})``."""
-        if not is_real(epsilon) or not (np.isfinite(epsilon) and epsilon >= 0):
+        eps = finite_real("epsilon", epsilon, "a finite number >= 0")
+        if eps < 0:
             raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-        return float(max(0.0, -np.expm1((epsilon - (self.upper - self.lower) / self.scale) / 2)))
+        with np.errstate(over="ignore"):  # e^{large} − 1 = inf: δ = 0
+            return float(max(0.0, -np.expm1((eps - (self.upper - self.lower) / self.scale) / 2)))
 
     def release(self, value: float, size: int | None = None) -> float | NDArray[np.float64]:
         """Private value(s) for a true ``value`` in D."""
-        if not is_real(value):
-            raise ValueError(f"value must be a real number in [{self.lower}, {self.upper}], got {value!r}")
-        v = float(value)
+        v = finite_real("value", value, f"a real number in [{self.lower}, {self.upper}]")
         if not (self.lower <= v <= self.upper):
             raise ValueError(f"value {v} lies outside the domain [{self.lower}, {self.upper}]")
         m = check_size(size, 1)
@@ -97,8 +94,8 @@ class CovarianceGaussianMechanism(Accounted):
         self.delta = check_delta(delta)
         self.sensitivity = check_positive("sensitivity", sensitivity)
         with np.errstate(over="ignore", under="ignore"):  # refused just below
-            c = np.sqrt(2 * np.log(2 / self.delta)) * (np.float64(self.sensitivity) / self.epsilon)
-        self.c = check_noise_scale(float(c), self.epsilon, "the noise scale c")
+            c = np.sqrt(2 * (np.log(2.0) - np.log(self.delta))) * (np.float64(self.sensitivity) / self.epsilon)
+        self.c = check_noise_scale(float(c), self.epsilon, "the noise scale c = √(2 ln(2/delta))·sensitivity/epsilon")
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
         self._claim = PrivacyClaim("Gaussian (covariance M)", self.epsilon, self.delta, "(ε, δ)-DP", "exact",

@@ -130,12 +130,14 @@ class Hierarchy:
         self.branching = positive_int("branching", branching)
         if self.branching < 2:
             raise ValueError(f"branching must be an integer >= 2, got {branching!r}")
+        check_memory("n", self.n, 8 * 16 * self.n)  # the levels' arrays: about 2n entries each
+        b = min(self.branching, max(2, self.n))  # b >= n: the same 2-level tree
         parents: list[Any]
         firsts: list[Any]
         sizes, starts, parents, firsts, nkids = [np.array([self.n])], [np.array([0])], [None], [None], []
         while sizes[-1].max() > 1:
             s = sizes[-1]
-            k = np.minimum(self.branching, s)  # children per block
+            k = np.minimum(b, s)  # children per block
             first = np.cumsum(k) - k  # index of each block's first child
             parent = np.repeat(np.arange(len(s)), k)
             j = np.arange(len(parent)) - first[parent]  # rank among its siblings
