@@ -428,8 +428,10 @@ def _expected_error(mech, norms):
         d = _estimate_dict(e)
         d["method"] += " (draws made after the release, never released)"
         return d
-    se = float(norms.std(ddof=1) / np.sqrt(len(norms))) if len(norms) > 1 else None
-    return {"value": float(norms.mean()), "stderr": se, "exact": False,
+    from .mechanisms._base import mean_stderr
+
+    value, se = mean_stderr(norms)
+    return {"value": value, "stderr": se, "exact": False,
             "method": f"mean ℓ₂ norm of the {len(norms)} noise vectors"}
 
 
@@ -547,9 +549,10 @@ def cmd_sample(args):
         "samples_per_second": args.count / seconds if seconds > 0 else None,
     }
     if x is None:  # noise alone touches no data: its statistics are safe to print
-        norms = np.linalg.norm(samples, axis=1)
-        summary["mean_l2_noise"] = float(norms.mean())
-        summary["mean_l2_noise_stderr"] = float(norms.std(ddof=1) / np.sqrt(len(norms))) if len(norms) > 1 else None
+        from .mechanisms._base import mean_stderr, row_norms
+
+        norms = row_norms(samples)  # F at 1e±300: no square over- or underflows
+        summary["mean_l2_noise"], summary["mean_l2_noise_stderr"] = mean_stderr(norms)
         summary["expected_error"] = _expected_error(mech, norms)
     else:  # nothing computed from Fx or the answers: the expected error comes from separate draws
         summary["expected_error"] = _expected_error(mech, None)
@@ -630,6 +633,7 @@ def cmd_info(args):
     from . import bounds
     from .body import SymmetricHull
     from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
+    from .mechanisms._base import row_norms
     from .mechanisms.additive import l1_sensitivity, l2_sensitivity
     from .recommend import CANDIDATES, recommend
 
@@ -642,7 +646,7 @@ def cmd_info(args):
              "epsilon": eps, "delta": args.delta, "mc_seed": args.mc_seed}
     km = KNormMechanism(F, epsilon=eps, rng=args.mc_seed, body=K)
     z = km.sample_uniform(2000)
-    nz = np.linalg.norm(z, axis=1)
+    nz = row_norms(z)
     facts["mean_l2_uniform_K"] = float(nz.mean())
     errs = {
         "laplace": LaplaceMechanism(F, epsilon=eps, rng=args.mc_seed).expected_error(n_samples=50_000),

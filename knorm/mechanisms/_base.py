@@ -60,6 +60,26 @@ def scaled(unit_value: float, e: int, epsilon: float = 1.0, power: int = 1) -> f
     return float(_ldexp(float(unit_value) / float(m) ** power, power * (e - int(k))))
 
 
+def row_norms(X: ArrayLike) -> NDArray[np.float64]:
+    """``‖x‖₂`` of every row of X, computed at unit scale (``X·2^-e``): no square over- or underflows;
+    inf only where a norm itself exceeds float64."""
+    X = np.asarray(X, dtype=np.float64)
+    e = _exponent(X)
+    with np.errstate(over="ignore"):
+        return np.ldexp(np.linalg.norm(np.ldexp(X, -e), axis=-1), e)
+
+
+def mean_stderr(values: ArrayLike) -> tuple[float, float | None]:
+    """Mean of non-negative ``values`` and its standard error (None for one value), computed on
+    ``values/max`` so that no square overflows."""
+    v = np.asarray(values, dtype=np.float64)
+    top = float(v.max()) if v.size else 0.0
+    u = v / top if 0.0 < top < np.inf else v
+    s = top if 0.0 < top < np.inf else 1.0
+    se = s * float(u.std(ddof=1) / np.sqrt(len(u))) if len(u) > 1 else None
+    return s * float(u.mean()), se
+
+
 def in_float_range(value: float, what: str, epsilon: float) -> float:
     """``value`` if it is a normal positive float64, else a one-line ValueError naming epsilon and
     F's scale (``what`` overflowed to inf, or underflowed to 0 or a subnormal)."""
