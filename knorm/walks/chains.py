@@ -122,7 +122,9 @@ def check_params(walk, params, r, frame=None):
     proven no-op. billiard ``[L, m, inf, a, f]``: ``0 < L < inf``, m an integer in
     ``[1, 100·r]``, no clip, jitter ``a ∈ [0, 1)``, radial refresh ``f ∈ {0, 1}``: a length
     law independent of the state, a cap that discards whole trajectories and the exact
-    radial move all keep the walk reversible (docs/design.md §3.2).
+    radial move all keep the walk reversible (docs/design.md §3.2); given the ``frame``,
+    also ``(1−a)·L ≤ (m+1)·diam K`` (a leg is at most the diameter, so a longer trajectory
+    always exceeds the cap and the walk never moves).
     """
     walk_id(walk)
     layout = PARAMS_LAYOUT[walk]
@@ -156,6 +158,9 @@ def check_params(walk, params, r, frame=None):
         raise ValueError(f"{where}: the jitter params[3] must be in [0, 1), got {jitter!r}")
     if radial not in (0.0, 1.0):
         raise ValueError(f"{where}: the radial-refresh flag params[4] must be 0 or 1, got {radial!r}")
+    if frame is not None and (1 - jitter) * length > (cap + 1) * diameter(frame):
+        raise ValueError(f"{where}: a length of {length!r} needs more than {cap:.0f} reflections on every "
+                         f"trajectory (K's diameter is {diameter(frame):.6g} frame units): the walk could never move")
     return p
 
 

@@ -74,6 +74,17 @@ def test_a_ball_radius_beyond_the_diameter_is_refused_before_any_step(K, frame):
     Sampler(K, walk="ball", rng=1, params=[diameter(frame)], max_steps=10).run(10)  # the bound itself is accepted
 
 
+def test_a_billiard_length_that_always_exceeds_the_cap_is_refused_before_any_step(K, frame):
+    """Legs between reflections are at most K's diameter D, so a trajectory longer than
+    (m+1)·D needs more than m reflections: always discarded, the walk never moves."""
+    D = diameter(frame)
+    s = Sampler(K, rng=1, params=[1e300, 500, INF, 0.5, 1])
+    with pytest.raises(ValueError, match="params of the billiard walk: a length of 1e.300 needs more than 500"):
+        s.run(10)
+    assert s.chains is None
+    Sampler(K, rng=1, params=[4 * D, 3, INF, 0.0, 1], max_steps=10).run(10)  # (m+1)·D itself is accepted
+
+
 # Accepted non-default values (each a Uniform(K)-invariant walk, docs/design.md §3.2).
 def _variants(frame):
     ball = default_params("ball", frame)
