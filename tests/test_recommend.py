@@ -140,3 +140,62 @@ def test_bad_matrix():
         recommend(np.array([[1.0, np.nan]]), epsilon=1.0)
     with pytest.raises(ValueError):
         recommend("F", epsilon=1.0)
+
+
+# ---- extreme scales (issue 17): rows are scale-free; rows leaving float64 are skipped, never ranked
+
+def test_rows_are_homogeneous_in_the_scale_of_f_and_epsilon():
+    """Every row's rms is c·rms(F, ε) for F·c and for ε/c (the noise is linear in F and ∝ 1/ε;
+    the Gaussian's σ is ∝ Δ₂ at fixed ε, δ): c = 2^±990 shifts the exponent only, so the rows
+    match to the last bit, and the choice is the same (ZeroDivisionError / 0.0 / inf rows before)."""
+    F = W.prefix(4)
+    base = recommend(F, epsilon=1.0, delta=1e-6, rng=1)
+    for Fc, eps, delta, k in ((np.ldexp(F, 990), 1.0, 1e-6, 990), (np.ldexp(F, -990), 1.0, 1e-6, -990),
+                              (F, 2.0**990, None, -990), (F, 2.0**-990, None, 990)):
+        r = recommend(Fc, epsilon=eps, delta=delta, rng=1)
+        for name, row in r.table.items():
+            assert row.skipped is None and row.rms == np.ldexp(base.table[name].rms, k), (name, k)
+        assert r.best == base.best or (delta is None and base.best == "gaussian")
+
+
+def test_rows_that_leave_float64_are_skipped_with_the_reason():
+    """F·1e8 at ε = 1e-300: the pure-DP rows' rms (≈ √(2d)·Δ₁/ε ≈ 1e309) overflows float64, the
+    Gaussian's (σ bounded by δ alone as ε → 0) does not: it alone is ranked."""
+    r = recommend(W.prefix(4) * 1e8, epsilon=1e-300, delta=1e-6, rng=1)
+    assert r.best == "gaussian" and np.isfinite(r.table["gaussian"].rms)
+    for name in ("laplace", "identity", "hierarchical", "knorm"):
+        assert r.table[name].rms is None and "overflows float64" in r.table[name].skipped, r.table[name]
+    assert "skipped" in str(r) and "inf" not in str(r)
+
+
+def test_nothing_representable_is_one_line_naming_f():
+    with pytest.raises(ValueError) as info:
+        recommend(W.prefix(3) * 1e300, epsilon=1e-300)
+    msg = str(info.value)
+    assert msg.startswith("F: no candidate") and "\n" not in msg and "epsilon" in msg
+
+
+@pytest.mark.parametrize("argv", [["info", "--epsilon", "1e300"], ["info", "--epsilon", "1e-300"],
+                                  ["info", "--epsilon", "1", "--delta", "1e-6", "--no-nim"]])
+def test_cli_info_at_extreme_epsilon(argv, capsys, tmp_path):
+    """`knorm info` (a ZeroDivisionError at ε = 1e300 before): every number printed is finite."""
+    from cli_helpers import run
+
+    np.save(tmp_path / "F.npy", W.prefix(4) * (1e300 if "--delta" in argv else 1.0))
+    rc, out, err = run(argv + ["--matrix", str(tmp_path / "F.npy"), "--json"], capsys)
+    assert rc == 0, err
+    facts = __import__("json").loads(out)
+    assert facts["recommendation"]["mechanism"] in CANDIDATES
+    assert all(v is None or np.isfinite(v) for v in (facts["mean_l2_uniform_K"], facts["l1_sensitivity"]))
+    for e in facts["expected_l2_error"].values():
+        assert np.isfinite(e["value"]) and e["value"] > 0
+
+
+def test_cli_auto_mechanism_refusal_is_one_line(capsys, tmp_path):
+    from cli_helpers import run
+
+    np.save(tmp_path / "F.npy", W.prefix(4))
+    rc, out, err = run(["sample", "--matrix", str(tmp_path / "F.npy"), "--epsilon", "1e-320", "--mechanism",
+                        "auto", "--count", "2", "--out", str(tmp_path / "a.npy")], capsys)
+    assert rc == 1 and err.count("\n") == 1 and "epsilon" in err, err
+    assert not (tmp_path / "a.npy").exists()
