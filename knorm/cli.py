@@ -405,6 +405,14 @@ def _estimate_dict(e):
     return {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
 
 
+def _laplace_draws(d):
+    """Draws for the Laplace Monte Carlo: 50 000, fewer where d is so large that they would pass the
+    cap on values drawn (‖noise‖ concentrates as d grows: its relative SD is O(1/√d))."""
+    from .mechanisms._base import MAX_MC_VALUES
+
+    return max(2, min(50_000, MAX_MC_VALUES // d))
+
+
 def _expected_error(mech, norms):
     """E‖noise‖₂, data-independent.
 
@@ -418,7 +426,7 @@ def _expected_error(mech, norms):
     if isinstance(mech, GaussianMechanism):
         return _estimate_dict(mech.expected_error())
     if isinstance(mech, LaplaceMechanism):
-        return _estimate_dict(mech.expected_error(n_samples=50_000))
+        return _estimate_dict(mech.expected_error(n_samples=_laplace_draws(mech.d)))
     if norms is None:
         try:
             e = mech.expected_error(n_samples=1000)
@@ -649,7 +657,8 @@ def cmd_info(args):
     nz = row_norms(z)
     facts["mean_l2_uniform_K"] = float(nz.mean())
     errs = {
-        "laplace": LaplaceMechanism(F, epsilon=eps, rng=args.mc_seed).expected_error(n_samples=50_000),
+        "laplace": LaplaceMechanism(F, epsilon=eps, rng=args.mc_seed).expected_error(
+            n_samples=_laplace_draws(F.shape[0])),
         "knorm": km.expected_error(n_samples=2000),
     }
     if args.delta is not None:

@@ -15,7 +15,7 @@ column rank A that is ``Fx + F A⁺ z``: the noise ``F A⁺ z`` never depends on
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ class _Strategy(Mechanism):
     errors from the exact factor ``‖F A⁺‖_F²`` computed on ``F·2^-e`` (unit scale: no square of F's
     scale or of 1/ε is ever formed, so any scale and any ε whose noise fits float64 work)."""
 
+    epsilon: float
     sensitivity: float
     scale: float
     _exp: int           # F = 2^e·(F at unit scale)
@@ -74,9 +75,9 @@ class _Strategy(Mechanism):
         return in_float_range(scaled(2.0 * self.sensitivity**2 * self._error_unit, self._exp, self.epsilon, 2),
                               "the expected squared error", self.epsilon)
 
+    @abstractmethod
     def _unit_noise(self, rng: np.random.Generator, m: int) -> NDArray[np.float64]:
         """m draws of ``F·2^-e A⁺ z₁``, ``z₁ ~ Lap(1)`` on every row of A."""
-        raise NotImplementedError
 
     def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
         """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws (unit scale, then scaled)."""
