@@ -57,7 +57,8 @@ def scaled(unit_value: float, e: int, epsilon: float = 1.0, power: int = 1) -> f
     """``unit_value·(2^e/ε)^power`` with no intermediate over- or underflow (a quantity computed
     on ``F·2^-e`` at ε = 1, in F's units at ε): ±inf or 0 only where the result itself leaves float64."""
     m, k = np.frexp(epsilon)  # ε = m·2^k, m in [0.5, 1)
-    return float(_ldexp(float(unit_value) / float(m) ** power, power * (e - int(k))))
+    mv, kv = np.frexp(unit_value)  # the value's own exponent too: mv/m^power stays in (0.5, 4]
+    return float(_ldexp(float(mv) / float(m) ** power, int(kv) + power * (e - int(k))))
 
 
 def row_norms(X: ArrayLike) -> NDArray[np.float64]:

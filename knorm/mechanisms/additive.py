@@ -57,6 +57,7 @@ class LaplaceMechanism(Mechanism):
         unit, e = _column_norms(self.F, 1)
         self.sensitivity = l1_sensitivity(self.F)
         self.scale = check_noise_scale(scaled(unit, e, self.epsilon), self.epsilon, "the Laplace scale Δ₁/ε")
+        self.rms_error()  # refused here if ‖noise‖ itself leaves float64
         self._claim = PrivacyClaim("Laplace", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"l1_sensitivity": self.sensitivity, "scale": self.scale})
 
@@ -67,7 +68,8 @@ class LaplaceMechanism(Mechanism):
 
     def rms_error(self) -> float:
         """``√E‖noise‖₂² = √(2d)·b`` with b = Δ₁/ε (exact; no square is formed)."""
-        return in_float_range(np.sqrt(2.0 * self.d) * self.scale, "the rms error", self.epsilon)
+        with np.errstate(over="ignore"):
+            return in_float_range(float(np.sqrt(2.0 * self.d) * self.scale), "the rms error", self.epsilon)
 
     def expected_squared_error(self) -> float:
         """``E‖noise‖₂² = 2 d b²`` with b = Δ₁/ε (exact)."""
@@ -149,6 +151,7 @@ class GaussianMechanism(Mechanism):
         else:
             sigma = scaled(unit * np.exp(_unit_gaussian_log_sigma(self.epsilon, self.delta)), e)
         self.sigma = check_noise_scale(sigma, self.epsilon, "the Gaussian σ")
+        self.rms_error()  # refused here if ‖noise‖ itself leaves float64
         self._claim = PrivacyClaim("Gaussian", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
                                     details={"l2_sensitivity": self.sensitivity, "sigma": self.sigma,
                                              "calibration": calibration})
@@ -160,7 +163,8 @@ class GaussianMechanism(Mechanism):
 
     def rms_error(self) -> float:
         """``√E‖noise‖₂² = √d·σ`` (exact; no square is formed)."""
-        return in_float_range(np.sqrt(self.d) * self.sigma, "the rms error", self.epsilon)
+        with np.errstate(over="ignore"):
+            return in_float_range(float(np.sqrt(self.d) * self.sigma), "the rms error", self.epsilon)
 
     def expected_squared_error(self) -> float:
         """``E‖noise‖₂² = d·σ²`` (exact)."""

@@ -52,7 +52,8 @@ def split_epsilon(costs: ArrayLike, epsilon: float) -> tuple[NDArray[np.float64]
     """
     eps = check_epsilon(epsilon)
     w, unit = _split_unit(costs)
-    return eps * w, in_float_range(scaled(unit, 0, eps, 2), "the minimum Σ c_i/ε_i²", eps)  # one level: exactly ε
+    minimum = in_float_range(scaled(unit, 0, eps, 2), "the minimum (Σ costs^(1/3))³/epsilon²", eps)
+    return eps * w, minimum  # one level: exactly ε
 
 
 def _split_unit(costs: ArrayLike) -> tuple[NDArray[np.float64], float]:
