@@ -95,7 +95,8 @@ class CovarianceGaussianMechanism(Accounted):
         self.sensitivity = check_positive("sensitivity", sensitivity)
         with np.errstate(over="ignore", under="ignore"):  # refused just below
             c = np.sqrt(2 * (np.log(2.0) - np.log(self.delta))) * (np.float64(self.sensitivity) / self.epsilon)
-        self.c = check_noise_scale(float(c), self.epsilon, "the noise scale c = √(2 ln(2/delta))·sensitivity/epsilon")
+        self.c = check_noise_scale(float(c), self.epsilon,
+                                   "the noise scale c = √(2 ln(2/delta))·sensitivity/epsilon")
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
         self._claim = PrivacyClaim("Gaussian (covariance M)", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
