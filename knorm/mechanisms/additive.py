@@ -8,6 +8,7 @@ from scipy import optimize, special
 
 from ..privacy import BudgetAccountant
 
+from .._validate import positive_int
 from ..body.hull import validate_matrix
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_finite_output,
                     check_noise_scale, check_positive, check_size, in_float_range, mc_expected_norm, scaled,
@@ -41,7 +42,14 @@ def l2_sensitivity(F: ArrayLike) -> float:
 
 def expected_norm_gaussian(d: int, sigma: float) -> float:
     """``E‖N(0, σ² I_d)‖₂ = σ √2 Γ((d+1)/2) / Γ(d/2)`` (chi distribution mean)."""
-    return float(sigma * np.sqrt(2.0) * np.exp(special.gammaln((d + 1) / 2) - special.gammaln(d / 2)))
+    d, sigma = positive_int("d", d), check_positive("sigma", sigma)
+    if d > 2**53:
+        raise ValueError(f"d must be a dimension of at most 2^53, got {d}")
+    with np.errstate(over="ignore"):
+        value = float(sigma * np.sqrt(2.0) * np.exp(special.gammaln((d + 1) / 2) - special.gammaln(d / 2)))
+    if not np.isfinite(value):
+        raise ValueError(f"sigma = {sigma:g} is too large: E‖N(0, σ²I_d)‖₂ overflows float64")
+    return value
 
 
 class LaplaceMechanism(Mechanism):
@@ -174,6 +182,8 @@ class GaussianMechanism(Mechanism):
 
     def expected_error(self) -> ErrorEstimate:
         """``E‖N(0, σ²I_d)‖₂ = σ√2 Γ((d+1)/2)/Γ(d/2)`` (exact)."""
-        with np.errstate(over="ignore"):
-            value = in_float_range(expected_norm_gaussian(self.d, self.sigma), "the expected error", self.epsilon)
+        try:
+            value = expected_norm_gaussian(self.d, self.sigma)
+        except ValueError:
+            raise ValueError(f"the expected error overflows float64 at epsilon = {self.epsilon:g}") from None
         return ErrorEstimate(value, 0.0, True, "chi-distribution mean")

@@ -24,7 +24,8 @@ from scipy import linalg, optimize, sparse
 
 from ..privacy import BudgetAccountant
 
-from .._validate import check_memory, positive_int
+from .._validate import as_real_array, check_memory, positive_int
+from ..body.hull import validate_matrix
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
                     check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled, unit_exponent)
 
@@ -32,6 +33,23 @@ __all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "
            "p_identity_objective"]
 
 BRANCHINGS = tuple(range(2, 17))  # branching factors tried when ``branching=None``
+
+
+def _vectors(name: str, value: ArrayLike, width: int) -> NDArray[np.float64]:
+    """``value`` as finite float64 of shape (width,) or (m, width), else a ValueError naming ``name``."""
+    arr = as_real_array(name, value)
+    if arr.ndim not in (1, 2) or arr.shape[-1] != width:
+        raise ValueError(f"{name} must have shape ({width},) or (m, {width}), got {arr.shape}")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return arr
+
+
+def _finite(name: str, out: NDArray[np.float64]) -> NDArray[np.float64]:
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{name} is too large: the result overflows float64")
+    return out
 
 
 def _rows_or_gram(F: NDArray[np.float64]) -> tuple[NDArray[np.float64], bool]:
@@ -176,8 +194,9 @@ class Hierarchy:
 
     def measure(self, x: ArrayLike) -> NDArray[np.float64]:
         """``A x`` for x of shape (n,) or (m, n): the block sums, levels stacked."""
-        x = np.asarray(x, float)
-        return np.concatenate([np.add.reduceat(x, st, axis=-1) for st in self.starts], axis=-1)
+        x = _vectors("x", x, self.n)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _finite("x", np.concatenate([np.add.reduceat(x, st, axis=-1) for st in self.starts], axis=-1))
 
     def solve(self, y: ArrayLike) -> NDArray[np.float64]:
         """``x̂ = A⁺ y`` for y of shape (rows,) or (m, rows): exact least squares in O(rows) per vector.
@@ -188,16 +207,16 @@ class Hierarchy:
         This is the posterior mean of a linear Gaussian model on a tree, i.e. the
         least-squares solution (A has full column rank: the last level is the identity).
         """
-        y = np.asarray(y, float)
-        if y.shape[-1] != self.rows:
-            raise ValueError(f"y must have {self.rows} entries per vector (one per block), got shape {y.shape}")
+        y = _vectors("y", y, self.rows)  # one entry per block
         bounds = np.cumsum([0] + self.counts)
-        return self._solve([y[..., bounds[lev]:bounds[lev + 1]] for lev in range(self.levels)])
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _finite("y", self._solve([y[..., bounds[lev]:bounds[lev + 1]] for lev in range(self.levels)]))
 
     def solve_leaves(self, f: ArrayLike) -> NDArray[np.float64]:
         """``(AᵀA)⁻¹ f`` for f of shape (n,) or (m, n): ``A⁺ y`` with f on the leaves, 0 elsewhere."""
-        f = np.asarray(f, float)
-        return self._solve([None] * (self.levels - 1) + [f])
+        f = _vectors("f", f, self.n)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _finite("f", self._solve([None] * (self.levels - 1) + [f]))
 
     def _solve(self, ys: list[Any]) -> NDArray[np.float64]:
         L = self.levels
@@ -218,7 +237,14 @@ class Hierarchy:
         """``‖F A⁺‖_F² = trace(F (AᵀA)⁻¹ Fᵀ)`` without forming A⁺: batched tree solves of F's
         rows, ``Σ_k f_k·(AᵀA)⁻¹f_k``; with more rows than columns, ``trace((AᵀA)⁻¹ FᵀF)`` from
         the n columns of the Gram matrix instead."""
-        return self._trace(*_rows_or_gram(np.asarray(F, float)))
+        F = validate_matrix(F)
+        if F.shape[1] != self.n:
+            raise ValueError(f"F must have n = {self.n} columns, got shape {F.shape}")
+        Fu = np.ldexp(F, -unit_exponent(F))  # ‖F A⁺‖_F² = 4^e·‖F·2^-e A⁺‖_F²: no square overflows inside
+        value = scaled(self._trace(*_rows_or_gram(Fu)), unit_exponent(F), power=2)
+        if not np.isfinite(value):
+            raise ValueError("F is too large: ‖F A⁺‖_F² overflows float64")
+        return value
 
     def _trace(self, R: NDArray[np.float64], tall: bool) -> float:
         step = max(1, CHUNK_BYTES // (8 * 2 * self.rows))
@@ -296,6 +322,12 @@ def p_identity_objective(theta: NDArray[np.float64],
     ΘΘᵀ)⁻¹Θ`` (Woodbury: O(n²p), not O(n³)); ``∇f = 2·1 qᵀ − 2 Θ X⁻¹ Ĝ X⁻¹`` with
     ``q_j = (X⁻¹Ĝ)_jj / c_j``. Returns ``(f, ∇f)``.
     """
+    theta, gram = as_real_array("theta", theta).astype(np.float64), as_real_array("gram", gram).astype(np.float64)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or not np.all(np.isfinite(gram)):
+        raise ValueError(f"gram must be a finite square matrix FᵀF, got shape {gram.shape}")
+    if theta.ndim != 2 or theta.shape[1] != gram.shape[0] or not np.all(np.isfinite(theta)) or np.any(theta < 0):
+        raise ValueError(f"theta must be a finite (p, {gram.shape[0]}) matrix with entries >= 0, got shape "
+                         f"{theta.shape}")
     c = 1.0 + theta.sum(axis=0)
     Gh = gram * np.outer(c, c)
     chol = linalg.cho_factor(np.eye(len(theta)) + theta @ theta.T)

@@ -289,3 +289,28 @@ def test_knorm_squared_error_is_scale_free():
                      n_samples=100)
     big = KNormMechanism(np.ldexp(F, 400), epsilon=2.0**-100, rng=3).expected_squared_error(n_samples=100)
     assert big == pytest.approx(np.ldexp(base, 1000), rel=1e-13)
+
+
+def test_public_helpers_name_bad_arrays():
+    """Hierarchy's solves, p_identity_objective and expected_norm_gaussian: NaN, strings, complex,
+    wrong shapes and results past float64 are one-line errors naming the argument (they returned
+    NaN, dropped imaginary parts, or raised IndexError/AttributeError)."""
+    from knorm.mechanisms.additive import expected_norm_gaussian
+    from knorm.mechanisms.strategy import p_identity_objective
+
+    H = Hierarchy(8, 2)
+    for name, call, width in (("x", H.measure, 8), ("y", H.solve, H.rows), ("f", H.solve_leaves, 8)):
+        for bad in (np.full(width, np.nan), "abc", np.ones(width) * 1j, None, np.ones(3), np.full(width, 1e308)):
+            raises_named(name, call, bad)
+    raises_named("F", H.error_factor, np.ones((2, 3)))
+    assert H.error_factor(np.ldexp(np.eye(8), 400)) == np.ldexp(H.error_factor(np.eye(8)), 800)
+    raises_named("F", H.error_factor, np.ldexp(np.eye(8), 900))  # 2^1800: past float64
+    gram = F3.T @ F3
+    for bad in (np.full((1, 4), np.nan), "abc", None, -np.ones((1, 4)), np.ones((1, 5))):
+        raises_named("theta", p_identity_objective, bad, gram)
+    raises_named("gram", p_identity_objective, np.ones((1, 4)), np.ones((4, 3)))
+    for bad in (0, -1, 2.5, "3", None, 10**400):
+        raises_named("d", expected_norm_gaussian, bad, 1.0)
+    for bad in (0, -1.0, np.nan, np.inf, "1", None, 1e308):
+        raises_named("sigma", expected_norm_gaussian, 3, bad)
+    assert expected_norm_gaussian(1, 1.0) == pytest.approx(np.sqrt(2 / np.pi), rel=1e-14)  # E|N(0,1)|
