@@ -205,7 +205,8 @@ class PrivacyClaim:
         return self.noise_source != "seed"
 
     def composed(self, k: int) -> PrivacyClaim:
-        """The claim of ``k`` answers on the same data: basic composition, ``(kε, min(1, kδ))``."""
+        """The claim of ``k`` answers on the same data: basic composition, ``(kε, min(1, kδ))``;
+        ``k`` an integer in [0, 2^53] (floats and bools are refused, not rounded)."""
         if not is_int(k) or not 0 <= k <= MAX_ANSWERS:
             raise ValueError(f"k must be an integer in [0, 2^53] (0: nothing released), got {k!r}")
         k = int(k)
