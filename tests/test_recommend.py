@@ -5,6 +5,8 @@ import importlib
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from knorm import workloads as W
 from knorm import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism, LaplaceMechanism,
@@ -199,3 +201,46 @@ def test_cli_auto_mechanism_refusal_is_one_line(capsys, tmp_path):
                         "auto", "--count", "2", "--out", str(tmp_path / "a.npy")], capsys)
     assert rc == 1 and err.count("\n") == 1 and "epsilon" in err, err
     assert not (tmp_path / "a.npy").exists()
+
+
+ODD = [0, 0.0, 1e-300, -1e-300, 1e300, -1e300, 5e-324, 1.7e308, float("nan"), float("inf"), "1", 1j, True, None,
+       10**400, 10**12, -1, 2, 0.5, np.float32(0.5), np.int64(3)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(arg=st.sampled_from(["epsilon", "delta", "n_samples", "mc_seed", "p_identity_max_n"]),
+       value=st.one_of(st.sampled_from(ODD), st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**6)))
+def test_numeric_arguments_give_a_ranked_table_or_a_named_error(arg, value):
+    """Every numeric argument of recommend: a table whose ranked rows are normal positive floats
+    (skipped rows carry a reason), or a one-line ValueError naming the argument (or F, when every
+    row leaves float64). prefix(3) has exact rows only: no Monte Carlo runs."""
+    kwargs = {"epsilon": 1.0, "delta": 1e-6, "n_samples": 200, arg: value}
+    try:
+        r = recommend(W.prefix(3), **kwargs)
+    except ValueError as exc:
+        msg = str(exc)
+        assert "\n" not in msg and (arg in msg or msg.startswith("F:")), msg
+        return
+    ranked = [row.rms for row in r.table.values() if row.rms is not None]
+    assert ranked and all(np.isfinite(v) and v >= np.finfo(float).tiny for v in ranked)
+    assert all(row.skipped for row in r.table.values() if row.rms is None)
+    assert r.table[r.best].rms == min(ranked) or r.table[r.best].rms <= min(ranked) * (1 + TIE)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(k=st.integers(-1070, 1018), e=st.integers(-1070, 1020))
+def test_every_scale_gives_shifted_rows_or_skips(k, e):
+    """F·2^k at ε = 2^e: each ranked row is exactly 2^(k−e) times its unit-scale value; a row
+    that is not is skipped with a reason naming epsilon; never a 0.0 or inf row."""
+    F = W.prefix(3)
+    base = recommend(F, epsilon=1.0, delta=1e-6, rng=1)
+    try:
+        r = recommend(np.ldexp(F, k), epsilon=2.0**e, delta=1e-6, rng=1)
+    except ValueError as exc:
+        assert str(exc).startswith("F: no candidate") and "\n" not in str(exc)
+        return
+    for name, row in r.table.items():
+        if row.rms is None:
+            assert "epsilon" in row.skipped or "F" in row.skipped, row.skipped
+        elif name != "gaussian":  # the Gaussian's σ is not ∝ 1/ε
+            assert row.rms == np.ldexp(base.table[name].rms, k - e), (name, row.rms)
