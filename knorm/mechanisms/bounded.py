@@ -7,6 +7,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 from .._rng import as_generator
+from .._validate import as_real_array
 from ..body.hull import validate_matrix
 from ._base import (Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_noise_scale,
                     check_positive, check_size, finite_real)
@@ -127,7 +128,7 @@ class CovarianceGaussianMechanism(Accounted):
 
     def release(self, answer: ArrayLike, size: int | None = None) -> NDArray[np.float64]:
         """``answer + noise`` for a true answer vector Q(x) (length dim M); ``size`` answers cost size·ε."""
-        a = np.asarray(answer, float)
+        a = as_real_array("answer", answer).astype(np.float64)
         if a.shape != (self.M.shape[0],) or not np.all(np.isfinite(a)):
             raise ValueError(f"answer must be a finite vector of length {self.M.shape[0]}")
         m = check_size(size, self.M.shape[0])

@@ -314,3 +314,11 @@ def test_public_helpers_name_bad_arrays():
     for bad in (0, -1.0, np.nan, np.inf, "1", None, 1.5e308):  # 1.5e308·1.596 overflows
         raises_named("sigma", expected_norm_gaussian, 3, bad)
     assert expected_norm_gaussian(1, 1.0) == pytest.approx(np.sqrt(2 / np.pi), rel=1e-14)  # E|N(0,1)|
+
+
+def test_covariance_gaussian_answer_is_checked_before_charging():
+    m = CovarianceGaussianMechanism(np.eye(2), 1.0, epsilon=0.5, delta=1e-6)
+    acc = m.accountant = BudgetAccountant(delta=1.0)
+    for bad in ("ab", None, np.ones(2) * 1j, np.array([np.nan, 1.0]), np.ones(3)):
+        raises_named("answer", m.release, bad)
+    assert m.answers == 0 and acc.total == (0.0, 0.0)
