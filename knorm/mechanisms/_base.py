@@ -82,8 +82,8 @@ def mean_stderr(values: ArrayLike) -> tuple[float, float | None]:
 
 
 def in_float_range(value: float, what: str, epsilon: float) -> float:
-    """``value`` if it is a normal positive float64, else a one-line ValueError naming epsilon and
-    F's scale (``what`` overflowed to inf, or underflowed to 0 or a subnormal)."""
+    """``value`` if it is a normal positive float64, else a one-line ValueError naming epsilon
+    (``what`` overflowed to inf, or underflowed to 0 or a subnormal)."""
     if np.isfinite(value) and value >= TINY:
         return float(value)
     way = "overflows" if not value < np.inf else "underflows"
@@ -154,7 +154,6 @@ def mc_expected_norm(draw: Callable[[int], NDArray[np.float64]], n_samples: int,
         value, stderr = float(factor * norms.mean()), float(factor * (norms.std(ddof=1) / np.sqrt(n_samples)))
     check_finite_output([value, stderr], "the expected error")
     return ErrorEstimate(value, stderr, False, method)
-
 
 
 def check_accountant(accountant: BudgetAccountant | None) -> BudgetAccountant | None:
