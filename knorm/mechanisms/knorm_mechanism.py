@@ -71,6 +71,9 @@ class KNormMechanism(Mechanism):
         self.body = body if body is not None else SymmetricHull(self.F)
         self.dim = self.body.dim
         self.structure = self.body.exact_structure
+        # r·z has scale (dim+1)/ε·(K's scale): refused here, before anything is drawn, if it leaves float64
+        check_noise_scale(scaled((self.dim + 1) * self.body._unit, self.body._exp, self.epsilon), self.epsilon,
+                          "the K-norm noise scale (dim+1)/ε·(K's scale)")
         sampling = "exact" if self.structure is not None else "mcmc-approximate"
         details = {"dim": self.dim, "walk": None if self.structure is not None else walk}
         if self.structure is not None:
@@ -82,9 +85,6 @@ class KNormMechanism(Mechanism):
         if self.sampler_options.get("checkpoint") is not None:  # a resume must be this mechanism's (ε, walk, …)
             self.sampler_options["checkpoint"].bind("K-norm", self.epsilon, walk, self.bank_size,
                                                     self.accept_uncertified)
-        # r·z has scale (dim+1)/ε·(K's scale): refused here, before anything is drawn, if it leaves float64
-        check_noise_scale(scaled((self.dim + 1) * self.body._unit, self.body._exp, self.epsilon), self.epsilon,
-                          "the K-norm noise scale (dim+1)/ε·(K's scale)")
         check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
         self._bank = np.empty((0, self.d))
         self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?
