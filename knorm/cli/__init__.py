@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from ._io import atomic_write
-from ._validate import check_memory as _check_memory
-from .walks.chains import WALKS
-from .walks.checkpoint import SNAPSHOTS, Checkpoint, CheckpointConflict
+from .. import __version__
+from .._io import atomic_write
+from .._validate import check_memory as _check_memory
+from ..walks.chains import WALKS
+from ..walks.checkpoint import SNAPSHOTS, Checkpoint, CheckpointConflict
 
 MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
 WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range", "marginals")
@@ -125,8 +125,8 @@ def _load_npy(path, what):
 
 def load_workload(args):
     """F from ``--matrix`` or from ``--workload`` with its sizes; returns (F, label)."""
-    from . import workloads as W
-    from .body.hull import validate_matrix
+    from .. import workloads as W
+    from ..body.hull import validate_matrix
 
     if args.matrix:
         given = [f"--{k}" for k in ("workload", "d", "n", "k", "shape") if getattr(args, k) is not None]
@@ -306,7 +306,7 @@ def _require_dask():
 
 
 def _dask_executor(address):
-    from .distributed import DaskExecutor
+    from ..distributed import DaskExecutor
 
     try:
         return DaskExecutor(address)
@@ -351,7 +351,7 @@ def _noise_rng(args, checkpoint):
 
 
 def build_mechanism(name, F, args, rng, sampler_options):
-    from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
+    from ..mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
 
     extra = {"accept_uncertified": True} if args.accept_uncertified else {}
     try:
@@ -371,7 +371,7 @@ def build_mechanism(name, F, args, rng, sampler_options):
 def _auto_mechanism(F, args, rng, sampler_options):
     """``--mechanism auto``: :func:`knorm.recommend`'s least-error mechanism (from F alone), built
     with the run's rng; returns (its choice as JSON-ready data, the mechanism)."""
-    from .recommend import recommend
+    from ..recommend import recommend
 
     options = {"walk": args.walk, "sampler_options": sampler_options, "accept_uncertified": args.accept_uncertified}
     try:
@@ -408,7 +408,7 @@ def _estimate_dict(e):
 def _laplace_draws(d):
     """Draws for the Laplace Monte Carlo: 50 000, fewer where d is so large that they would pass the
     cap on values drawn (‖noise‖ concentrates as d grows: its relative SD is O(1/√d))."""
-    from .mechanisms._base import MAX_MC_VALUES
+    from ..mechanisms._base import MAX_MC_VALUES
 
     return max(2, min(50_000, MAX_MC_VALUES // d))
 
@@ -421,7 +421,7 @@ def _expected_error(mech, norms):
     released noise vectors ± its SE; without (runs on data) ``mech.expected_error`` over
     1000 fresh draws made after the release and never released.
     """
-    from .mechanisms import GaussianMechanism, LaplaceMechanism
+    from ..mechanisms import GaussianMechanism, LaplaceMechanism
 
     if isinstance(mech, GaussianMechanism):
         return _estimate_dict(mech.expected_error())
@@ -436,7 +436,7 @@ def _expected_error(mech, norms):
         d = _estimate_dict(e)
         d["method"] += " (draws made after the release, never released)"
         return d
-    from .mechanisms._base import mean_stderr
+    from ..mechanisms._base import mean_stderr
 
     value, se = mean_stderr(norms)
     return {"value": value, "stderr": se, "exact": False,
@@ -557,7 +557,7 @@ def cmd_sample(args):
         "samples_per_second": args.count / seconds if seconds > 0 else None,
     }
     if x is None:  # noise alone touches no data: its statistics are safe to print
-        from .mechanisms._base import mean_stderr, row_norms
+        from ..mechanisms._base import mean_stderr, row_norms
 
         norms = row_norms(samples)  # F at 1e±300: no square over- or underflows
         summary["mean_l2_noise"], summary["mean_l2_noise_stderr"] = mean_stderr(norms)
@@ -638,12 +638,12 @@ def _print_sample_summary(s):
 # ---- knorm info -------------------------------------------------------------------------------
 
 def cmd_info(args):
-    from . import bounds
-    from .body import SymmetricHull
-    from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
-    from .mechanisms._base import row_norms
-    from .mechanisms.additive import l1_sensitivity, l2_sensitivity
-    from .recommend import CANDIDATES, recommend
+    from .. import bounds
+    from ..body import SymmetricHull
+    from ..mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
+    from ..mechanisms._base import row_norms
+    from ..mechanisms.additive import l1_sensitivity, l2_sensitivity
+    from ..recommend import CANDIDATES, recommend
 
     F, label = load_workload(args)  # info never reads data: every number below depends on F only
     K = SymmetricHull(F)
@@ -700,8 +700,8 @@ def cmd_info(args):
 # ---- knorm uniform / bench ---------------------------------------------------------------------
 
 def cmd_uniform(args):
-    from . import SymmetricHull, sample_uniform
-    from .walks.sampler import rounding_of
+    from .. import SymmetricHull, sample_uniform
+    from ..walks.sampler import rounding_of
 
     out = check_output(args.out, args.force, inputs=(args.matrix,))
     F, label = load_workload(args)
@@ -797,7 +797,7 @@ def _bench_print(line):
 
 
 def cmd_bench(args):
-    from . import experiments as E
+    from .. import experiments as E
 
     check_bench_outputs(args)
     folder = Path(args.out_dir)
@@ -858,7 +858,7 @@ def cmd_plot(args):
     _check_plot_args(args)
     out = check_output(args.out, args.force, inputs=(args.matrix,), suffixes=PLOT_SUFFIXES)
     _require_matplotlib()
-    from . import plots
+    from .. import plots
 
     F, label = load_workload(args)  # every figure depends on F (and the seed) only, never on data
     d = F.shape[0]
@@ -875,7 +875,7 @@ def cmd_plot(args):
                 print(f"  {name:9s} " + "  ".join(cells))
         fig = plots.error_vs_epsilon(errors=errs)
     elif args.what == "nim-spectrum":
-        from .mechanisms import NIMechanism
+        from ..mechanisms import NIMechanism
 
         try:  # the levels' covariances depend on F only, not on ε
             mech = NIMechanism(F, epsilon=1.0, walk=args.walk, rng=args.seed)
@@ -883,7 +883,7 @@ def cmd_plot(args):
             raise CLIError(str(exc)) from None
         fig = plots.nim_spectrum(mech)
     else:
-        from .walks.sampler import Sampler
+        from ..walks.sampler import Sampler
 
         count = args.count or 1000
         check_memory("--count", count, d, 8)
