@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._rng import as_generator
 from ._validate import is_real, positive_int, short_repr
-from .body.marginal import MarginalStructure, register
+from .body.marginal import MarginalStructure
 
 __all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "clique_marginals", "random_pm1",
            "random_bernoulli", "by_name", "MAX_ENTRIES"]
@@ -88,8 +88,8 @@ def marginals(shape: Sequence[int], k: int) -> NDArray[np.float64]:
 
     Cells are the points of ``∏ range(shape[a])`` in C order (n = ∏ shape); one query
     per set of k attributes and value combination: the count of cells matching it. The
-    matrix (and any equal to it) is recognised by the engine, which then computes the
-    oracle's products from the tables' structure (docs/design.md §2.2).
+    engine recognises such a matrix from its entries (rows in any order, any scale) and
+    computes the oracle's products from the tables' structure (docs/design.md §2.2).
     """
     shape = _shape(shape)
     k = positive_int("k", k)
@@ -111,8 +111,8 @@ def clique_marginals(shape: Sequence[int], cliques: Sequence[Sequence[int]]) -> 
     For each clique in order (its attributes sorted), one query per value combination of
     its attributes (C order): the count of cells matching it; ``()`` is the total count.
     ``marginals(shape, k)`` is ``clique_marginals(shape, combinations(range(len(shape)), k))``.
-    Like it, the matrix is recognised by the engine, which then computes the oracle's
-    products from the tables' structure (docs/design.md §2.2).
+    Like it, the matrix is recognised by the engine from its entries, which then computes
+    the oracle's products from the tables' structure (docs/design.md §2.2).
     """
     shape = _shape(shape)
     if isinstance(cliques, (str, bytes)) or not isinstance(cliques, Sequence) or len(cliques) == 0:
@@ -127,9 +127,7 @@ def clique_marginals(shape: Sequence[int], cliques: Sequence[Sequence[int]]) -> 
         out.append(attrs)
     structure = MarginalStructure(tuple(shape), tuple(out))
     _fits("cliques", cliques, structure.rows, structure.cells, "clique_marginals(shape, cliques)")
-    # registered: the body of this matrix (or of an equal one) computes the oracle's
-    # products from the structure (knorm.body.marginal), not as dense n·r products
-    return register(structure.matrix(), structure)
+    return structure.matrix()
 
 
 def _p(p: float) -> float:

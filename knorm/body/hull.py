@@ -119,7 +119,7 @@ def _oracle_coordinates(Fs, U, S, unit, structure=None, e=0):
     ``≈ 1e-16·cond(F)`` of mapping y into the span. Either is scaled per coordinate by a
     power of two (max |F entry| in [0.5, 1)). F is stored compressed where these
     coordinates are sparse (block-structured F, e.g. independent groups of queries).
-    ``structure``: the :class:`~knorm.body.marginal.MarginalStructure` of ``F = Fs·2^e`` if it is a marginal
+    ``structure``: the :class:`~knorm.body.marginal.MarginalMatch` of ``F = Fs·2^e`` if it is a marginal
     workload; its operator computes ``Fzᵀv = Fᵀ(2^-e·U·diag(s)·v)``.
     Returns ``(Columns, T, s)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``, with
     ``T = diag(s·unit)`` (the map is diagonal in the span's basis).
@@ -130,8 +130,8 @@ def _oracle_coordinates(Fs, U, S, unit, structure=None, e=0):
     s = np.ldexp(s, -_row_exponents(Fc * s[:, None]))
     Fz = Fc * s[:, None]
     op = None
-    if structure is not None and plan_speedup(structure, r) >= STRUCTURED_ABOVE:
-        op = marginal_operator(structure, np.ldexp(U * s[None, :], -e))
+    if structure is not None and plan_speedup(structure.structure, r) >= STRUCTURED_ABOVE:
+        op = marginal_operator(structure.structure, structure.weights(np.ldexp(U * s[None, :], -e)))
     return Columns(Fz, op), np.diag(s * unit), s
 
 
@@ -367,9 +367,9 @@ class SymmetricHull:
             raise ValueError(f"F has a column of Euclidean norm ≈ 2^{e + np.log2(unit):.1f}, beyond the float64 "
                              "range (points of K could not be represented): rescale F")
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
-        # a marginal workload (knorm.workloads.marginals) keeps its structure: the pivots'
+        # a marginal workload (recognised from F's entries) keeps its structure: the pivots'
         # product Fᵀv is then a sum of broadcast tables, not a dense n·r product
-        structure = recognise(self.F) if self.F.shape[1] == F.shape[1] else None
+        structure = recognise(self.F)
         cols, T, self._zscale = _oracle_coordinates(Fs, self.span_basis, S, unit, structure, e)
         self.frame = Frame(cols, T)
         self._structure: Any = False  # not yet detected (else an ExactStructure or None)

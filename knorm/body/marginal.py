@@ -1,31 +1,24 @@
-"""Marginal workloads as operators: the structure behind :func:`knorm.workloads.marginals`.
+"""Marginal workloads as operators, recognised from F's entries.
 
 A marginal workload over a product domain (attribute sizes ``shape``, cells in C order)
 is described by its cliques (attribute tuples, in row order). :class:`MarginalStructure`
-rebuilds the matrix and recognises it; :func:`marginal_operator` lays out the kernel data
-with which the oracle computes ``Fᵀv`` in about ``d·r + n·(groups)`` operations instead of
-``n·r`` (``knorm.body._marginal``).
+rebuilds the matrix; :func:`recognise` finds the structure of any F whose entries are
+``{0, a}`` and whose rows are indicators of cylinder sets of a mixed-radix index of its
+columns (rows in any order, duplicated, partial tables, a total row), verified entry by
+entry; :func:`marginal_operator` lays out the kernel data with which the oracle computes
+``Fᵀv`` in about ``d·r + n·(groups)`` operations instead of ``n·r`` (``knorm.body._marginal``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
-__all__ = ["MarginalStructure", "marginal_operator", "register", "recognise", "empty_operator"]
-
-# Matrices known to be marginal workloads, by content (shape, dtype and bytes): the last
-# REGISTRY_SIZE built by knorm.workloads.marginals (or registered). Content keys make a
-# copy, or the same matrix rebuilt, recognised too; anything else is simply not.
-REGISTRY_SIZE = 32
-_REGISTRY: OrderedDict[bytes, MarginalStructure] = OrderedDict()
-_LOCK = threading.Lock()
+__all__ = ["MarginalStructure", "MarginalMatch", "marginal_operator", "recognise", "empty_operator", "plan_speedup"]
 
 
 @dataclass(frozen=True)
@@ -63,29 +56,122 @@ class MarginalStructure:
         return F.shape == (self.rows, self.cells) and bool(np.array_equal(F, self.matrix()))
 
 
-def _key(F: np.ndarray) -> bytes:
-    F = np.ascontiguousarray(F, dtype=np.float64)
-    return hashlib.blake2b(repr(F.shape).encode() + F.tobytes(), digest_size=20).digest()
+@dataclass(frozen=True, eq=False)
+class MarginalMatch:
+    """``F = scale · M[rows]`` for ``M = structure.matrix()``: row i of F is row ``rows[i]``
+    of M (``-1``: a zero row). Found by :func:`recognise`."""
+
+    structure: MarginalStructure
+    scale: float
+    rows: NDArray[np.int64]
+
+    def matrix(self) -> np.ndarray:
+        """F rebuilt."""
+        M = self.structure.matrix() * self.scale
+        return np.where((self.rows >= 0)[:, None], M[np.maximum(self.rows, 0)], 0.0)
+
+    def weights(self, W: np.ndarray) -> np.ndarray:
+        """``scale·PᵀW`` (P: F's rows as rows of M), so that ``Fᵀ(W v) = Mᵀ(scale·PᵀW v)``."""
+        W = np.asarray(W, dtype=np.float64)
+        out = np.zeros((self.structure.rows,) + W.shape[1:])
+        live = self.rows >= 0
+        np.add.at(out, self.rows[live], W[live])
+        return out * self.scale
 
 
-def register(F: np.ndarray, structure: MarginalStructure) -> np.ndarray:
-    """Remember that F (exactly this content) is ``structure``'s matrix; returns F."""
-    key = _key(F)
-    with _LOCK:
-        _REGISTRY[key] = structure
-        _REGISTRY.move_to_end(key)
-        while len(_REGISTRY) > REGISTRY_SIZE:
-            _REGISTRY.popitem(last=False)
-    return F
+def _divisors(n: int) -> list[int]:
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
 
 
-def recognise(F: np.ndarray) -> MarginalStructure | None:
-    """The registered structure whose matrix F is (checked entry by entry), else None."""
-    if not _REGISTRY:
+def _rectangles(B: np.ndarray, counts: np.ndarray, t: int) -> bool:
+    """Whether every row of B, as an ``(n/t, t)`` table, is a rectangle (a product set)."""
+    d, n = B.shape
+    R = B.reshape(d, n // t, t)
+    if t <= 8:  # numpy's short inner reductions are slow: or the t slices
+        hi = R[:, :, 0].copy()
+        for k in range(1, t):
+            hi |= R[:, :, k]
+    else:
+        hi = R.any(axis=2)
+    return bool(np.array_equal(hi.sum(axis=1) * R.any(axis=1).sum(axis=1), counts))
+
+
+def _cliques_at(B: np.ndarray, first: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's clique (bool, rows × attributes) and digits of its first cell, if the row
+    is a cylinder set over ``sizes`` (C order): an attribute is free iff the first cell
+    (all free digits 0) plus its stride is in the row."""
+    strides = [math.prod(sizes[a + 1:]) for a in range(len(sizes))]
+    dig = np.stack([(first // st) % s for st, s in zip(strides, sizes)], axis=1)
+    rows = np.arange(B.shape[0])
+    inc = np.ones(dig.shape, bool)
+    for a, st in enumerate(strides):
+        zero = dig[:, a] == 0
+        nxt = np.minimum(first + st, B.shape[1] - 1)
+        inc[:, a] = ~(zero & B[rows, nxt])
+    return inc, dig
+
+
+def recognise(F: np.ndarray) -> MarginalMatch | None:
+    """F's marginal structure found from its entries, else None.
+
+    F must be ``a·{0,1}`` (one non-zero value) with every non-zero row the indicator of a
+    cylinder set ``{x : x_C = c}`` of a C-order product domain over its columns (attribute
+    sizes and cliques unknown, rows in any order). The attributes are the finest chain of
+    column strides at which every row is a rectangle, adjacent attributes that appear in
+    the same cliques merged; each row's clique and values are read off its first cell.
+    The result is verified entry by entry (``F == match.matrix()``), so a wrong guess
+    only returns None. Cost about ``O(d·n)`` per stride tried.
+    """
+    F = np.asarray(F)
+    if F.ndim != 2 or F.size == 0 or F.dtype.kind not in "fiu":
         return None
-    with _LOCK:
-        st = _REGISTRY.get(_key(F))
-    return st if st is not None and st.matches(F) else None
+    d, n = F.shape
+    B = F != 0
+    vals = F[B]
+    if vals.size == 0 or not np.all(vals == vals[0]) or not np.isfinite(vals[0]):
+        return None
+    counts = B.sum(axis=1)
+    live = np.flatnonzero(counts)
+    B, counts = B[live], counts[live]
+    if np.any(n % counts):  # a cylinder set holds n / (its table's size) cells
+        return None
+    chain = [1]
+    for t in _divisors(n)[1:-1]:
+        if t % chain[-1] == 0 and _rectangles(B, counts, t):
+            chain.append(t)
+    chain.append(n)
+    sizes = [chain[i + 1] // chain[i] for i in range(len(chain) - 1)][::-1]  # outermost first
+    first = np.argmax(B, axis=1)
+    inc, _ = _cliques_at(B, first, sizes)
+    # merge adjacent attributes that are in the same cliques (one attribute, C order)
+    groups = [[0]]
+    for a in range(1, len(sizes)):
+        (groups[-1].append(a) if np.array_equal(inc[:, a], inc[:, groups[-1][0]]) else groups.append([a]))
+    shape = [math.prod(sizes[a] for a in g) for g in groups]
+    inc, dig = _cliques_at(B, first, shape)
+    keys, first_row, which = np.unique(inc, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first_row)  # cliques in order of their first row
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    which = rank[which.reshape(-1)]
+    cliques = tuple(tuple(int(a) for a in np.flatnonzero(keys[q])) for q in order)
+    structure = MarginalStructure(tuple(shape), cliques)
+    strides = [math.prod(shape[a + 1:]) for a in range(len(shape))]
+    offs = np.cumsum([0] + [math.prod(shape[a] for a in c) for c in cliques])
+    local = np.zeros(len(live), np.int64)
+    cells = np.arange(n)
+    for q, c in enumerate(cliques):  # verify: each row is exactly its cylinder set
+        mine = np.flatnonzero(which == q)
+        code = np.zeros(n, np.int64)
+        for a in c:
+            local[mine] = local[mine] * shape[a] + dig[mine, a]
+            code = code * shape[a] + (cells // strides[a]) % shape[a]
+        if not np.array_equal(B[mine], code[None, :] == local[mine, None]):
+            return None
+    rows = np.full(d, -1, np.int64)
+    rows[live] = offs[which] + local
+    return MarginalMatch(structure, float(vals[0]), rows)
 
 
 def _digits(index: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:

@@ -4,7 +4,9 @@ The oracle of a marginal workload computes the pivots' product ``Fᵀ(W v)`` fro
 workload's structure instead of from the dense columns. Checked here against
 independent constructions: the matrix against a definition written out in the test,
 the product against ``(WᵀF)ᵀv`` for every split of the attributes, and the oracle's
-gauges and chords against HiGHS and against the dense layout of the same body.
+gauges and chords against HiGHS and against the dense layout of the same body. The
+structure is recognised from F's entries: saved and loaded, rows shuffled, scaled, built
+by hand; matrices that are not marginal workloads are not recognised.
 """
 
 import itertools
@@ -16,7 +18,7 @@ import pytest
 from knorm import ReferenceOracle, SymmetricHull, workloads
 from knorm.body import hull
 from knorm.body._marginal import marginal_dots
-from knorm.body.marginal import MarginalStructure, marginal_operator, recognise, register
+from knorm.body.marginal import MarginalStructure, marginal_operator, recognise
 
 STRUCTURES = [
     MarginalStructure((2, 2, 2, 2, 2), tuple(itertools.combinations(range(5), 2))),
@@ -49,15 +51,84 @@ def test_matrix_is_the_definition(st):
     assert not st.matches(G) and not st.matches(F[:, :-1])
 
 
-def test_workloads_marginals_is_registered_and_recognised():
+def test_workloads_marginals_is_recognised_from_its_entries():
     F = workloads.marginals((2, 3, 2), 2)
-    st = recognise(F)
-    assert st == MarginalStructure((2, 3, 2), ((0, 1), (0, 2), (1, 2)))
-    assert recognise(F.copy()) == st  # by content, not identity
+    m = recognise(F)
+    assert m.structure == MarginalStructure((2, 3, 2), ((0, 1), (0, 2), (1, 2)))
+    assert m.scale == 1.0 and m.rows.tolist() == list(range(16))
+    np.testing.assert_array_equal(m.matrix(), F)
     G = F.copy()
     G[1, 2] += 1.0
     assert recognise(G) is None
-    assert recognise(np.ones((3, 4))) is None
+    assert recognise(np.ones((3, 4))).structure == MarginalStructure((4,), ((),))  # three total rows
+
+
+def by_hand(shape, cliques):
+    """Marginal rows as Kronecker products of unit vectors (clique attributes) and ones."""
+    rows = []
+    for C in cliques:
+        for c in itertools.product(*[range(shape[a]) for a in C]):
+            row = np.ones(1)
+            for a, s in enumerate(shape):
+                row = np.kron(row, np.eye(s)[c[C.index(a)]] if a in C else np.ones(s))
+            rows.append(row)
+    return np.array(rows)
+
+
+def variants(tmp_path):
+    """The same marginal workloads as a user may hand them over: (name, F, domain size)."""
+    rng = np.random.default_rng(7)
+    F = workloads.marginals((3, 2, 4, 3), 2)
+    path = tmp_path / "F.npy"
+    np.save(path, F)
+    yield "loaded", np.load(path), 72
+    yield "shuffled", F[rng.permutation(F.shape[0])], 72
+    yield "times 3.5", 3.5 * F, 72
+    yield "times 2^-40", np.ldexp(F[::-1], -40), 72
+    yield "by hand", by_hand((2, 3, 4), [(0, 2), (1,), (), (1, 2)]), 24
+    # Fortran-order cells: C order over the attributes reversed
+    H = workloads.marginals((2, 3, 4), 2)
+    yield "Fortran order", H[:, np.arange(24).reshape(2, 3, 4).ravel(order="F")], 24
+    yield "duplicated, partial and zero rows", np.vstack([F[:-5], F[3:9], np.zeros((2, 72))]), 72
+
+
+def test_recognise_finds_the_structure_from_the_entries(tmp_path):
+    for name, F, n in variants(tmp_path):
+        m = recognise(F)
+        assert m is not None, name
+        assert m.structure.cells == n, name
+        np.testing.assert_array_equal(m.matrix(), F, err_msg=name)  # F = scale·M[rows], exactly
+    # the domain and cliques of a shuffled workload are the ones that built it
+    F = workloads.clique_marginals((2, 3, 2, 3), [(2, 3), (0,), (1, 3), ()])
+    m = recognise(F[np.random.default_rng(1).permutation(F.shape[0])])
+    assert m.structure.shape == (2, 3, 2, 3)
+    assert sorted(m.structure.cliques) == [(), (0,), (1, 3), (2, 3)]
+
+
+@pytest.mark.parametrize("name,F", [
+    ("random ±1", np.random.default_rng(0).choice([-1.0, 1.0], (40, 200))),
+    ("random 0/1", (np.random.default_rng(0).random((24, 64)) < 0.5) * 1.0),
+    ("prefix", workloads.prefix(64)),
+    ("one entry flipped", lambda: None),
+    ("one entry moved", lambda: None),
+    ("two values", lambda: None),
+    ("a NaN", lambda: None),
+    ("all zero", np.zeros((3, 8))),
+])
+def test_other_matrices_are_not_recognised(name, F):
+    if callable(F):
+        F = workloads.marginals((2, 3, 2, 2), 2)
+        if name == "one entry flipped":
+            F[7, 11] = 1.0 - F[7, 11]
+        elif name == "one entry moved":  # same counts per row, no longer a cylinder set
+            j = np.flatnonzero(F[7])[0]
+            k = np.flatnonzero(F[7] == 0)[-1]
+            F[7, j], F[7, k] = 0.0, 1.0
+        elif name == "two values":
+            F[7] *= 2.0
+        else:
+            F[0, 0] = np.nan
+    assert recognise(F) is None
 
 
 @pytest.mark.parametrize("st", STRUCTURES, ids=str)
@@ -99,8 +170,9 @@ def test_structured_oracle_matches_highs_and_the_dense_layout(shape, k, monkeypa
         np.testing.assert_allclose((tm, tp), Kd.chord(x, u), rtol=1e-9)
 
 
-def test_small_or_unregistered_workloads_stay_dense():
+def test_small_or_non_marginal_workloads_stay_dense():
     assert not SymmetricHull(workloads.marginals((2,) * 6, 2)).frame.cols.structured  # too small to gain
+    assert not SymmetricHull(np.eye(40)).frame.cols.structured  # one clique of everything: no gain
     F = workloads.marginals((2,) * 12, 2)
     assert SymmetricHull(F).frame.cols.structured
     G = F.copy()
@@ -108,22 +180,42 @@ def test_small_or_unregistered_workloads_stay_dense():
     assert not SymmetricHull(G).frame.cols.structured
 
 
-def test_register_keeps_the_last_matrices_only():
-    from knorm.body import marginal
+def test_every_variant_gets_the_operator_with_the_dense_gauges(tmp_path, monkeypatch):
+    """Loaded, shuffled, scaled, hand-built: the operator's gauges and chords are the dense
+    layout's (the same sums in another order, 1e-12) and HiGHS's (1e-9)."""
+    rng = np.random.default_rng(11)
+    for name, F, _ in variants(tmp_path):
+        monkeypatch.setattr(hull, "STRUCTURED_ABOVE", 0.0)
+        K = SymmetricHull(F)
+        assert K.frame.cols.structured, name
+        monkeypatch.setattr(hull, "STRUCTURED_ABOVE", np.inf)
+        Kd = SymmetricHull(F)
+        assert not Kd.frame.cols.structured
+        Y = (F @ rng.standard_normal((F.shape[1], 20))).T
+        g = K.gauge(Y)
+        np.testing.assert_allclose(g, Kd.gauge(Y), rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(g, ReferenceOracle(F).gauge(Y), rtol=1e-9, err_msg=name)
+        tm, tp = K.chord(0.5 * Y[0] / g[0], Y[1])
+        np.testing.assert_allclose((tm, tp), Kd.chord(0.5 * Y[0] / g[0], Y[1]), rtol=1e-9, err_msg=name)
 
-    st = MarginalStructure((2, 2), ((0,), (1,)))
-    F = st.matrix()
-    register(F, st)
-    for i in range(marginal.REGISTRY_SIZE):
-        register(np.full((1, 1), float(i + 2)), MarginalStructure((1,), ((0,),)))
-    assert recognise(F) is None
-    assert len(marginal._REGISTRY) == marginal.REGISTRY_SIZE
+
+def test_operator_of_a_match_is_the_product_with_f(tmp_path):
+    """``Fᵀ(W v)`` from the match's weights equals the dense product for every variant."""
+    rng = np.random.default_rng(2)
+    for name, F, _ in variants(tmp_path):
+        m = recognise(F)
+        W = rng.standard_normal((F.shape[0], 5))
+        D = (W.T @ F).T
+        v = rng.standard_normal(5)
+        out = np.empty(F.shape[1])
+        marginal_dots(marginal_operator(m.structure, m.weights(W)), v, out)
+        np.testing.assert_allclose(out, D @ v, rtol=1e-12, atol=1e-12 * np.abs(D).sum(axis=1).max(), err_msg=name)
 
 
 def test_clique_marginals_builds_the_definition_and_is_recognised():
     F = workloads.clique_marginals((2, 3, 2, 3), [(3, 2), (0,), (), (1, 3)])  # attributes sorted per clique
     np.testing.assert_array_equal(F, definition((2, 3, 2, 3), [(2, 3), (0,), (), (1, 3)]))
-    assert recognise(F) == MarginalStructure((2, 3, 2, 3), ((2, 3), (0,), (), (1, 3)))
+    assert recognise(F).structure == MarginalStructure((2, 3, 2, 3), ((2, 3), (0,), (), (1, 3)))
     np.testing.assert_array_equal(workloads.clique_marginals((2, 3, 2), list(itertools.combinations(range(3), 2))),
                                   workloads.marginals((2, 3, 2), 2))
 
