@@ -16,7 +16,7 @@ def run(argv, capsys):
 def interrupt_progress(monkeypatch, after):
     """Make the CLI's progress callback raise KeyboardInterrupt on its ``after``-th call;
     returns the original ``Progress.__call__`` (to restore with monkeypatch.setattr)."""
-    real = cli.Progress.__call__
+    real = cli._common.Progress.__call__
     calls = []
 
     def interrupting(self, done, target):
@@ -25,5 +25,5 @@ def interrupt_progress(monkeypatch, after):
             raise KeyboardInterrupt
         return real(self, done, target)
 
-    monkeypatch.setattr(cli.Progress, "__call__", interrupting)
+    monkeypatch.setattr(cli._common.Progress, "__call__", interrupting)
     return real

@@ -148,8 +148,9 @@ def test_total_claim_is_printed(tmp_path, capsys):
 def test_uncertified_and_not_private_claims_say_so():
     claim = {"mechanism": "K-norm", "epsilon": 2.0, "delta": 0.0, "notion": "pure ε-DP", "approximate": True,
              "certified": False, "answers": 2, "composition": ""}
-    lines = cli._privacy_lines({"privacy": claim, "privacy_per_answer": {**claim, "epsilon": 1.0, "answers": 1},
-                                "private": False, "data_touched": True})
+    lines = cli.sample._privacy_lines({"privacy": claim,
+                                       "privacy_per_answer": {**claim, "epsilon": 1.0, "answers": 1},
+                                       "private": False, "data_touched": True})
     assert lines[0].startswith("NOT PRIVATE") and "UNCERTIFIED" in lines[1] and "approximate" in lines[1]
 
 
@@ -165,8 +166,8 @@ def test_accept_uncertified_is_passed_only_when_given(monkeypatch):
     monkeypatch.setattr(M, "KNormMechanism", Fake)
     parser = cli.build_parser()
     F = np.eye(3)
-    cli.build_mechanism("knorm", F, parser.parse_args(["sample"]), None, {})
-    cli.build_mechanism("knorm", F, parser.parse_args(["sample", "--accept-uncertified"]), None, {})
+    cli.sample.build_mechanism("knorm", F, parser.parse_args(["sample"]), None, {})
+    cli.sample.build_mechanism("knorm", F, parser.parse_args(["sample", "--accept-uncertified"]), None, {})
     assert "accept_uncertified" not in seen[0] and seen[1]["accept_uncertified"] is True
 
 
@@ -191,7 +192,7 @@ def test_interrupted_run_leaves_no_output_and_resumes_identically(tmp_path, caps
     rc, _, err = run([*base, "--out", str(out), "--checkpoint", str(ck), "--checkpoint-every", "1e-9"], capsys)
     assert rc == 130 and "--resume" in err
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
-    monkeypatch.setattr(cli.Progress, "__call__", real)
+    monkeypatch.setattr(cli._common.Progress, "__call__", real)
     rc, stdout, _ = run([*base, "--out", str(out), "--checkpoint", str(ck), "--resume", "--json"], capsys)
     assert rc == 0 and json.loads(stdout)["resumed_from_checkpoint"]
     np.testing.assert_array_equal(np.load(out), np.load(want))
@@ -396,7 +397,7 @@ def test_bad_inputs_give_one_line_naming_the_option_before_any_sampling(tmp_path
     for name in ("table3", "compare_oracles"):
         monkeypatch.setattr(knorm.experiments, name, _no_sampling)
     monkeypatch.setattr(knorm, "sample_uniform", _no_sampling)
-    monkeypatch.setattr(cli, "build_mechanism", _no_sampling)
+    monkeypatch.setattr(cli.sample, "build_mechanism", _no_sampling)
     failures = []
     for argv, status, option in _bad_cases(tmp_path):
         rc, stdout, err = run(argv, capsys)
@@ -414,7 +415,7 @@ def test_unknown_command_exits_2(capsys):
 
 def test_scheduler_without_dask_fails_before_sampling(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "dask.distributed", None)  # `import dask.distributed` now fails
-    monkeypatch.setattr(cli, "build_mechanism", _no_sampling)
+    monkeypatch.setattr(cli.sample, "build_mechanism", _no_sampling)
     rc, _, err = run(["sample", *SMALL, "--count", "5", "--scheduler", "tcp://localhost:1"], capsys)
     assert rc == 1 and err.count("\n") == 1 and "--scheduler" in err and "pip install" in err
 
@@ -423,7 +424,7 @@ def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(monkeypatc
     def broken(*args, **kwargs):
         raise IndexError("index 0 is out of bounds")
 
-    monkeypatch.setattr(cli, "build_mechanism", broken)
+    monkeypatch.setattr(cli.sample, "build_mechanism", broken)
     argv = ["sample", *SMALL, "--count", "5"]
     rc, _, err = run(argv, capsys)
     assert rc == 1 and err == "knorm: error: IndexError: index 0 is out of bounds\n"
@@ -444,7 +445,7 @@ def test_private_run_resumes_from_its_checkpoint(tmp_path, capsys, monkeypatch):
     assert run([*base, "--out", str(tmp_path / "a.npy")], capsys)[0] == 130
     entropy = ck / ENTROPY_FILE
     assert entropy.exists() and (entropy.stat().st_mode & 0o777) == 0o600
-    monkeypatch.setattr(cli.Progress, "__call__", real)
+    monkeypatch.setattr(cli._common.Progress, "__call__", real)
     rc, stdout, _ = run([*base, "--resume", "--json", "--out", str(tmp_path / "b.npy")], capsys)
     s = json.loads(stdout)
     assert rc == 0 and s["resumed_from_checkpoint"] and s["private"] and s["noise_source"] == "os-entropy"
@@ -517,7 +518,7 @@ def test_an_uncertified_sampler_run_is_one_line_with_the_way_out(monkeypatch, ca
     def uncertified(*args, **kwargs):
         raise ConvergenceError("the sampler run was not certified")
 
-    monkeypatch.setattr(cli, "build_mechanism", uncertified)
+    monkeypatch.setattr(cli.sample, "build_mechanism", uncertified)
     rc, _, err = run(["sample", *SMALL, "--count", "5"], capsys)
     assert rc == 1 and err.count("\n") == 1 and "not certified" in err and "--accept-uncertified" in err
 
@@ -534,6 +535,6 @@ def test_a_resumed_run_says_so(tmp_path, capsys, monkeypatch):
             "--checkpoint-every", "1e-9"]
     real = interrupt_progress(monkeypatch, after=2)
     assert run([*base, "--quiet"], capsys)[0] == 130
-    monkeypatch.setattr(cli.Progress, "__call__", real)
+    monkeypatch.setattr(cli._common.Progress, "__call__", real)
     rc, stdout, _ = run([*base, "--resume"], capsys)
     assert rc == 0 and "resumed from a checkpoint" in stdout

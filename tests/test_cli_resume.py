@@ -42,7 +42,7 @@ def interrupted(t, capsys, monkeypatch, data="x1.npy", *extra):
     argv = sample(t, data, "--count", "3000", "--checkpoint", str(t / "ck"), "--checkpoint-every", "1e-9",
                   "--out", str(t / "a1.npy"), *extra)
     assert run(argv, capsys)[0] == 130
-    monkeypatch.setattr(cli.Progress, "__call__", real)
+    monkeypatch.setattr(cli._common.Progress, "__call__", real)
     assert any(n.startswith("sample-") for n in held(t / "ck")) and "noise-entropy.json" in held(t / "ck")
     assert not (t / "a1.npy").exists()
 
@@ -140,13 +140,13 @@ def test_the_checkpoint_is_deleted_before_the_answers_are_written(files, capsys,
     already gone, so no crash after the release leaves their noise to replay."""
     t = files
     seen = []
-    real = cli.write_samples
+    real = cli.sample.write_samples
 
     def spy(path, array, meta=None):
         seen.append(held(t / "ck"))
         return real(path, array, meta)
 
-    monkeypatch.setattr(cli, "write_samples", spy)
+    monkeypatch.setattr(cli.sample, "write_samples", spy)
     argv = sample(t, "x1.npy", "--count", "3000", "--checkpoint", str(t / "ck"), "--checkpoint-every", "1e-9",
                   "--out", str(t / "a.npy"))
     assert run(argv, capsys)[0] == 0

@@ -1,0 +1,296 @@
+"""What the subcommands share: argument types and options, workload and data loading,
+output checks and writing, the memory check, the progress bar, and the two error types."""
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .._io import atomic_write
+from .._validate import check_memory as _check_memory
+
+MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
+WORKLOADS = ("pm1", "bernoulli", "identity", "prefix", "all_range", "width_range", "marginals")
+WORKLOAD_DEFAULTS = {"d": 20, "n": 100}
+WORKLOAD_OPTIONS = {"pm1": ("d", "n"), "bernoulli": ("d", "n"), "identity": ("d", "n"), "prefix": ("d", "n"),
+                    "all_range": ("n",), "width_range": ("n", "k"), "marginals": ("shape", "k")}
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit status 1."""
+
+
+class UsageError(CLIError):
+    """Arguments that cannot go together: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # no prefix of an option is accepted silently
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):  # one line, exit 2 (argparse's convention for usage errors)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+def _int_type(low, what):
+    """An argparse type: an int >= ``low``, else a one-line usage error saying ``what``."""
+
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
+        return v
+
+    return parse
+
+
+_positive_int = _int_type(1, "a positive integer")
+_seed = _int_type(0, "a non-negative integer seed")
+_nonneg_int = _int_type(0, "a non-negative integer")
+
+
+def _positive_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not np.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
+    return v
+
+
+def _probability(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text}")
+    return v
+
+
+# ---- inputs ---------------------------------------------------------------------------------
+
+def _load_npy(path, what):
+    p = Path(path)
+    if not p.exists():
+        raise CLIError(f"{what} file {path!r} does not exist")
+    if p.is_dir():
+        raise CLIError(f"{what} file {path!r} is a directory")
+    if p.stat().st_size == 0:
+        raise CLIError(f"{what} file {path!r} is empty (0 bytes), not a .npy array")
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise CLIError(f"cannot read {what} file {path!r} as .npy: {exc}".splitlines()[0]) from None
+    if isinstance(arr, np.lib.npyio.NpzFile):
+        arr.close()
+        raise CLIError(f"{what} file {path!r} is an .npz archive; give a .npy array")
+    return arr
+
+
+def load_workload(args):
+    """F from ``--matrix`` or from ``--workload`` with its sizes; returns (F, label)."""
+    from .. import workloads as W
+    from ..body.hull import validate_matrix
+
+    if args.matrix:
+        given = [f"--{k}" for k in ("workload", "d", "n", "k", "shape") if getattr(args, k) is not None]
+        if given:
+            raise UsageError(f"--matrix gives F; it cannot be combined with {', '.join(given)}")
+        F = _load_npy(args.matrix, "--matrix")
+        try:
+            F = validate_matrix(F)
+        except ValueError as exc:
+            raise CLIError(f"--matrix {args.matrix!r}: {exc}") from None
+        return F, f"matrix {args.matrix} {F.shape[0]}×{F.shape[1]}"
+    name = args.workload or "pm1"
+    allowed = WORKLOAD_OPTIONS[name]
+    given = [k for k in ("d", "n", "k", "shape") if getattr(args, k) is not None]
+    stray = [f"--{k}" for k in given if k not in allowed]
+    if stray:
+        raise UsageError(f"{', '.join(stray)} does not apply to --workload {name} "
+                         f"(it takes {', '.join('--' + k for k in allowed)})")
+    if name in ("identity", "prefix") and args.d is not None and args.n is not None and args.d != args.n:
+        raise UsageError(f"--workload {name} is square: give --n (or --d), not two different sizes")
+    d = args.d if args.d is not None else WORKLOAD_DEFAULTS["d"]
+    n = args.n if args.n is not None else (args.d if name in ("identity", "prefix") and args.d is not None
+                                           else WORKLOAD_DEFAULTS["n"])
+    if name == "marginals" and args.shape is None:
+        raise UsageError("--workload marginals needs --shape (the attribute sizes)")
+    if name == "width_range" and args.k is None:
+        raise UsageError("--workload width_range needs --k (the range width)")
+    shape = tuple(args.shape) if args.shape else None
+    rows, cols = _workload_shape(name, d, n, args.k, shape)
+    check_memory(f"--workload {name}", rows, cols, 4, what="F's entries (rows × columns)",
+                 hint="choose smaller sizes")
+    try:
+        F = W.by_name(name, d=d, n=n, k=args.k, shape=shape, rng=args.workload_seed)
+    except (ValueError, TypeError) as exc:
+        raise CLIError(f"--workload {name!r}: {exc}") from None
+    return F, f"workload {name} {F.shape[0]}×{F.shape[1]}"
+
+
+def _workload_shape(name, d, n, k, shape):
+    """(rows, columns) of a named workload, computed before building it."""
+    if name in ("pm1", "bernoulli"):
+        return d, n
+    if name in ("identity", "prefix"):
+        return n, n
+    if name == "all_range":
+        return n * (n + 1) // 2, n
+    if name == "width_range":
+        return max(n - (k or 1) + 1, 1), n
+    cells = math.prod(shape)
+    k = min(k or 1, len(shape))
+    e = [1] + [0] * k  # rows = e_k(shape), the k-th elementary symmetric polynomial of the sizes
+    for size in shape:
+        for j in range(k, 0, -1):
+            e[j] += e[j - 1] * size
+    return e[k], cells
+
+
+def load_data(path, n):
+    """x from ``--data``: a finite real vector of length n (checked before any sampling)."""
+    x = _load_npy(path, "--data")
+    if x.dtype == object or np.iscomplexobj(x) or x.dtype.kind not in "biuf":
+        raise CLIError(f"--data {path!r}: x must be a real numeric vector, got dtype {x.dtype}")
+    if x.ndim != 1 or x.shape[0] != n:
+        raise CLIError(f"--data {path!r}: x must have shape ({n},) to match F's {n} columns; got {x.shape}")
+    x = x.astype(np.float64)
+    if not np.all(np.isfinite(x)):
+        raise CLIError(f"--data {path!r}: x contains NaN or infinite entries")
+    return x
+
+
+def _check_writable(folder, what):
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise CLIError(f"{what}: cannot write in folder {str(folder)!r} ({exc.strerror or exc})") from None
+
+
+def check_output(path, force, option="--out", inputs=(), suffixes=(".npy", ".npz")):
+    """The output path, checked before any work: suffix, not a folder, not an input, no
+    silent overwrite, an existing writable parent folder."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.suffix not in suffixes:
+        raise CLIError(f"{option} {path!r} must end in {', '.join(suffixes[:-1])} or {suffixes[-1]}")
+    if p.is_dir():
+        raise CLIError(f"{option} {path!r} is a directory")
+    if p.exists() and not force:
+        raise CLIError(f"{option} {path!r} exists; use --force to overwrite it")
+    for q in inputs:
+        if q and p.exists() and Path(q).exists() and p.resolve() == Path(q).resolve():
+            raise CLIError(f"{option} {path!r} is also an input file")
+    parent = p.parent
+    if not parent.exists():
+        raise CLIError(f"{option}: output folder {str(parent)!r} does not exist")
+    if not parent.is_dir():
+        raise CLIError(f"{option}: {str(parent)!r} is not a folder")
+    _check_writable(parent, option)
+    return p
+
+
+def write_samples(path, array, meta=None):
+    """Write .npy (array) or .npz (array + JSON metadata) atomically."""
+    if path.suffix == ".npy":
+        atomic_write(path, lambda f: np.save(f, array))
+    else:
+        meta = {k: np.array(json.dumps(v, default=float, ensure_ascii=False)) for k, v in (meta or {}).items()}
+        atomic_write(path, lambda f: np.savez(f, samples=array, **meta))
+
+
+def _num(v):
+    return str(v) if v < 10**15 else (f"{float(v):.3g}" if v < 10**300 else "more than 1e300")
+
+
+def check_memory(option, count, d, copies, what=None, hint="ask for fewer, in several runs if need be"):
+    """Refuse, before allocating, a request whose ``count × d`` float64 values, times the
+    working copies the computation holds, exceed the memory allowed
+    (:func:`knorm._validate.check_memory`: half the physical memory)."""
+    try:
+        _check_memory(option, count if what is None else None, count * d * 8 * copies)
+    except ValueError as exc:
+        raise CLIError(f"{exc}: {what or 'the output'}, {_num(count)} × {_num(d)} values in {copies} working "
+                       f"copies; {hint}") from None
+
+
+class Progress:
+    """tqdm bar on a terminal (none with --quiet or when stderr is not a TTY)."""
+
+    def __init__(self, enabled, desc):
+        self.bar = None
+        self.enabled = enabled
+        self.desc = desc
+        self.runs = 0
+
+    def __call__(self, done, target):
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        if self.bar is None or self.bar.unit != "draw" or self.bar.total != target or done < self.bar.n:
+            if self.bar is not None:
+                self.bar.close()
+            self.runs += 1
+            self.bar = tqdm(total=target, desc=f"{self.desc} (run {self.runs})", unit="draw", file=sys.stderr,
+                            leave=False, dynamic_ncols=True)
+        self.bar.update(done - self.bar.n)
+
+    def rounding(self, it, total):
+        """The body's rounding (before the first draw): iterations done of at most ``total``."""
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        if self.bar is None or self.bar.unit != "iteration":
+            self.close()
+            self.bar = tqdm(total=total, desc=f"{self.desc} (rounding K)", unit="iteration", file=sys.stderr,
+                            leave=False, dynamic_ncols=True)
+        self.bar.update(it - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _warn(message):
+    sys.stderr.write(f"knorm: warning: {message}\n")
+
+
+def _laplace_draws(d):
+    """Draws for the Laplace Monte Carlo: 50 000, fewer where d is so large that they would pass the
+    cap on values drawn (‖noise‖ concentrates as d grows: its relative SD is O(1/√d))."""
+    from ..mechanisms._base import MAX_MC_VALUES
+
+    return max(2, min(50_000, MAX_MC_VALUES // d))
+
+
+def _add_workload(p):
+    g = p.add_argument_group("workload")
+    g.add_argument("--workload", choices=WORKLOADS, default=None, help="named workload (default: pm1, random ±1)")
+    g.add_argument("--d", type=_positive_int, default=None, help="number of queries (default 20)")
+    g.add_argument("--n", type=_positive_int, default=None, help="number of cells (default 100)")
+    g.add_argument("--k", type=_positive_int, default=None, help="range width / marginal order")
+    g.add_argument("--shape", type=_positive_int, nargs="+", help="attribute sizes for --workload marginals")
+    g.add_argument("--matrix", help="load F (d × n) from a .npy file instead (not with the options above)")
+    g.add_argument("--workload-seed", type=_seed, default=0, metavar="N",
+                   help="seed of the random workloads pm1 and bernoulli only, never of noise (default 0)")
+
+
+def _add_debug(p, default):
+    p.add_argument("--debug", action="store_true", default=default,
+                   help="on an error, show the Python traceback instead of one line")

@@ -1,0 +1,86 @@
+"""``knorm info``: facts about a workload's body and which mechanism to use (F only, no data)."""
+
+import argparse
+import json
+
+from .. import __version__
+from ._common import (_add_debug, _add_workload, _laplace_draws, _nonneg_int, _positive_float, _probability, _seed,
+                      load_workload)
+
+
+def cmd_info(args):
+    from .. import bounds
+    from ..body import SymmetricHull
+    from ..mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
+    from ..mechanisms._base import row_norms
+    from ..mechanisms.additive import l1_sensitivity, l2_sensitivity
+    from ..recommend import CANDIDATES, recommend
+
+    F, label = load_workload(args)  # info never reads data: every number below depends on F only
+    K = SymmetricHull(F)
+    eps = args.epsilon
+    facts = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "rank": K.dim,
+             "l1_sensitivity": l1_sensitivity(F), "l2_sensitivity": l2_sensitivity(F),
+             "exact_structure": K.exact_structure.kind if K.exact_structure is not None else None,
+             "epsilon": eps, "delta": args.delta, "mc_seed": args.mc_seed}
+    km = KNormMechanism(F, epsilon=eps, rng=args.mc_seed, body=K)
+    z = km.sample_uniform(2000)
+    nz = row_norms(z)
+    facts["mean_l2_uniform_K"] = float(nz.mean())
+    errs = {
+        "laplace": LaplaceMechanism(F, epsilon=eps, rng=args.mc_seed).expected_error(
+            n_samples=_laplace_draws(F.shape[0])),
+        "knorm": km.expected_error(n_samples=2000),
+    }
+    if args.delta is not None:
+        errs["gaussian"] = GaussianMechanism(F, epsilon=eps, delta=args.delta).expected_error()
+    if not args.no_nim:
+        nim = NIMechanism(F, epsilon=eps, rng=args.mc_seed)
+        errs["nim"] = nim.expected_error(n_samples=1000)
+    facts["expected_l2_error"] = {k: {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
+                                  for k, e in errs.items()}
+    if K.dim <= args.vollb_max_dim:
+        lb = bounds.vol_lower_bound(F, eps, rel_error=0.5, rng=args.mc_seed)
+        facts["vol_lower_bound"] = {"value": lb.value, "stderr": lb.stderr, "note": lb.note}
+    else:
+        facts["vol_lower_bound"] = None
+    candidates = [c for c in CANDIDATES if not (c == "nim" and args.no_nim or c == "gaussian" and args.delta is None)]
+    table = recommend(F, epsilon=eps, delta=args.delta, rng=args.mc_seed, candidates=candidates, mc_seed=args.mc_seed)
+    rec = {"mechanism": table.best, "reason": table.reason}
+    facts["recommendation"] = rec
+    facts["recommend"] = table.as_dict()
+    if args.json:
+        print(json.dumps(facts, indent=2, default=float, ensure_ascii=False))
+        return 0
+    print(f"knorm {__version__}: {label}")
+    print(f"rank {K.dim} of {F.shape[0]}; Δ₁ = {facts['l1_sensitivity']:g}, Δ₂ = {facts['l2_sensitivity']:.4g}; "
+          f"K is {facts['exact_structure'] or 'a general polytope (MCMC sampling)'}")
+    print(f"E‖z‖₂ for z ~ Uniform(K): {facts['mean_l2_uniform_K']:.4g}")
+    print(f"expected ℓ₂ error at ε = {eps:g}" + (f", δ = {args.delta:g}" if args.delta else "") + ":")
+    for k, e in errs.items():
+        print(f"  {k:9s} {e}")
+    lb = facts["vol_lower_bound"]
+    print(f"VolLB (no constant): {lb['value']:.4g} ± {lb['stderr']:.2g}" if lb else
+          f"VolLB: skipped (rank {K.dim} > --vollb-max-dim {args.vollb_max_dim})")
+    print(table)
+    return 0
+
+
+def add_parser(sub):
+    """Add ``knorm info`` to the subparsers ``sub``."""
+    i = sub.add_parser("info", help="facts about a workload's body and a recommended mechanism",
+                       description="Facts about F alone (no data is read): rank, sensitivities, expected "
+                                   "errors, VolLB and a recommendation. The Monte-Carlo estimates are seeded "
+                                   "by --mc-seed (reproducible; they depend on F only, so this costs no privacy).")
+    _add_workload(i)
+    _add_debug(i, argparse.SUPPRESS)
+    i.add_argument("--epsilon", type=_positive_float, default=1.0)
+    i.add_argument("--delta", type=_probability, default=None, help="also report the Gaussian mechanism at this δ")
+    i.add_argument("--mc-seed", type=_seed, default=0, metavar="N",
+                   help="seed of the Monte-Carlo error and volume estimates (default 0)")
+    i.add_argument("--no-nim", action="store_true", help="skip NIM's (slower) error estimate")
+    i.add_argument("--vollb-max-dim", type=_nonneg_int, default=20,
+                   help="estimate VolLB only up to this rank (default 20; 0 skips it)")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=cmd_info)
+    return i

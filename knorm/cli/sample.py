@@ -1,0 +1,393 @@
+"""``knorm sample``: private noise, or private answers Fx + noise, in bulk."""
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..walks.chains import WALKS
+from ..walks.checkpoint import Checkpoint, CheckpointConflict
+from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workload, _laplace_draws,
+                      _positive_float, _positive_int, _probability, _seed, _warn, check_memory, check_output,
+                      load_data, load_workload, write_samples)
+
+
+def _require_dask():
+    """Fail before any work when the Dask extra is missing."""
+    try:
+        import dask.distributed  # noqa: F401
+    except ImportError:
+        raise CLIError("--scheduler needs dask.distributed, which is not installed: "
+                       "pip install 'knorm[dask]'") from None
+
+
+def _dask_executor(address):
+    from ..distributed import DaskExecutor
+
+    try:
+        return DaskExecutor(address)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise CLIError(f"--scheduler: cannot reach the Dask scheduler at {address!r}: {exc}".splitlines()[0]) from None
+
+
+def _checkpoint(args, F, x):
+    """``--checkpoint``: the run's :class:`~knorm.walks.checkpoint.Checkpoint`, bound to the
+    whole command (F, the data's hash or "no data", mechanism, ε, δ, count, walk, options,
+    seed). A new run refuses a folder that holds a checkpoint; ``--resume`` refuses unless
+    the folder holds an unfinished run of the identical command (exit 2, nothing written)."""
+    context = {"knorm": __version__, "command": "sample", "matrix": F, "data": "no data" if x is None else x,
+               "mechanism": args.mechanism, "epsilon": args.epsilon, "delta": args.delta, "count": args.count,
+               "walk": args.walk, "accept_uncertified": args.accept_uncertified, "seed": args.nonprivate_seed}
+    option = "--resume" if args.resume else "--checkpoint"
+    try:
+        return Checkpoint(args.checkpoint, every=args.checkpoint_every, resume=args.resume, context=context)
+    except CheckpointConflict as exc:
+        raise UsageError(f"{option}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"--checkpoint: {exc}".splitlines()[0]) from None
+
+
+def _noise_rng(args, checkpoint):
+    """The mechanism's rng: the explicit non-private seed, else OS entropy.
+
+    With ``--checkpoint`` (and no seed), 128 bits of OS entropy are drawn once and saved
+    (0600) with the run's first snapshot, so that ``--resume`` continues the same (still
+    private) run; the checkpoint deletes them when the run finishes.
+    """
+    if args.nonprivate_seed is not None:
+        return args.nonprivate_seed
+    if checkpoint is None:
+        return None
+    try:
+        return np.random.default_rng(np.random.SeedSequence(checkpoint.entropy()))
+    except ValueError as exc:
+        raise UsageError(f"--resume: {exc}") from None
+
+
+def build_mechanism(name, F, args, rng, sampler_options):
+    from ..mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
+
+    extra = {"accept_uncertified": True} if args.accept_uncertified else {}
+    try:
+        if name == "laplace":
+            return LaplaceMechanism(F, epsilon=args.epsilon, rng=rng)
+        if name == "gaussian":
+            return GaussianMechanism(F, epsilon=args.epsilon, delta=args.delta, rng=rng)
+        if name == "knorm":
+            return KNormMechanism(F, epsilon=args.epsilon, walk=args.walk, rng=rng,
+                                  bank_size=1000, sampler_options=sampler_options, **extra)
+        return NIMechanism(F, epsilon=args.epsilon, walk=args.walk, rng=rng, sampler_options=sampler_options,
+                           **extra)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def _auto_mechanism(F, args, rng, sampler_options):
+    """``--mechanism auto``: :func:`knorm.recommend`'s least-error mechanism (from F alone), built
+    with the run's rng; returns (its choice as JSON-ready data, the mechanism)."""
+    from ..recommend import recommend
+
+    options = {"walk": args.walk, "sampler_options": sampler_options, "accept_uncertified": args.accept_uncertified}
+    try:
+        rec = recommend(F, epsilon=args.epsilon, delta=args.delta, rng=rng, mechanism_options=options)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    return {"mechanism": rec.best, "reason": rec.reason, **rec.as_dict()}, rec.mechanism
+
+
+def _diagnostics(mech):
+    infos = []
+    if hasattr(mech, "levels"):
+        infos = [lv.mechanism.last_info for lv in mech.levels if lv.mechanism.last_info is not None]
+    elif getattr(mech, "last_info", None) is not None:
+        infos = [mech.last_info]
+    if not infos:
+        return None
+    return {
+        "runs": len(infos),
+        "min_ess": min(i.min_ess for i in infos),
+        "max_rhat": max(i.max_rhat for i in infos),
+        "converged": all(i.converged for i in infos),
+        "draws": sum(i.draws for i in infos),
+        "steps": sum(i.steps for i in infos),
+        "sampler_seconds": sum(i.seconds for i in infos),
+        "thin": [i.thin for i in infos],
+    }
+
+
+def _estimate_dict(e):
+    return {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
+
+
+def _expected_error(mech, norms):
+    """E‖noise‖₂, data-independent.
+
+    Laplace / Gaussian: the mechanism's own estimate (exact formula or Monte Carlo over
+    fresh draws). K-norm / NIM: with ``norms`` (noise-only runs) the mean ℓ₂ norm of the
+    released noise vectors ± its SE; without (runs on data) ``mech.expected_error`` over
+    1000 fresh draws made after the release and never released.
+    """
+    from ..mechanisms import GaussianMechanism, LaplaceMechanism
+
+    if isinstance(mech, GaussianMechanism):
+        return _estimate_dict(mech.expected_error())
+    if isinstance(mech, LaplaceMechanism):
+        return _estimate_dict(mech.expected_error(n_samples=_laplace_draws(mech.d)))
+    if norms is None:
+        try:
+            e = mech.expected_error(n_samples=1000)
+        except Exception as exc:  # e.g. a sampler run that did not certify: never lose the answers for it
+            return {"value": None, "stderr": None, "exact": False,
+                    "method": f"not estimated: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"}
+        d = _estimate_dict(e)
+        d["method"] += " (draws made after the release, never released)"
+        return d
+    from ..mechanisms._base import mean_stderr
+
+    value, se = mean_stderr(norms)
+    return {"value": value, "stderr": se, "exact": False,
+            "method": f"mean ℓ₂ norm of the {len(norms)} noise vectors"}
+
+
+def _claim_dict(p, noise_source):
+    """A PrivacyClaim as JSON-ready data, with the noise source the command line knows
+    (OS entropy kept in a checkpoint folder is still OS entropy) and its text."""
+    p = dataclasses.replace(p, noise_source=noise_source)
+    return {**p.as_dict(), "text": str(p)}
+
+
+def _claims(mech, noise_source):
+    """(total claim of what was released since the mechanism was built, claim of one answer)."""
+    return _claim_dict(mech.privacy, noise_source), _claim_dict(mech.privacy_per_answer, noise_source)
+
+
+def _check_sample_args(args):
+    """Argument combinations argparse cannot express (usage errors, exit 2)."""
+    if args.mechanism == "gaussian" and args.delta is None:
+        raise UsageError("--mechanism gaussian needs --delta")
+    if args.delta is not None and args.mechanism not in ("gaussian", "auto"):
+        raise UsageError(f"--delta applies only to --mechanism gaussian or auto; {args.mechanism} is pure ε-DP "
+                         "(δ = 0)")
+    if args.resume and not args.checkpoint:
+        raise UsageError("--resume needs --checkpoint DIR")
+    if args.data and not args.out and not args.json:
+        raise UsageError("--data needs --out FILE or --json: otherwise the answers (and the budget spent on "
+                         "them) would be lost")
+    if args.scheduler and args.workers:
+        raise UsageError("--workers and --scheduler cannot be combined")
+    mcmc_only = [o for o, v in (("--checkpoint", args.checkpoint), ("--scheduler", args.scheduler),
+                                ("--workers", args.workers), ("--accept-uncertified", args.accept_uncertified))
+                 if v]
+    if mcmc_only and args.mechanism not in ("knorm", "nim", "auto"):
+        raise UsageError(f"{mcmc_only[0]} applies only to the MCMC mechanisms (knorm, nim, or auto choosing one), "
+                         f"not to --mechanism {args.mechanism}")
+
+
+def cmd_sample(args):
+    _check_sample_args(args)
+    out = check_output(args.out, args.force, inputs=(args.data, args.matrix))
+    if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
+        raise CLIError(f"--checkpoint {args.checkpoint!r} is a file, not a folder")
+    if args.scheduler:
+        _require_dask()
+    F, label = load_workload(args)
+    d = F.shape[0]
+    x = load_data(args.data, F.shape[1]) if args.data else None
+    answers_in_json = x is not None and args.json and out is None
+    copies = (4 if args.mechanism in ("laplace", "gaussian") else 8) + (8 if answers_in_json else 0)
+    check_memory("--count", args.count, d, copies)
+
+    checkpoint = _checkpoint(args, F, x) if args.checkpoint else None
+    if args.nonprivate_seed is not None:
+        _warn(f"--nonprivate-seed {args.nonprivate_seed}: the noise is reproducible from this seed, "
+              "so the output is NOT PRIVATE")
+    rng = _noise_rng(args, checkpoint)
+    noise_source = "seed" if args.nonprivate_seed is not None else "os-entropy"  # checkpointed: still OS entropy
+    sampler_options = {}
+    if args.workers:
+        sampler_options["workers"] = args.workers
+    if checkpoint is not None:
+        sampler_options["checkpoint"] = checkpoint
+    show = not args.quiet and sys.stderr.isatty()
+    progress = Progress(show, f"{args.mechanism} ε={args.epsilon:g}")
+    executor = None
+    t0 = time.perf_counter()
+    try:
+        if args.scheduler:
+            executor = _dask_executor(args.scheduler)
+        opts = {**sampler_options, "progress": progress, **({"workers": executor} if executor else {})}
+        choice = None
+        if args.mechanism == "auto":
+            choice, mech = _auto_mechanism(F, args, rng, opts)
+        else:
+            mech = build_mechanism(args.mechanism, F, args, rng, opts)
+        t0 = time.perf_counter()
+        if x is not None:
+            samples = np.atleast_2d(mech.release(x, size=args.count))
+        else:
+            samples = mech.sample_noise(size=args.count)
+    except CheckpointConflict as exc:  # the saved run is not this one: refused before anything is released
+        raise UsageError(f"--resume: {exc}") from None
+    except BaseException:
+        if checkpoint is not None and not checkpoint.resumable:
+            checkpoint.retire()  # no snapshot to continue: the saved entropy alone is a useless secret
+        raise
+    finally:
+        progress.close()
+        if executor is not None:
+            executor.close()
+    seconds = time.perf_counter() - t0
+    if checkpoint is not None:
+        try:  # before the answers exist anywhere: from here on no crash leaves their noise to replay
+            checkpoint.retire()
+        except OSError as exc:
+            raise CLIError(f"--checkpoint: cannot delete the finished run's checkpoint ({exc}); the answers were "
+                           "not written") from None
+        seconds += checkpoint.resumed_seconds  # a resumed run: the sampler time its snapshots had already spent
+    total, per_answer = _claims(mech, noise_source)
+    diagnostics = _diagnostics(mech)
+    summary = {
+        "knorm": __version__,
+        "workload": label,
+        "d": int(d),
+        "n": int(F.shape[1]),
+        "count": int(args.count),
+        "output": "answers Fx + noise" if x is not None else "noise",
+        "data_touched": x is not None,
+        "private": total["private"],
+        "noise_source": total["noise_source"],
+        "privacy": total,
+        "privacy_per_answer": per_answer,
+        "mechanism_choice": choice,
+        "seconds": seconds,
+        "samples_per_second": args.count / seconds if seconds > 0 else None,
+    }
+    if x is None:  # noise alone touches no data: its statistics are safe to print
+        from ..mechanisms._base import mean_stderr, row_norms
+
+        norms = row_norms(samples)  # F at 1e±300: no square over- or underflows
+        summary["mean_l2_noise"], summary["mean_l2_noise_stderr"] = mean_stderr(norms)
+        summary["expected_error"] = _expected_error(mech, norms)
+    else:  # nothing computed from Fx or the answers: the expected error comes from separate draws
+        summary["expected_error"] = _expected_error(mech, None)
+    summary["diagnostics"] = diagnostics
+    summary["resumed_from_checkpoint"] = bool(checkpoint is not None and checkpoint.loaded)
+    summary["checkpoint_deleted"] = checkpoint is not None  # the finished run's snapshots and entropy
+    summary["out"] = str(out) if out else None
+    if out is not None:
+        write_samples(out, samples, {"privacy": total, "privacy_per_answer": per_answer, "summary": summary})
+    if args.json:
+        if answers_in_json:
+            summary["answers"] = samples.tolist()
+        print(json.dumps(summary, indent=2, default=float, ensure_ascii=False))
+    elif not args.quiet:
+        _print_sample_summary(summary)
+    return 0
+
+
+def _claim_terms(p):
+    s = f"{p['mechanism']}, {p['notion']}, ε = {p['epsilon']:g}" + (f", δ = {p['delta']:g}" if p["delta"] else "")
+    s += "; approximate (MCMC sampling)" if p["approximate"] else "; exact sampling"
+    if not p["certified"]:
+        s += "; UNCERTIFIED (a sampler run that did not certify was accepted)"
+    return s
+
+
+def _privacy_lines(s):
+    tot, one = s["privacy"], s["privacy_per_answer"]
+    lines = []
+    if not s["private"]:
+        lines.append("NOT PRIVATE: the noise came from --nonprivate-seed and is reproducible from it")
+    if s["data_touched"]:
+        k = tot["answers"]
+        lines.append(f"privacy (total, {k} answer{'s' if k != 1 else ''} on the same data, basic composition): "
+                     + _claim_terms(tot))
+        lines.append(f"privacy per answer: ε = {one['epsilon']:g}" + (f", δ = {one['delta']:g}" if one["delta"]
+                                                                       else "")
+                     + (f"; {one['composition']}" if one["composition"] else ""))
+    else:
+        lines.append("privacy: noise only, no data touched (nothing spent)")
+        lines.append("per answer Fx + noise made from one of these vectors: " + _claim_terms(one)
+                     + "; k such answers on the same data cost k·ε"
+                     + (f"; {one['composition']}" if one["composition"] else ""))
+    return lines
+
+
+def _print_sample_summary(s):
+    print(f"knorm {s['knorm']}: {s['workload']}; {s['count']} × {s['output']}")
+    if s["mechanism_choice"]:
+        print(f"--mechanism auto chose {s['mechanism_choice']['mechanism']}: {s['mechanism_choice']['reason']}")
+    for line in _privacy_lines(s):
+        print(line)
+    if s["resumed_from_checkpoint"]:
+        print("resumed from a checkpoint: the speed below counts the whole run, before and after the interrupt")
+    print(f"speed: {s['count']} samples in {s['seconds']:.2f} s ({s['samples_per_second']:.1f} samples/s)")
+    ee = s["expected_error"]
+    ee_text = ("not estimated" if ee["value"] is None else f"{ee['value']:.4g}"
+               + ("" if ee["exact"] or ee["stderr"] is None else f" ± {ee['stderr']:.2g}"))
+    if s["data_touched"]:
+        print(f"expected error E‖noise‖₂: {ee_text} ({ee['method']}); nothing computed from the data is shown")
+    else:
+        independent = not ee["method"].startswith("mean ℓ₂ norm of the")  # else it repeats the first number
+        print(f"noise: mean ℓ₂ norm {s['mean_l2_noise']:.4g}"
+              + (f" ± {s['mean_l2_noise_stderr']:.2g}" if s["mean_l2_noise_stderr"] else "")
+              + (f"; expected error {ee_text} ({ee['method']})" if independent else ""))
+    dg = s["diagnostics"]
+    if dg:
+        print(f"mixing: max R-hat {dg['max_rhat']:.4f}, min bulk ESS {dg['min_ess']:.0f} over {dg['draws']} draws "
+              f"({dg['runs']} sampler run(s)), {'certified' if dg['converged'] else 'NOT certified'}")
+    if s.get("checkpoint_deleted"):
+        print("checkpoint: the finished run's snapshots and entropy (secrets) were deleted before the output was "
+              "written")
+    if s["out"]:
+        print(f"wrote {s['out']}")
+
+
+def add_parser(sub):
+    """Add ``knorm sample`` to the subparsers ``sub``."""
+    s = sub.add_parser("sample", help="private noise or releases Fx + noise, in bulk",
+                       description="Private noise, or private answers Fx + noise with --data. The noise comes "
+                                   "from OS entropy; --nonprivate-seed makes a reproducible run that is NOT "
+                                   "private. With --data, nothing computed from the data is printed except the "
+                                   "answers, and the summary states the total claim of the run.")
+    _add_workload(s)
+    _add_debug(s, argparse.SUPPRESS)
+    s.add_argument("--mechanism", choices=(*MECHANISMS, "auto"), default="knorm",
+                   help="default knorm; auto: the least expected error among all mechanisms (knorm.recommend, "
+                        "from F alone; with --delta the Gaussian mechanism competes)")
+    s.add_argument("--epsilon", type=_positive_float, default=1.0, help="ε of one answer (default 1)")
+    s.add_argument("--delta", type=_probability, default=None,
+                   help="δ in (0, 1), for --mechanism gaussian (or auto, letting it compete)")
+    s.add_argument("--count", type=_positive_int, default=1000,
+                   help="number of draws (default 1000); with --data, count answers on the same data cost "
+                        "count·ε in total")
+    s.add_argument("--data", help="x as a .npy vector of length n: release Fx + noise (default: noise only); "
+                                  "needs --out or --json")
+    s.add_argument("--walk", choices=list(WALKS), default="billiard")
+    s.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
+                   help="seed the noise: a reproducible run that is NOT PRIVATE (for tests and debugging); "
+                        "default: OS entropy")
+    s.add_argument("--accept-uncertified", action="store_true",
+                   help="release even if a sampler run does not certify (the claim then says UNCERTIFIED)")
+    s.add_argument("--out", help="write the samples to FILE (.npy, or .npz with the privacy claim and summary)")
+    s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    s.add_argument("--json", action="store_true",
+                   help="print a machine-readable summary (with --data and no --out: including the answers)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar and no summary (unless --json)")
+    s.add_argument("--checkpoint", metavar="DIR",
+                   help="save snapshots of the unfinished run in DIR (created 0700; secret like the noise: they "
+                        "hold its entropy and chain states); deleted when the run finishes; a new run refuses a "
+                        "DIR that holds a checkpoint")
+    s.add_argument("--checkpoint-every", type=_positive_float, default=30.0, metavar="SECONDS")
+    s.add_argument("--resume", action="store_true",
+                   help="continue the interrupted run in --checkpoint DIR: the identical command only (same F, "
+                        "data, mechanism, ε, δ, count, walk, options), else refused")
+    s.add_argument("--workers", type=_positive_int, default=None, help="local threads running chains")
+    s.add_argument("--scheduler", metavar="ADDRESS", help="run chain batches on this Dask distributed scheduler")
+    s.set_defaults(func=cmd_sample)
+    return s
