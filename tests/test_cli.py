@@ -512,8 +512,7 @@ def test_uniform_draws_are_fresh_unless_seeded(tmp_path, capsys):
 
 
 def test_an_uncertified_sampler_run_is_one_line_with_the_way_out(monkeypatch, capsys):
-    class ConvergenceError(RuntimeError):  # stands for knorm.ConvergenceError
-        pass
+    from knorm.errors import ConvergenceError
 
     def uncertified(*args, **kwargs):
         raise ConvergenceError("the sampler run was not certified")

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._validate import as_real_array, is_real
+from ..errors import OracleError
 from . import _simplex as sx
 from .marginal import empty_operator, marginal_operator, plan_speedup, recognise
 
@@ -29,10 +30,6 @@ _STATUS = {
 # are within a few hundred ulps of the rank tolerance (max(d, n)·eps), where the span
 # itself is uncertain. Down to it the oracle works in whitened coordinates (WHITEN).
 THIN = 1e-13
-
-
-class OracleError(RuntimeError):
-    """The facet-walk oracle could not finish (pivot limit or numerical breakdown)."""
 
 
 def validate_matrix(F: ArrayLike, name: str = "F") -> NDArray[np.float64]:

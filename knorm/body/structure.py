@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .hull import OracleError
+from ..errors import OracleError
 
 CROSS = "cross-polytope"
 BOX = "box"

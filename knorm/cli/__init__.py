@@ -29,6 +29,7 @@ import warnings
 from pathlib import Path
 
 from .. import __version__
+from ..errors import ConvergenceError
 from ..walks.checkpoint import SNAPSHOTS
 from . import bench, info, plot, sample, uniform
 from ._common import CLIError, UsageError, _add_debug, _Parser, _warn
@@ -88,7 +89,7 @@ def main(argv=None):
             sys.stderr.write(f"knorm: error: {exc}\n")
             return 1
         msg = _one_line(exc)
-        if type(exc).__name__ == "ConvergenceError":
+        if isinstance(exc, ConvergenceError):
             msg += " (--accept-uncertified releases anyway, under an UNCERTIFIED claim)"
         elif isinstance(exc, MemoryError):
             msg = "out of memory" + (f": {msg}" if msg != "MemoryError" else "") + "; ask for fewer draws"

@@ -5,7 +5,8 @@ Each takes ``F`` and keyword-only, validated parameters, ``rng=``, and offers
 ``privacy`` attribute (:class:`PrivacyClaim`).
 """
 
-from ._base import ErrorEstimate, Mechanism, PrivacyClaim
+from ..privacy import PrivacyClaim
+from ._base import ErrorEstimate, Mechanism
 from .additive import GaussianMechanism, LaplaceMechanism, analytic_gaussian_sigma, l1_sensitivity, l2_sensitivity
 from .knorm_mechanism import KNormMechanism
 from .nim import NIMechanism, NIMLevel

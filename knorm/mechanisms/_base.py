@@ -1,9 +1,10 @@
-"""Shared pieces of the mechanisms: validation, the privacy claim, error estimates."""
+"""Shared pieces of the mechanisms: validation, accounting of answers, error estimates (the privacy
+claim itself is :class:`knorm.privacy.PrivacyClaim`)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -11,12 +12,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator, noise_source
-from .._validate import check_memory, is_int, is_real, positive_int
-from ..privacy import BudgetAccountant
+from .._validate import check_memory, is_real, positive_int
+from ..privacy import BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
 
-NEIGHBOURS = "‖x − x'‖₁ ≤ 1"
-MAX_ANSWERS = 2**53  # answers a claim may count (exact in float64)
 MAX_N_SAMPLES = 10**7  # Monte-Carlo draws one error estimate may ask for
 TINY = float(np.finfo(np.float64).tiny)  # below this a float64 has lost precision (subnormal) or is 0
 
@@ -161,119 +160,6 @@ def check_accountant(accountant: BudgetAccountant | None) -> BudgetAccountant | 
         raise ValueError(f"accountant must be a knorm.privacy.BudgetAccountant or None, got "
                          f"{type(accountant).__name__}")
     return accountant
-
-
-@dataclass(frozen=True)
-class PrivacyClaim:
-    """What a mechanism promises, as data.
-
-    ``notion``: "pure ε-DP" or "(ε, δ)-DP"; ``neighbours``: the adjacency;
-    ``sampling``: "exact" or "mcmc-approximate" (MCMC draws are only approximately
-    from the target law, so the guarantee is approximate too); ``composition``: how
-    the claim was composed, if it was; ``answers``: how many answers on the same data
-    it covers (0: nothing released yet); ``noise_source``: "os-entropy", "seed" (a
-    reproducible, NOT private run) or "generator" (caller-supplied: private only if it
-    was seeded from OS entropy); ``certified``: False when an MCMC sampler run behind
-    the answers failed its convergence check and the caller accepted it anyway.
-    """
-
-    mechanism: str
-    epsilon: float
-    delta: float
-    notion: str
-    sampling: str
-    neighbours: str = NEIGHBOURS
-    composition: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-    answers: int = 1
-    noise_source: str = "os-entropy"
-    certified: bool = True
-
-    @property
-    def exact(self) -> bool:
-        return self.sampling == "exact"
-
-    @property
-    def approximate(self) -> bool:
-        """MCMC sampling: the guarantee holds only approximately (the draws are not exactly uniform)."""
-        return not self.exact
-
-    @property
-    def private(self) -> bool:
-        """False when the noise came from a known seed: anyone with the seed can subtract it."""
-        return self.noise_source != "seed"
-
-    def composed(self, k: int) -> PrivacyClaim:
-        """The claim of ``k`` answers on the same data: basic composition, ``(kε, min(1, kδ))``;
-        ``k`` an integer in [0, 2^53] (floats and bools are refused, not rounded)."""
-        if not is_int(k) or not 0 <= k <= MAX_ANSWERS:
-            raise ValueError(f"k must be an integer in [0, 2^53] (0: nothing released), got {k!r}")
-        k = int(k)
-        how = f"basic composition of {k} answer{'s' if k != 1 else ''} at ε = {self.epsilon:g}"
-        how += f", δ = {self.delta:g} each" if self.delta else " each"
-        if self.composition:
-            how += f" (each: {self.composition})"
-        return replace(self, epsilon=k * self.epsilon, delta=min(1.0, k * self.delta), answers=k,
-                       composition=how)
-
-    def to_dp_event(self) -> Any:
-        """The claim as a Google dp-accounting ``DpEvent`` (``pip install 'knorm[accounting]'``).
-
-        One answer: ``LaplaceDpEvent(b/Δ₁)`` for Laplace noise of scale b on a query of
-        ℓ₁ sensitivity Δ₁ (details ``scale``, ``l1_sensitivity``; ε = Δ₁/b; the shift of
-        d-dimensional Laplace noise by ‖v‖₁ ≤ Δ₁ is dominated by the shift of one coordinate
-        by Δ₁), ``GaussianDpEvent(σ/Δ₂)`` for Gaussian noise (details ``sigma``,
-        ``l2_sensitivity``; rotation invariance makes it one-dimensional), otherwise
-        :func:`knorm.privacy.epsilon_delta_dp_event` of (ε, δ) (for pure ε-DP claims such as
-        K-norm and NIM the pair of randomized response, tight for ε-DP).
-        ``answers`` = k > 1: ``SelfComposedDpEvent(·, k)``;
-        0: ``NoOpDpEvent``; noise from a known seed: ``NonPrivateDpEvent``. An MCMC claim
-        is exported as its ε: the event, like the claim, assumes exact uniform draws.
-        Compose with dp-accounting's ``PLDAccountant()`` (or ``RdpAccountant`` for Laplace and
-        Gaussian events).
-        """
-        from ..privacy import dp_events, epsilon_delta_dp_event
-
-        dpa = dp_events()
-        if not self.private:
-            return dpa.NonPrivateDpEvent()
-        if self.answers == 0:
-            return dpa.NoOpDpEvent()
-        eps1, dl1 = self.epsilon / self.answers, self.delta / self.answers  # one answer (see composed)
-        d = self.details
-        if self.exact and dl1 == 0 and d.get("scale") and d.get("l1_sensitivity") \
-                and np.isclose(d["l1_sensitivity"] / d["scale"], eps1, rtol=1e-9, atol=0):
-            event = dpa.LaplaceDpEvent(noise_multiplier=float(d["scale"] / d["l1_sensitivity"]))
-        elif self.exact and d.get("sigma") and d.get("l2_sensitivity"):
-            event = dpa.GaussianDpEvent(noise_multiplier=float(d["sigma"] / d["l2_sensitivity"]))
-        else:
-            event = epsilon_delta_dp_event(eps1, dl1)
-        return event if self.answers == 1 else dpa.SelfComposedDpEvent(event, int(self.answers))
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (for summaries and output files)."""
-        return {"mechanism": self.mechanism, "epsilon": self.epsilon, "delta": self.delta, "notion": self.notion,
-                "sampling": self.sampling, "approximate": self.approximate, "certified": self.certified,
-                "answers": self.answers, "noise_source": self.noise_source, "private": self.private,
-                "neighbours": self.neighbours, "composition": self.composition, "details": self.details}
-
-    def __str__(self) -> str:
-        if not self.private:
-            head = "NOT PRIVATE (noise from a known seed: a reproducible run) — otherwise "
-        else:
-            head = ""
-        s = f"{head}{self.mechanism}: {self.notion} with ε = {self.epsilon:g}"
-        if self.delta:
-            s += f", δ = {self.delta:g}"
-        s += f" for {self.answers} answer{'s' if self.answers != 1 else ''}"
-        if self.exact:
-            s += " (exact sampling"
-        else:
-            s += " (approximate: MCMC sampling" + ("" if self.certified else ", UNCERTIFIED run accepted")
-        s += f"; neighbours {self.neighbours})"
-        if self.composition:
-            s += f"; {self.composition}"
-        return s
 
 
 @dataclass(frozen=True)

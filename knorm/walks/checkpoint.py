@@ -33,16 +33,12 @@ import numpy as np
 
 from .._io import atomic_write
 from .._validate import is_real, short_repr
+from ..errors import CheckpointConflict
 
 CHAIN_KEYS = ("x", "basis", "Binv", "lam", "g", "ctr", "stats", "normals", "unif", "pos")
 ENTROPY_FILE = "noise-entropy.json"
 SNAPSHOTS = "sample-*.npz"
 _META = ("fingerprint", "session", "context", "run")
-
-
-class CheckpointConflict(ValueError):
-    """A resume with no matching unfinished run to continue, or a new run into a folder
-    that holds a checkpoint."""
 
 
 def _feed(h: Any, p: Any) -> None:

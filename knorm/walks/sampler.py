@@ -19,6 +19,7 @@ from .._validate import check_memory, is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
+from ..errors import ConvergenceError, ConvergenceWarning
 from .chains import BLOCK, Chain, check_params, check_workers, default_params, run_chains, walk_id
 from .checkpoint import CHAIN_KEYS, Checkpoint, fingerprint
 from .rounding import Rounding, round_body
@@ -29,10 +30,6 @@ class ChainDiagnostics(NamedTuple):
 
     ess: NDArray[np.float64]
     rhat: NDArray[np.float64]
-
-
-class ConvergenceWarning(UserWarning):
-    """The sampler could not certify near-independent draws within its step budget."""
 
 
 @dataclass
@@ -188,15 +185,6 @@ def _start_points(frame: Any, k: int, rng: np.random.Generator) -> NDArray[np.fl
 CHUNK_DRAWS = 256  # records per chain between progress reports / checkpoint opportunities (even)
 WARMUP_TAUS = 20  # warm-up before the first record: at least 20·τ steps per chain (see Sampler)
 MAX_REPEAT_FRACTION = 0.01  # a certified run drops at most 1% of its release candidates as repeats
-
-
-class ConvergenceError(RuntimeError):
-    """A sampler run behind a release was not certified (see :class:`Sampler`).
-
-    Raised by :class:`~knorm.KNormMechanism` and :class:`~knorm.NIMechanism` unless they
-    were built with ``accept_uncertified=True``; the engine-only :func:`sample_uniform`
-    warns (:class:`ConvergenceWarning`) instead.
-    """
 
 
 def _even(k: int) -> int:

@@ -1,0 +1,35 @@
+"""The exceptions and warnings knorm raises, in one module that imports nothing from knorm.
+
+Each is also importable where it is raised (``knorm.OracleError``, ``knorm.body.OracleError``,
+``knorm.ConvergenceError``, ``knorm.walks.checkpoint.CheckpointConflict``,
+``knorm.privacy.BudgetExceededError``, …), so every module can catch them without importing
+the module that raises them.
+"""
+
+__all__ = ["OracleError", "ConvergenceWarning", "ConvergenceError", "CheckpointConflict", "BudgetExceededError"]
+
+
+class OracleError(RuntimeError):
+    """The facet-walk oracle could not finish (pivot limit or numerical breakdown)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """The sampler could not certify near-independent draws within its step budget."""
+
+
+class ConvergenceError(RuntimeError):
+    """A sampler run behind a release was not certified (see :class:`~knorm.walks.sampler.Sampler`).
+
+    Raised by :class:`~knorm.KNormMechanism` and :class:`~knorm.NIMechanism` unless they
+    were built with ``accept_uncertified=True``; the engine-only :func:`~knorm.sample_uniform`
+    warns (:class:`ConvergenceWarning`) instead.
+    """
+
+
+class CheckpointConflict(ValueError):
+    """A resume with no matching unfinished run to continue, or a new run into a folder
+    that holds a checkpoint."""
+
+
+class BudgetExceededError(ValueError):
+    """A release would take a :class:`~knorm.privacy.BudgetAccountant` past its (ε, δ) budget."""
