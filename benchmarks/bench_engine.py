@@ -61,7 +61,8 @@ class Oracle:
 
 
 class MarginalProduct:
-    """The pivot's product ``Fᵀv`` of a 2-way marginal workload of ``k`` binary attributes:
+    """The pivot's product ``Fᵀv`` of a 2-way marginal workload of ``k`` binary attributes
+    as a user hands it over (rows shuffled, scaled by 3.5, recognised from its entries):
     from the workload's structure (``knorm.body.marginal``) against the dense columns."""
 
     params = ([8] if SMALL else [8, 10, 12, 14], ["structured", "dense"])
@@ -73,7 +74,8 @@ class MarginalProduct:
         above = hull.STRUCTURED_ABOVE
         hull.STRUCTURED_ABOVE = 0.0 if layout == "structured" else np.inf
         try:
-            frame = knorm.SymmetricHull(knorm.workloads.marginals((2,) * k, 2)).frame
+            F = knorm.workloads.marginals((2,) * k, 2)
+            frame = knorm.SymmetricHull(3.5 * F[np.random.default_rng(1).permutation(F.shape[0])]).frame
         finally:
             hull.STRUCTURED_ABOVE = above
         self.A = frame.A

@@ -90,6 +90,12 @@ def variants(tmp_path):
     H = workloads.marginals((2, 3, 4), 2)
     yield "Fortran order", H[:, np.arange(24).reshape(2, 3, 4).ravel(order="F")], 24
     yield "duplicated, partial and zero rows", np.vstack([F[:-5], F[3:9], np.zeros((2, 72))]), 72
+    # the values of attribute 2 in another order (cells still a mixed-radix index)
+    x = np.indices((3, 2, 4, 3)).reshape(4, -1)
+    x[2] = np.array([2, 0, 3, 1])[x[2]]
+    yield "values relabelled", F[:, np.ravel_multi_index(x, (3, 2, 4, 3))], 72
+    # attribute 1 in no clique: every cell twice (the body keeps one of each)
+    yield "an unused attribute", workloads.clique_marginals((2, 3, 2), [(0,), (0, 2)]), 12
 
 
 def test_recognise_finds_the_structure_from_the_entries(tmp_path):
