@@ -1,0 +1,304 @@
+"""The examples of README.md and docs/ run, and the outputs they show are what the code prints.
+
+Conventions (README.md "Development" points here):
+
+- A ```python block is executed. The blocks of one page share a namespace and a working
+  folder (a fresh temporary one, with ``examples/`` and ``scripts/`` linked in), in order.
+- A ```text block right after a python block, marked ``<!-- docs-test: stdout -->``, is
+  that block's printed output and is compared with it.
+- A ```console block holds ``$ command`` lines, each followed by its output. The command
+  is run by bash in the page's folder (``knorm`` is this environment's) and its stdout is
+  compared with the lines shown.
+- Marker comments on the lines just before a block: ``<!-- docs-test: skip (reason) -->``
+  (the block is not run; the reason is required), ``<!-- docs-test: rtol=0.2 -->`` (the
+  block's numbers without ± may differ by that relative amount: Monte-Carlo diagnostics
+  such as R-hat and ESS), ``<!-- docs-test: time-column="time s" -->`` (in a table whose
+  header holds that name, the number right-aligned under it is a timing and is ignored),
+  ``<!-- docs-test: stdout -->`` (above).
+
+Comparison (``compare``): line by line, runs of spaces collapsed; the text between numbers
+must be identical. A number followed by a time unit (s, ms, µs, samples/s, ESS/s) is a
+timing and is ignored. A shown ``a ± s`` is a Monte-Carlo estimate with its standard error:
+the new ``a' ± s'`` must satisfy ``|a' − a| ≤ 5·√(s² + s'²)`` (five standard deviations of
+the difference of two independent estimates, plus half a unit of the last shown digit) and
+``s/2 ≤ s' ≤ 2s``. Every other number must be equal (or within the block's rtol).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+RUN_LANGS = {"python", "console"}
+
+FENCE = re.compile(r"^(`{3,})\s*([\w+-]*)\s*$")
+MARKER = re.compile(r"^<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
+NUM = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+TOKEN = re.compile(rf"(?P<value>{NUM})(?:\s*±\s*(?P<se>{NUM}))?(?P<unit>\s*(?:samples/s|ESS/s|ms|µs|s)(?![\w/]))?")
+
+
+@dataclass
+class Block:
+    lang: str
+    body: str
+    line: int  # 1-based line of the opening fence
+    skip: str | None = None
+    rtol: float = 0.0
+    stdout: bool = False
+    time_column: str | None = None
+
+
+def parse_blocks(text: str) -> list[Block]:
+    """The fenced blocks of a Markdown text, with the docs-test markers just above each."""
+    blocks: list[Block] = []
+    lines = text.split("\n")
+    pending: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        marker = MARKER.match(line.strip())
+        fence = FENCE.match(line)
+        if marker:
+            pending.append(marker.group(1))
+        elif fence:
+            ticks, lang = fence.groups()
+            j = i + 1
+            while j < len(lines) and lines[j].rstrip() != ticks:
+                j += 1
+            block = Block(lang.lower(), "\n".join(lines[i + 1 : j]), i + 1)
+            for m in pending:
+                if m.startswith("skip"):
+                    reason = m[4:].strip()
+                    if not (reason.startswith("(") and reason.endswith(")") and len(reason) > 2):
+                        raise ValueError(f"line {i + 1}: docs-test skip needs a reason: skip (why)")
+                    block.skip = reason[1:-1]
+                elif m.startswith("rtol="):
+                    block.rtol = float(m[5:])
+                elif m == "stdout":
+                    block.stdout = True
+                elif m.startswith("time-column="):
+                    block.time_column = m[len("time-column="):].strip('"')
+                else:
+                    raise ValueError(f"line {i + 1}: unknown docs-test marker {m!r}")
+            blocks.append(block)
+            pending = []
+            i = j
+        elif line.strip():
+            pending = []
+        i += 1
+    return blocks
+
+
+def _tokens(line: str):
+    """(text parts, numbers) of a line; numbers as (value, se or None, is_timing, shown text)."""
+    texts, numbers, pos = [], [], 0
+    for m in TOKEN.finditer(line):
+        texts.append(line[pos : m.start()])
+        se = m.group("se")
+        texts.append("±" if se is not None else "")
+        texts.append(m.group("unit") or "")
+        numbers.append((m.group("value"), se, m.group("unit") is not None))
+        pos = m.end()
+    texts.append(line[pos:])
+    return [re.sub(r"\s+", " ", t).strip() for t in texts], numbers
+
+
+def _half_ulp(shown: str) -> float:
+    mantissa = re.split(r"[eE]", shown)[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    exponent = int(re.split(r"[eE]", shown)[1]) if re.search(r"[eE]", shown) else 0
+    return 0.5 * 10.0 ** (exponent - decimals)
+
+
+def _number_ok(shown, got, rtol: float) -> bool:
+    (value, se, timing), (value2, se2, _) = shown, got
+    if timing:
+        return True
+    a, b = float(value), float(value2)
+    if se is None:
+        return a == b or abs(b - a) <= rtol * abs(a)
+    s, s2 = float(se), float(se2)
+    if s == 0:
+        return s2 == 0 and abs(b - a) <= _half_ulp(value)
+    return abs(b - a) <= 5 * math.hypot(s, s2) + _half_ulp(value) and s / 2 <= s2 <= 2 * s
+
+
+def mask_time_column(text: str, name: str) -> str:
+    """Replace, below each header line holding ``name``, the number ending in its last column by ``<time>``."""
+    out, end = [], None
+    for line in text.split("\n"):
+        if name in line:
+            end = line.index(name) + len(name)
+        elif end is not None:
+            for m in re.finditer(NUM, line):
+                if m.end() == end:
+                    line = line[: m.start()] + "<time>" + line[m.end() :]
+                    break
+        out.append(line)
+    return "\n".join(out)
+
+
+def compare(expected: str, actual: str, rtol: float = 0.0, time_column: str | None = None) -> list[str]:
+    """Where ``actual`` differs from the ``expected`` text shown in the docs (empty: they agree)."""
+    if time_column:
+        expected, actual = mask_time_column(expected, time_column), mask_time_column(actual, time_column)
+    exp = expected.rstrip().strip("\n").split("\n") if expected.strip() else []
+    act = actual.rstrip().strip("\n").split("\n") if actual.strip() else []
+    problems = []
+    for k in range(max(len(exp), len(act))):
+        e = exp[k] if k < len(exp) else "<no line>"
+        a = act[k] if k < len(act) else "<no line>"
+        te, ne = _tokens(e)
+        ta, na = _tokens(a)
+        same = te == ta and len(ne) == len(na)
+        if same:
+            same = all(((x[1] is None) == (y[1] is None)) and _number_ok(x, y, rtol) for x, y in zip(ne, na))
+        if not same:
+            problems.append(f"line {k + 1}:\n  shown: {e}\n  now:   {a}")
+    return problems
+
+
+def console_commands(body: str) -> list[tuple[str, str]]:
+    """(command, shown output) pairs of a console block."""
+    pairs: list[tuple[str, list[str]]] = []
+    for line in body.split("\n"):
+        if line.startswith("$ "):
+            pairs.append((line[2:], []))
+        elif pairs:
+            pairs[-1][1].append(line)
+        elif line.strip():
+            raise ValueError(f"console block: output before any '$ ' command: {line!r}")
+    return [(cmd, "\n".join(out)) for cmd, out in pairs]
+
+
+def run_command(cmd: str, cwd: Path) -> str:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               MPLBACKEND="Agg", COLUMNS="100")
+    proc = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"`{cmd}` exited {proc.returncode}:\n{proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+def check_page(path: Path, workdir: Path) -> list[str]:
+    """Run every block of a page; the list of failures (each naming page, line and difference)."""
+    for name in ("examples", "scripts"):
+        if not (workdir / name).exists():
+            (workdir / name).symlink_to(ROOT / name)
+    rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    failures: list[str] = []
+    namespace: dict = {"__name__": "__docs__"}
+    last_stdout: str | None = None
+    old = os.getcwd()
+    os.chdir(workdir)
+    try:
+        for block in parse_blocks(path.read_text(encoding="utf-8")):
+            where = f"{rel}:{block.line}"
+            if block.skip is not None:
+                last_stdout = None
+                continue
+            if block.stdout:
+                if last_stdout is None:
+                    failures.append(f"{where}: a docs-test stdout block must follow a python block that ran")
+                else:
+                    failures += [f"{where}: {p}" for p in compare(block.body, last_stdout, block.rtol, block.time_column)]
+                last_stdout = None
+            elif block.lang == "python":
+                buffer = io.StringIO()
+                with contextlib.redirect_stdout(buffer):
+                    exec(compile(block.body, where, "exec"), namespace)
+                last_stdout = buffer.getvalue()
+            elif block.lang == "console":
+                for cmd, shown in console_commands(block.body):
+                    out = run_command(cmd, workdir)
+                    failures += [f"{where}: `{cmd}` {p}" for p in compare(shown, out, block.rtol, block.time_column)]
+                last_stdout = None
+            else:
+                last_stdout = None
+    finally:
+        os.chdir(old)
+    return failures
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if any(b.lang in RUN_LANGS for b in parse_blocks(p.read_text(encoding="utf-8")))],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_page_examples_run_and_match(path, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    failures = check_page(path, tmp_path)
+    assert not failures, "docs output differs from what the code prints now:\n" + "\n".join(failures)
+
+
+# --- the checker itself ------------------------------------------------------------------
+
+
+def test_compare_rules():
+    # text must match exactly, up to runs of spaces
+    assert compare("knorm  0.1.0: workload pm1 8×40", "knorm 0.1.0: workload pm1 8×40") == []
+    assert compare("rank 8 of 8", "rank 8 of 8\nextra line")
+    assert compare("K is cross-polytope", "K is cube")
+    # plain numbers are exact unless the block states a tolerance
+    assert compare("max R-hat 1.0041", "max R-hat 1.0052")
+    assert compare("max R-hat 1.0041", "max R-hat 1.0052", rtol=0.01) == []
+    # timings are ignored, counts next to them are not
+    assert compare("speed: 3 samples in 0.00 s (16380.6 samples/s)", "speed: 3 samples in 0.41 s (7.3 samples/s)") == []
+    assert compare("speed: 3 samples in 0.00 s", "speed: 4 samples in 0.00 s")
+    # a ± s: within 5·√(s² + s'²), and the standard error within a factor 2
+    assert compare("norm 38.03 ± 0.28", "norm 38.45 ± 0.3") == []
+    assert compare("norm 38.03 ± 0.28", "norm 40.50 ± 0.3")
+    assert compare("norm 38.03 ± 0.28", "norm 38.03 ± 0.9")
+    assert compare("norm 38.03 ± 0.28", "norm 38.03")
+    assert compare("VolLB 24.04 ± 0", "VolLB 24.04 ± 0") == []
+    assert compare("VolLB 24.04 ± 0", "VolLB 24.05 ± 0")
+    # a timing column of a table
+    shown, now = "  name  err  time s\n  a    12.1     2.6", "  name  err  time s\n  a    12.1    13.0"
+    assert compare(shown, now) and compare(shown, now, time_column="time s") == []
+    assert compare(shown, now.replace("12.1", "12.2"), time_column="time s")
+
+
+def test_markers_are_parsed_and_checked():
+    page = "<!-- docs-test: skip (needs a cluster) -->\n```python\nimport nowhere\n```\n\n" \
+           "<!-- docs-test: rtol=0.2 -->\n```console\n$ true\n```\n"
+    skip, tol = parse_blocks(page)
+    assert skip.skip == "needs a cluster" and tol.rtol == 0.2 and tol.skip is None
+    with pytest.raises(ValueError, match="needs a reason"):
+        parse_blocks("<!-- docs-test: skip -->\n```python\n```\n")
+    with pytest.raises(ValueError, match="unknown docs-test marker"):
+        parse_blocks("<!-- docs-test: skp (typo) -->\n```python\n```\n")
+
+
+def test_a_stale_output_fails(tmp_path):
+    """The README's error-vs-ε example as it stood before NIM's plan (NIM at 46.98 beside
+    K-norm's 13.4): the checker re-runs the command and reports the NIM line."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in parse_blocks(readme) if b.lang == "console" and "error-vs-epsilon" in b.body]
+    assert blocks, "README.md shows `knorm plot error-vs-epsilon` with its output"
+    stale = re.sub(r"(?m)^(\s*nim .*)$",
+                   "  nim       ε=0.1: 470.8 ± 3.5  ε=1: 46.98 ± 0.36  ε=10: 4.687 ± 0.036", blocks[0].body)
+    assert stale != blocks[0].body
+    page = tmp_path / "stale.md"
+    page.write_text(f"```console\n{stale}\n```\n", encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    failures = check_page(page, work)
+    assert len(failures) == 1 and "46.98" in failures[0] and "nim" in failures[0], failures
+
+
+def test_readme_links_point_to_files():
+    """README.md is read on GitHub and PyPI, outside the site: its relative links must name files."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s]+)\)", readme)
+    assert targets
+    missing = [t for t in targets if "://" not in t and not t.startswith("#") and not (ROOT / t.split("#")[0]).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
