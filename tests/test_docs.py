@@ -302,3 +302,28 @@ def test_readme_links_point_to_files():
     assert targets
     missing = [t for t in targets if "://" not in t and not t.startswith("#") and not (ROOT / t.split("#")[0]).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_listed_commands_parse():
+    """The `knorm …` lines of bash blocks (command listings, not run) are valid: the parser accepts
+    each one that has no placeholder (``...``) or alternatives (``a|b``)."""
+    import shlex
+
+    from knorm.cli import build_parser
+
+    checked, bad = 0, []
+    for path in PAGES:
+        for block in parse_blocks(path.read_text(encoding="utf-8")):
+            if block.lang != "bash":
+                continue
+            for line in block.body.split("\n"):
+                cmd = line.split("  #")[0].strip()
+                if not cmd.startswith("knorm ") or "..." in cmd or "|" in cmd:
+                    continue
+                try:
+                    with contextlib.redirect_stderr(io.StringIO()):
+                        build_parser().parse_args(shlex.split(cmd)[1:])
+                    checked += 1
+                except SystemExit:
+                    bad.append(f"{path.relative_to(ROOT)}:{block.line}: {cmd}")
+    assert checked >= 5 and not bad, bad
