@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 RUN_LANGS = {"python", "console"}
 
-FENCE = re.compile(r"^(`{3,})\s*([\w+-]*)\s*$")
+FENCE = re.compile(r"^(\s*)(`{3,})\s*([\w+-]*)\s*$")
 MARKER = re.compile(r"^<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
 NUM = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 TOKEN = re.compile(rf"(?P<value>{NUM})(?:\s*±\s*(?P<se>{NUM}))?(?P<unit>\s*(?:samples/s|ESS/s|ms|µs|s)(?![\w/]))?")
@@ -72,11 +72,12 @@ def parse_blocks(text: str) -> list[Block]:
         if marker:
             pending.append(marker.group(1))
         elif fence:
-            ticks, lang = fence.groups()
+            indent, ticks, lang = fence.groups()
             j = i + 1
-            while j < len(lines) and lines[j].rstrip() != ticks:
+            while j < len(lines) and lines[j].strip() != ticks:
                 j += 1
-            block = Block(lang.lower(), "\n".join(lines[i + 1 : j]), i + 1)
+            body = [line[len(indent):] if line.startswith(indent) else line.lstrip() for line in lines[i + 1 : j]]
+            block = Block(lang.lower(), "\n".join(body), i + 1)
             for m in pending:
                 if m.startswith("skip"):
                     reason = m[4:].strip()
@@ -276,6 +277,8 @@ def test_markers_are_parsed_and_checked():
         parse_blocks("<!-- docs-test: skip -->\n```python\n```\n")
     with pytest.raises(ValueError, match="unknown docs-test marker"):
         parse_blocks("<!-- docs-test: skp (typo) -->\n```python\n```\n")
+    (listed,) = parse_blocks("- an item:\n\n  ```python\n  x = 1\n    y = 2\n  ```\n")  # inside a list
+    assert listed.lang == "python" and listed.body == "x = 1\n  y = 2"
 
 
 def test_a_stale_output_fails(tmp_path):
