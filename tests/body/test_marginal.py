@@ -85,6 +85,7 @@ def variants(tmp_path):
     yield "shuffled", F[rng.permutation(F.shape[0])], 72
     yield "times 3.5", 3.5 * F, 72
     yield "times 2^-40", np.ldexp(F[::-1], -40), 72
+    yield "times -2", -2.0 * F, 72
     yield "by hand", by_hand((2, 3, 4), [(0, 2), (1,), (), (1, 2)]), 24
     # Fortran-order cells: C order over the attributes reversed
     H = workloads.marginals((2, 3, 4), 2)
