@@ -85,16 +85,21 @@ def _divisors(n: int) -> list[int]:
 
 
 def _rectangles(B: np.ndarray, counts: np.ndarray, t: int) -> bool:
-    """Whether every row of B, as an ``(n/t, t)`` table, is a rectangle (a product set)."""
+    """Whether every row of B, as an ``(n/t, t)`` table, is a rectangle (a product set);
+    by blocks of rows, stopping at the first block that is not."""
     d, n = B.shape
-    R = B.reshape(d, n // t, t)
-    if t <= 8:  # numpy's short inner reductions are slow: or the t slices
-        hi = R[:, :, 0].copy()
-        for k in range(1, t):
-            hi |= R[:, :, k]
-    else:
-        hi = R.any(axis=2)
-    return bool(np.array_equal(hi.sum(axis=1) * R.any(axis=1).sum(axis=1), counts))
+    step = max(1, (1 << 20) // n)
+    for i in range(0, d, step):
+        R = B[i:i + step].reshape(-1, n // t, t)
+        if t <= 8:  # numpy's short inner reductions are slow: or the t slices
+            hi = R[:, :, 0].copy()
+            for k in range(1, t):
+                hi |= R[:, :, k]
+        else:
+            hi = R.any(axis=2)
+        if not np.array_equal(hi.sum(axis=1) * R.any(axis=1).sum(axis=1), counts[i:i + step]):
+            return False
+    return True
 
 
 def _cliques_at(B: np.ndarray, first: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
