@@ -47,6 +47,7 @@ _FM = {"reassoc", "contract"}   # relative to max |w|
 SINGULAR_TOL = 1e-11  # Gauss–Jordan pivot below this times the column norm: dependent column
 PERTURB = 5e-7       # cost perturbation of the dual phase: δ_j in [PERTURB, 2·PERTURB)
 STALL = 25           # degenerate pivots in a row before switching to Bland's rule
+REPAIR_TRIES = 12    # crash bases tried (the λ direction, then pseudo-random ones) to repair a singular basis
 CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ never block the walk along v
 
 
@@ -354,7 +355,7 @@ def refactor_c(A, basis, Binv, lam, g, ctr, cp, cm):
     if not math.sqrt(_dot(d, d)) > 0.0 or not np.all(np.isfinite(d)):
         for i in range(r):
             d[i] = 1.0
-    for attempt in range(3):
+    for attempt in range(REPAIR_TRIES):
         if crash(A, d, basis, ctr[1] + attempt, cp, cm) and _refactor_once(A, basis, Binv, lam, g, cp, cm) < 0:
             return REPAIRED
         rs = np.empty(1, np.uint64)

@@ -353,7 +353,10 @@ class SymmetricHull:
                              f"values), below the {THIN:g} where its span is numerically certain: merge near-parallel columns "
                              "or drop nearly dependent rows")
         self.dim = r
-        self.span_basis = U[:, :r].copy()
+        # SVD's singular vectors are defined up to sign, and LAPACK's choice can differ between F and
+        # F·c: each column's largest entry is made positive, so the frame is the same at every scale
+        U = U[:, :r] * np.where(U[np.argmax(np.abs(U[:, :r]), axis=0), np.arange(r)] < 0, -1.0, 1.0)
+        self.span_basis = U.copy()
         Fr = self.span_basis.T @ Fs
         unit = float(np.max(np.linalg.norm(Fr, axis=0)))
         self._exp = e
