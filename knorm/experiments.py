@@ -25,7 +25,7 @@ from .diagnostics import ess as _ess
 from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
 from .mechanisms._base import check_epsilon
 from .privacy import _real
-from .walks.chains import BLOCK, WALKS, Chain, block_inputs, run_chains
+from .walks.chains import BLOCK, WALKS, Chain, block_inputs, check_workers, default_workers, n_workers, run_chains
 from .walks.reference import hit_and_run_reference
 from .walks.sampler import _start_points, rounding_of, sample_uniform
 
@@ -98,14 +98,17 @@ def _pyplot(out):
     return plt
 
 
-def compare_oracles(d=40, n=200, *, seed=0, highs_steps=60, ess_steps=None, out=print):
+def compare_oracles(d=40, n=200, *, seed=0, highs_steps=60, ess_steps=None, workers=None, out=print):
     """Measure, in one run, hit-and-run ESS/s with the facet walk and with HiGHS.
 
     Both are the same Markov chain (same rounded frame, same random inputs); the two
     trajectories are checked to coincide, so ESS per step is shared and measured on a
-    long facet-walk run. Returns a dict of the numbers printed.
+    long facet-walk run; they run on the calling thread. ``workers`` bounds the threads of
+    the last measurement, the default walk through :func:`sample_uniform` (None: one per CPU
+    the process may use). Returns a dict of the numbers printed.
     """
     d, n, seed = positive_int("d", d), positive_int("n", n), _seed(seed)
+    workers = check_workers(workers)
     highs_steps = positive_int("highs_steps", highs_steps)
     if highs_steps > BLOCK:
         raise ValueError(f"highs_steps must be at most {BLOCK} (one block of random inputs), got {highs_steps}")
@@ -160,8 +163,8 @@ def compare_oracles(d=40, n=200, *, seed=0, highs_steps=60, ess_steps=None, out=
         f"   [check: {k / t_fast_k:.0f} steps/s on the short run]")
 
     # 3. the default walk (billiard) through the public API
-    x, info = sample_uniform(K, 4000, rng=seed, return_info=True)
-    cores = min(os.cpu_count() or 1, info.chains)
+    x, info = sample_uniform(K, 4000, rng=seed, return_info=True, workers=workers)
+    cores = min(n_workers(workers), info.chains) if workers is None or is_int(workers) else info.chains
     out(f"default walk: {info.summary()}")
     out(f"default walk: {info.ess_per_second / cores:.0f} min-coordinate ESS/s per core ({cores} cores), "
         f"end to end (pilot and warm-up included)")
@@ -174,8 +177,9 @@ def compare_oracles(d=40, n=200, *, seed=0, highs_steps=60, ess_steps=None, out=
 COLUMNS = ["Laplace 2/ε (not ε-DP)", "Laplace Δ₁/ε", "Gaussian δ=1e-6", "K-norm", "NIM"]
 
 
-def run_cell(name, F, eps, x, releases, rng, body):
+def run_cell(name, F, eps, x, releases, rng, body, workers=None):
     t0 = time.perf_counter()
+    options = {"sampler_options": {"workers": workers}} if workers is not None else {}
     if name.startswith("Laplace 2"):
         out = F @ x + rng.laplace(0.0, 2.0 / eps, size=(releases, F.shape[0]))
     elif name.startswith("Laplace"):
@@ -183,21 +187,23 @@ def run_cell(name, F, eps, x, releases, rng, body):
     elif name.startswith("Gaussian"):
         out = GaussianMechanism(F, epsilon=eps, delta=1e-6, rng=rng).release(x, size=releases)
     elif name == "K-norm":
-        out = KNormMechanism(F, epsilon=eps, rng=rng, body=body).release(x, size=releases)
+        out = KNormMechanism(F, epsilon=eps, rng=rng, body=body, **options).release(x, size=releases)
     else:
-        out = NIMechanism(F, epsilon=eps, rng=rng).release(x, size=releases)
+        out = NIMechanism(F, epsilon=eps, rng=rng, **options).release(x, size=releases)
     seconds = time.perf_counter() - t0
     err = np.linalg.norm(out - F @ x, axis=1)
     return err.mean(), err.std(ddof=1) / np.sqrt(releases), seconds
 
 
 def table3(ds=(40, 20), n=200, eps_list=(0.1, 1.0, 2.0), *, releases=100, seed=2019, out_dir=".",
-           plot_path=True, out=print):
+           plot_path=True, workers=None, out=print):
     """The corrected reference experiment (docs/design.md §8): table, CSV and optional plot.
 
     Writes ``table3.csv`` and ``table3.md`` (and ``table3.png`` with matplotlib) to
-    ``out_dir``; returns the rows.
+    ``out_dir``; returns the rows. ``workers`` bounds the sampler threads of K-norm and NIM
+    (None: one per CPU the process may use).
     """
+    workers = check_workers(workers)
     ds, n, eps_list = _ints("ds", ds), positive_int("n", n), _epsilons("eps_list", eps_list)
     releases, seed = positive_int("releases", releases), _seed(seed)
     check_memory("n", n, 8 * n * (1 + max(ds)))  # x and each F
@@ -210,7 +216,7 @@ def table3(ds=(40, 20), n=200, eps_list=(0.1, 1.0, 2.0), *, releases=100, seed=2
         body = SymmetricHull(F)
         for eps in eps_list:
             for name in COLUMNS:
-                mean, se, sec = run_cell(name, F, eps, x, releases, rng, body)
+                mean, se, sec = run_cell(name, F, eps, x, releases, rng, body, workers)
                 rows.append({"d": d, "epsilon": eps, "mechanism": name, "mean_l2_error": mean, "stderr": se,
                              "seconds": sec})
                 out(f"d={d:3d} ε={eps:<4g} {name:24s} error {mean:10.2f} ± {se:7.2f}   {sec:7.2f} s")
@@ -239,11 +245,12 @@ def plot(rows, ds, n, releases, path, out=print):
 
 
 def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=tuple(WALKS), *,
-            seconds=3.0, chains=2, seed=0, out_dir=".", plot_path=True, out=print):
+            seconds=3.0, chains=2, seed=0, workers=None, out_dir=".", plot_path=True, out=print):
     """ESS/s, steps/s and pivots per step of each walk on random ±1 F, d × (factor·d).
 
     Per configuration: round the body (timed separately), then run ``chains`` chains on
-    one thread each, recording every step, until ``seconds`` have passed; ESS is the
+    one thread each (at most ``workers`` threads; None: one per CPU the process may use),
+    recording every step, until ``seconds`` have passed; ESS is the
     min-coordinate bulk ESS of the records. ``reliable`` is False when the run was
     shorter than 20 autocorrelation times (the ESS estimate is then rough).
     Writes ``scaling.csv`` row by row as configurations finish (an interrupted study
@@ -251,6 +258,7 @@ def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=tuple(WALKS), *,
     """
     ds, factors = _ints("ds", ds), _ints("factors", factors)
     seconds, chains, seed = _seconds("seconds", seconds), _chains(chains), _seed(seed)
+    workers = check_workers(workers)
     if isinstance(walks, str) or not isinstance(walks, Sequence) or not walks or any(w not in WALKS for w in walks):
         raise ValueError(f"walks must be a non-empty sequence of walk names from {sorted(WALKS)}, "
                          f"got {short_repr(walks)}")
@@ -267,11 +275,11 @@ def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=tuple(WALKS), *,
                 n = fac * d
                 K = SymmetricHull(W.random_pm1(d, n, rng=seed + d * 1000 + n))
                 t = time.perf_counter()
-                rnd = rounding_of(K)
+                rnd = rounding_of(K, workers)
                 t_round = time.perf_counter() - t
                 for walk in walks:
                     row = {"d": d, "n": n, "walk": walk, "rank": K.dim, "rounding_s": t_round,
-                           **_measure_walk(rnd, walk, seconds, chains, seed)}
+                           **_measure_walk(rnd, walk, seconds, chains, seed, workers)}
                     rows.append(row)
                     writer.writerow(row)
                     csv_file.flush()
@@ -283,15 +291,16 @@ def scaling(ds=(10, 20, 40, 80), factors=(1, 5, 25), walks=tuple(WALKS), *,
     return rows
 
 
-def _measure_walk(rnd, walk, seconds, chains, seed):
-    """Run ``chains`` chains from the rounding's states for ``seconds``; speed and mixing."""
+def _measure_walk(rnd, walk, seconds, chains, seed, workers=None):
+    """Run ``chains`` chains from the rounding's states for ``seconds`` (on at most ``workers``
+    threads, :func:`~knorm.walks.chains.run_chains`); speed and mixing."""
     from .walks.chains import default_params
 
     params = default_params(walk, rnd.frame)
     cs = [Chain(rnd.frame, x, np.random.default_rng(seed + i)) for i, x in enumerate(rnd.points[:chains])]
     recs, steps, block, t = [], 0, 32, time.perf_counter()
     while time.perf_counter() - t < seconds:
-        recs.append(run_chains(cs, walk, block, 1, params, workers=chains))
+        recs.append(run_chains(cs, walk, block, 1, params, workers=workers))
         steps += block
         block = min(block * 2, 4096)
     elapsed = time.perf_counter() - t
@@ -362,21 +371,22 @@ def measure_workload(F, *, family="", size="", seconds=5.0, pivot_seconds=2.0, c
     rounding, the first certified release of a fresh :class:`KNormMechanism` (warm-up and
     one certified sampler run of 1000 draws: ``first_release_s`` is the sum of all four),
     1000 further releases (one more run), then the billiard walk at steady state from the
-    rounding's states: ``chains`` chains on one thread each for ``seconds`` (pivots per
-    step, τ, min-coordinate ESS/s), and one chain on one thread for ``pivot_seconds``
-    (µs per pivot in CPU time, and in wall time; refactorisations per pivot). ``*_cpu_s``:
-    CPU seconds of the process (all threads) for a stage, less sensitive than wall time
-    to other processes on a shared machine; ``loadavg``: the 1-minute load at the
-    start; ``ess_per_cpu_s``: ESS per CPU second of the steady-state run (all threads). A failure (``OracleError``,
-    ``LinAlgError``, …) ends the measurement: ``status`` is "failed", ``stage`` says
-    where, ``error`` the message. ``report(row)`` is called after every stage with the
-    row so far. Returns the row (a dict over :data:`FAMILY_FIELDS`).
+    rounding's states: ``chains`` chains on one thread each (at most one thread per CPU the
+    process may use) for ``seconds`` (pivots per step, τ, min-coordinate ESS/s), and one
+    chain on one thread for ``pivot_seconds`` (µs per pivot in CPU time, and in wall time;
+    refactorisations per pivot). ``*_cpu_s``: CPU seconds of the process (all threads) for
+    a stage, less sensitive than wall time to other processes on a shared machine;
+    ``loadavg``: the 1-minute load at the start; ``ess_per_cpu_s``: ESS per CPU second of
+    the steady-state run (all threads). A failure (``OracleError``, ``LinAlgError``, …) ends
+    the measurement: ``status`` is "failed", ``stage`` says where, ``error`` the message.
+    ``report(row)`` is called after every stage with the row so far. Returns the row (a dict
+    over :data:`FAMILY_FIELDS`).
     """
     F = validate_matrix(F)
     seconds, pivot_seconds = _seconds("seconds", seconds), _seconds("pivot_seconds", pivot_seconds)
     chains, seed = _chains(chains), _seed(seed)
     row = dict.fromkeys(FAMILY_FIELDS, "")
-    row.update(family=family, size=size, d=F.shape[0], n=F.shape[1], chains=chains, cores=os.cpu_count(),
+    row.update(family=family, size=size, d=F.shape[0], n=F.shape[1], chains=chains, cores=default_workers(),
                status="running", loadavg=f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "")
     report = report or (lambda r: None)
 

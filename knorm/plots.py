@@ -209,17 +209,19 @@ def chains(source, coord=0, *, path=None):
 # -- errors and spectra of a workload -------------------------------------------------------------
 
 def expected_errors(F, epsilons, *, mechanisms=("laplace", "knorm", "nim"), delta=None, n_samples=2000,
-                    walk="billiard", rng=0):
+                    walk="billiard", rng=0, workers=None):
     """``{mechanism: [ErrorEstimate per ε]}``: each mechanism's own ``expected_error()``,
     built afresh at every ε (exact for the Gaussian, Monte Carlo otherwise).
 
     These depend on F alone, never on data, and the mechanisms release nothing, so a
     seeded ``rng`` (default 0, reproducible figures) costs no privacy. ``"gaussian"``
-    needs ``delta``. K-norm reuses one body (and its rounding) across ε.
+    needs ``delta``. K-norm reuses one body (and its rounding) across ε. ``workers`` bounds the
+    sampler threads of K-norm and NIM (None: one per CPU the process may use).
     """
     from .body import SymmetricHull
     from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
     from .mechanisms._base import check_delta, check_epsilon, check_n_samples
+    from .walks.chains import check_workers
 
     eps = [check_epsilon(e) for e in np.atleast_1d(as_real_array("epsilons", epsilons)).tolist()]
     if not eps:
@@ -231,6 +233,7 @@ def expected_errors(F, epsilons, *, mechanisms=("laplace", "knorm", "nim"), delt
     if "gaussian" in names:
         delta = check_delta(delta)
     n_samples = check_n_samples(n_samples)
+    options = {"workers": check_workers(workers)}
     gen = np.random.default_rng(rng)
     body = SymmetricHull(F) if "knorm" in names else None
     out = {}
@@ -243,9 +246,11 @@ def expected_errors(F, epsilons, *, mechanisms=("laplace", "knorm", "nim"), delt
             elif name == "gaussian":
                 row.append(GaussianMechanism(F, epsilon=e, delta=delta, rng=g).expected_error())
             elif name == "knorm":
-                row.append(KNormMechanism(F, epsilon=e, walk=walk, rng=g, body=body).expected_error(n_samples))
+                row.append(KNormMechanism(F, epsilon=e, walk=walk, rng=g, body=body,
+                                          sampler_options=options).expected_error(n_samples))
             else:
-                row.append(NIMechanism(F, epsilon=e, walk=walk, rng=g).expected_error(n_samples))
+                row.append(NIMechanism(F, epsilon=e, walk=walk, rng=g,
+                                       sampler_options=options).expected_error(n_samples))
         out[name] = row
     out["epsilons"] = eps
     return out

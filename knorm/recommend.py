@@ -24,6 +24,7 @@ nothing to fill the table and are kept as built; K-norm and NIM are built afresh
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._rng import as_generator
-from ._validate import check_options, is_int, positive_int
+from ._validate import check_options, is_int, positive_int, short_repr
 from .body import SymmetricHull
 from .body.hull import validate_matrix
 from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
@@ -39,7 +40,7 @@ from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMecha
 from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check_epsilon, check_n_samples,
                                in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
-from .walks.chains import walk_id
+from .walks.chains import check_workers, walk_id
 
 __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "P_IDENTITY_MAX_N"]
 
@@ -141,6 +142,23 @@ def _check_options(options):
     return opts
 
 
+def _merge_workers(options, workers):
+    """``workers`` into ``options['sampler_options']`` (the chosen K-norm or NIM mechanism's);
+    returns the workers the table's Monte Carlo runs use (None: the default)."""
+    given = (options.get("sampler_options") or {}).get("workers")
+    try:  # refused at the call, not as a skipped row
+        check_workers(given)
+    except ValueError as exc:
+        raise ValueError(f"mechanism_options['sampler_options']: {exc}") from None
+    if workers is None:
+        return given
+    if given is not None and given is not workers and given != workers:
+        raise ValueError(f"workers={short_repr(workers)} and mechanism_options['sampler_options']['workers']="
+                         f"{short_repr(given)} disagree: give it once")
+    options["sampler_options"] = {**(options.get("sampler_options") or {}), "workers": workers}
+    return workers
+
+
 def _rms_from_draws(norms, factor, ess):
     """``factor·√mean(‖v‖²)`` and its delta-method SE, ``factor·SE(mean)/(2√mean)``, from the
     draws' norms (in units where they are O(1)) with ``ess`` effective draws."""
@@ -153,8 +171,10 @@ def _rms_from_draws(norms, factor, ess):
 class _Builder:
     """The rows, from F alone; keeps what the chosen mechanism can reuse (the body)."""
 
-    def __init__(self, F, epsilon, delta, n_samples, walk, mc_seed, p_identity_max_n, options, rng, accountant):
+    def __init__(self, F, epsilon, delta, n_samples, walk, mc_seed, p_identity_max_n, options, rng, accountant,
+                 workers=None):
         self.F, self.epsilon, self.delta = F, epsilon, delta
+        self.sampler_options = {} if workers is None else {"workers": workers}  # the table's MCMC runs
         # the rows of these are exact formulas (no draws): built once, with the caller's rng, and kept
         self.common = {"epsilon": epsilon, "rng": rng, "accountant": accountant}
         self.built = {}
@@ -216,7 +236,7 @@ class _Builder:
             rms = factor * np.sqrt(np.trace(s.covariance_frame()))
             return self.row("knorm", rms, 0.0, True, f"exact: √((k+1)(k+2)·tr Cov(Uniform K))/ε, K a {s.kind}")
         m = KNormMechanism(self.F, epsilon=eps, walk=self.walk, rng=self.mc_seed, body=body,
-                           accept_uncertified=True)
+                           sampler_options=self.sampler_options, accept_uncertified=True)
         z = m.sample_uniform(self.n_samples)
         info = m.last_info
         ess = max(2.0, min(self.n_samples, info.min_ess * self.n_samples / info.draws))
@@ -226,7 +246,8 @@ class _Builder:
         return self.row("knorm", rms, se, False, how)
 
     def nim(self, knorm_row):
-        m = NIMechanism(self.F, epsilon=self.epsilon, rng=self.mc_seed, walk=self.walk, accept_uncertified=True)
+        m = NIMechanism(self.F, epsilon=self.epsilon, rng=self.mc_seed, walk=self.walk,
+                        sampler_options=self.sampler_options, accept_uncertified=True)
         self.nim_levels = len(m.levels)
         if len(m.levels) == 1:
             if knorm_row is not None and knorm_row.rms is not None:
@@ -258,7 +279,7 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
               rng: np.random.Generator | int | None = None, candidates: Sequence[str] | None = None,
               n_samples: int = 2000, walk: str = "billiard", mc_seed: int = 0,
               p_identity_max_n: int = P_IDENTITY_MAX_N, mechanism_options: Mapping[str, Any] | None = None,
-              accountant: Any = None) -> Recommendation:
+              accountant: Any = None, workers: int | Executor | None = None) -> Recommendation:
     """The expected error of every applicable mechanism on ``F`` and the least-error one.
 
     From F alone (never data). ``table``: name → :class:`ErrorRow` with ``rms = √E‖noise‖₂²``
@@ -273,7 +294,10 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     :data:`CANDIDATES`, so a one-level NIM never beats K-norm); ``mechanism``: that mechanism,
     built with ``rng`` (None: OS entropy; an int: reproducible and NOT private) and
     ``accountant``; ``mechanism_options`` (``walk``, ``bank_size``, ``sampler_options``,
-    ``accept_uncertified``) go to a chosen K-norm or NIM mechanism.
+    ``accept_uncertified``) go to a chosen K-norm or NIM mechanism. ``workers`` bounds the
+    threads of every sampler run, the table's and the chosen mechanism's (None: one per CPU
+    the process may use, :func:`~knorm.walks.chains.default_workers`; an int; or an
+    executor); it may also be given as ``mechanism_options['sampler_options']['workers']``.
     """
     F = validate_matrix(F)
     epsilon = check_epsilon(epsilon)
@@ -285,12 +309,14 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
         raise ValueError(f"mc_seed must be a non-negative integer, got {mc_seed!r}")
     p_identity_max_n = positive_int("p_identity_max_n", p_identity_max_n)
     options = _check_options(mechanism_options)
+    workers = _merge_workers(options, check_workers(workers))
     if rng is not None:
         as_generator(rng)  # refuses a bad rng here, not as a failure of every row
     check_accountant(accountant)
     options.setdefault("walk", walk)
 
-    b = _Builder(F, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant)
+    b = _Builder(F, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant,
+                 workers)
     table: dict[str, ErrorRow] = {}
     for name in names:
         try:

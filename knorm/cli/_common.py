@@ -291,6 +291,17 @@ def _add_workload(p):
                    help="seed of the random workloads pm1 and bernoulli only, never of noise (default 0)")
 
 
+def _add_workers(p):
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="at most N threads running chains (default: one per CPU this process may use, e.g. "
+                        "under taskset, and at most NUMBA_NUM_THREADS)")
+
+
+def sampler_options(args):
+    """``--workers`` as mechanisms' ``sampler_options`` ({} without it: the default)."""
+    return {"workers": args.workers} if args.workers is not None else {}
+
+
 def _add_debug(p, default):
     p.add_argument("--debug", action="store_true", default=default,
                    help="on an error, show the Python traceback instead of one line")

@@ -6,7 +6,8 @@ import tempfile
 from pathlib import Path
 
 from ..walks.chains import WALKS
-from ._common import CLIError, UsageError, _add_debug, _check_writable, _positive_float, _positive_int, _seed
+from ._common import (CLIError, UsageError, _add_debug, _add_workers, _check_writable, _positive_float, _positive_int,
+                      _seed)
 
 # Defaults of the scripts the README's tables come from (scripts/compare_oracles.py,
 # reproduce_table3.py, scaling.py): `knorm bench X` with no options reproduces them.
@@ -83,16 +84,16 @@ def cmd_bench(args):
         written = []
         if part == "oracles":
             for di in d:
-                E.compare_oracles(di, args.n, seed=seed, highs_steps=args.highs_steps)
+                E.compare_oracles(di, args.n, seed=seed, highs_steps=args.highs_steps, workers=args.workers)
         elif part == "table3":
             def run(tmp, d=d, seed=seed):
                 E.table3(tuple(d), args.n, tuple(args.eps), releases=args.releases, seed=seed, out_dir=tmp,
-                         plot_path=not args.no_plot, out=_bench_print)
+                         plot_path=not args.no_plot, workers=args.workers, out=_bench_print)
             written = _bench_atomically(folder, run)
         else:
             def run(tmp, d=d, seed=seed):
                 E.scaling(tuple(d), tuple(args.factors), tuple(args.walks), seconds=args.seconds, seed=seed,
-                          out_dir=tmp, plot_path=not args.no_plot, out=_bench_print)
+                          out_dir=tmp, plot_path=not args.no_plot, workers=args.workers, out=_bench_print)
             written = _bench_atomically(folder, run)
         for path in written:
             print(f"wrote {path}")
@@ -127,5 +128,6 @@ def add_parser(sub):
     b.add_argument("--out-dir", default=".", help="folder for table3.* and scaling.* (default .)")
     b.add_argument("--force", action="store_true", help="overwrite table3.* / scaling.* files already in --out-dir")
     b.add_argument("--no-plot", action="store_true")
+    _add_workers(b)
     b.set_defaults(func=cmd_bench)
     return b

@@ -4,8 +4,8 @@ import argparse
 import json
 
 from .. import __version__
-from ._common import (_add_debug, _add_workload, _laplace_draws, _nonneg_int, _positive_float, _probability, _seed,
-                      load_workload)
+from ._common import (_add_debug, _add_workers, _add_workload, _laplace_draws, _nonneg_int, _positive_float,
+                      _probability, _seed, load_workload, sampler_options)
 
 
 def cmd_info(args):
@@ -23,7 +23,7 @@ def cmd_info(args):
              "l1_sensitivity": l1_sensitivity(F), "l2_sensitivity": l2_sensitivity(F),
              "exact_structure": K.exact_structure.kind if K.exact_structure is not None else None,
              "epsilon": eps, "delta": args.delta, "mc_seed": args.mc_seed}
-    km = KNormMechanism(F, epsilon=eps, rng=args.mc_seed, body=K)
+    km = KNormMechanism(F, epsilon=eps, rng=args.mc_seed, body=K, sampler_options=sampler_options(args))
     z = km.sample_uniform(2000)
     nz = row_norms(z)
     facts["mean_l2_uniform_K"] = float(nz.mean())
@@ -35,17 +35,19 @@ def cmd_info(args):
     if args.delta is not None:
         errs["gaussian"] = GaussianMechanism(F, epsilon=eps, delta=args.delta).expected_error()
     if not args.no_nim:
-        nim = NIMechanism(F, epsilon=eps, rng=args.mc_seed)
+        nim = NIMechanism(F, epsilon=eps, rng=args.mc_seed, sampler_options=sampler_options(args))
         errs["nim"] = nim.expected_error(n_samples=1000)
     facts["expected_l2_error"] = {k: {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
                                   for k, e in errs.items()}
     if K.dim <= args.vollb_max_dim:
-        lb = bounds.vol_lower_bound(F, eps, rel_error=0.5, rng=args.mc_seed)
+        volume = bounds.volume(F, rel_error=0.5, rng=args.mc_seed, workers=args.workers)
+        lb = bounds.vol_lower_bound(F, eps, rel_error=0.5, volume_estimate=volume)
         facts["vol_lower_bound"] = {"value": lb.value, "stderr": lb.stderr, "note": lb.note}
     else:
         facts["vol_lower_bound"] = None
     candidates = [c for c in CANDIDATES if not (c == "nim" and args.no_nim or c == "gaussian" and args.delta is None)]
-    table = recommend(F, epsilon=eps, delta=args.delta, rng=args.mc_seed, candidates=candidates, mc_seed=args.mc_seed)
+    table = recommend(F, epsilon=eps, delta=args.delta, rng=args.mc_seed, candidates=candidates, mc_seed=args.mc_seed,
+                      workers=args.workers)
     rec = {"mechanism": table.best, "reason": table.reason}
     facts["recommendation"] = rec
     facts["recommend"] = table.as_dict()
@@ -81,6 +83,7 @@ def add_parser(sub):
     i.add_argument("--no-nim", action="store_true", help="skip NIM's (slower) error estimate")
     i.add_argument("--vollb-max-dim", type=_nonneg_int, default=20,
                    help="estimate VolLB only up to this rank (default 20; 0 skips it)")
+    _add_workers(i)
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=cmd_info)
     return i

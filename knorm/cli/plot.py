@@ -4,8 +4,9 @@ import argparse
 
 from .. import __version__
 from ..walks.chains import WALKS
-from ._common import (MECHANISMS, CLIError, UsageError, _add_debug, _add_workload, _nonneg_int, _positive_float,
-                      _positive_int, _probability, _seed, check_memory, check_output, load_workload)
+from ._common import (MECHANISMS, CLIError, UsageError, _add_debug, _add_workers, _add_workload, _nonneg_int,
+                      _positive_float, _positive_int, _probability, _seed, check_memory, check_output, load_workload,
+                      sampler_options)
 
 
 CHAIN_PLOTS = ("chains", "trace", "rank", "autocorrelation", "ess-rhat")
@@ -49,7 +50,7 @@ def cmd_plot(args):
         eps = args.eps or [0.1, 0.3, 1.0, 3.0]
         errs = plots.expected_errors(F, eps, mechanisms=args.mechanisms or ("laplace", "knorm", "nim"),
                                      delta=args.delta, n_samples=args.mc_samples or 2000, walk=args.walk,
-                                     rng=args.seed)
+                                     rng=args.seed, workers=args.workers)
         for name, row in errs.items():
             if name != "epsilons":
                 cells = (f"ε={e:g}: {r.value:.4g}" + ("" if r.exact else f" ± {r.stderr:.2g}")
@@ -60,7 +61,7 @@ def cmd_plot(args):
         from ..mechanisms import NIMechanism
 
         try:  # the levels' covariances depend on F only, not on ε
-            mech = NIMechanism(F, epsilon=1.0, walk=args.walk, rng=args.seed)
+            mech = NIMechanism(F, epsilon=1.0, walk=args.walk, rng=args.seed, sampler_options=sampler_options(args))
         except ValueError as exc:
             raise CLIError(str(exc)) from None
         fig = plots.nim_spectrum(mech)
@@ -108,7 +109,7 @@ def add_parser(sub):
     pl.add_argument("--chains", type=_positive_int, default=None, help="chain figures: number of chains")
     pl.add_argument("--coord", type=_nonneg_int, default=None,
                     help="chains, trace, rank: the span coordinate shown (default 0)")
-    pl.add_argument("--workers", type=_positive_int, default=None, help="local threads running chains")
+    _add_workers(pl)
     pl.add_argument("--eps", type=_positive_float, nargs="+", default=None,
                     help="error-vs-epsilon: the ε values (default 0.1 0.3 1 3)")
     pl.add_argument("--mechanisms", nargs="+", choices=MECHANISMS, default=None,

@@ -12,9 +12,9 @@ import numpy as np
 from .. import __version__
 from ..walks.chains import WALKS
 from ..walks.checkpoint import Checkpoint, CheckpointConflict
-from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workload, _laplace_draws,
-                      _positive_float, _positive_int, _probability, _seed, _warn, check_memory, check_output,
-                      load_data, load_workload, write_samples)
+from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,
+                      _laplace_draws, _positive_float, _positive_int, _probability, _seed, _warn, check_memory,
+                      check_output, load_data, load_workload, write_samples)
 
 
 def _require_dask():
@@ -387,7 +387,7 @@ def add_parser(sub):
     s.add_argument("--resume", action="store_true",
                    help="continue the interrupted run in --checkpoint DIR: the identical command only (same F, "
                         "data, mechanism, ε, δ, count, walk, options), else refused")
-    s.add_argument("--workers", type=_positive_int, default=None, help="local threads running chains")
+    _add_workers(s)
     s.add_argument("--scheduler", metavar="ADDRESS", help="run chain batches on this Dask distributed scheduler")
     s.set_defaults(func=cmd_sample)
     return s

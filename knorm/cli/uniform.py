@@ -5,7 +5,7 @@ import time
 
 from .. import __version__
 from ..walks.chains import WALKS
-from ._common import (_add_debug, _add_workload, _positive_int, _seed, _warn, check_memory, check_output,
+from ._common import (_add_debug, _add_workers, _add_workload, _positive_int, _seed, _warn, check_memory, check_output,
                       load_workload, write_samples)
 
 
@@ -26,7 +26,7 @@ def cmd_uniform(args):
     K = SymmetricHull(F)
     print(f"knorm {__version__}: {label}; K has dimension {K.dim} in R^{K.ambient_dim}")
     t0 = time.perf_counter()
-    rnd = rounding_of(K)
+    rnd = rounding_of(K, args.workers)
     print(f"rounding: {rnd.iterations} iteration(s), eigenvalue spread {rnd.eigen_spread:.2f}, "
           f"{time.perf_counter() - t0:.2f} s (includes JIT compilation on a first run)")
     x, info = sample_uniform(K, args.count, walk=args.walk, chains=args.chains, rng=args.nonprivate_seed,
@@ -55,7 +55,7 @@ def add_parser(sub):
                    help="number of draws (default 2000)")
     u.add_argument("--walk", choices=list(WALKS), default="billiard")
     u.add_argument("--chains", type=_positive_int, default=None)
-    u.add_argument("--workers", type=_positive_int, default=None)
+    _add_workers(u)
     u.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
                    help="seed the draws (reproducible; default: OS entropy)")
     u.add_argument("--out", help="save the draws (.npy or .npz)")

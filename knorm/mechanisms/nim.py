@@ -24,7 +24,7 @@ from ..privacy import BudgetAccountant
 
 from .._validate import as_real_array, is_int, positive_int
 from ..body.hull import SymmetricHull
-from ..walks.chains import walk_id
+from ..walks.chains import check_workers, walk_id
 from ..walks.sampler import Sampler, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size,
                     in_float_range, mc_norm_estimate, scaled)
@@ -98,12 +98,12 @@ class NIMLevel:
         return self.kept.shape[1]
 
 
-def _span_covariance(body: SymmetricHull) -> NDArray[np.float64]:
+def _span_covariance(body: SymmetricHull, workers: Any = None) -> NDArray[np.float64]:
     """Cov(Uniform K) in the body's span coordinates (r × r, body scale² units): what
     :func:`~knorm.walks.sampler.uniform_covariance` maps to the d answer coordinates, kept
     r × r so that workloads with many queries (all ranges: d = n(n+1)/2) never form d × d."""
     s = body.exact_structure
-    return s.covariance_frame() if s is not None else rounding_of(body).covariance
+    return s.covariance_frame() if s is not None else rounding_of(body, workers).covariance
 
 
 @dataclass
@@ -186,7 +186,7 @@ class NIMechanism(Mechanism):
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
         positive_int("bank_size", bank_size)
-        check_sampler_options(sampler_options)
+        self._workers = check_workers(check_sampler_options(sampler_options).get("workers"))  # the plan's too
         if not isinstance(split, str) or split not in SPLITS:
             raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
         self.split = split
@@ -247,14 +247,14 @@ class NIMechanism(Mechanism):
         st = _Stage(body, body.span_basis if U is None else U,
                     body.span_basis if U is None else U @ body.span_basis,
                     float(np.exp(2.0 * (body._log_scale - self._root_log_scale))), exact, exact)
-        return st.set_covariance(_span_covariance(body))
+        return st.set_covariance(_span_covariance(body, self._workers))
 
     def _refine(self, st: _Stage) -> _Stage:
         """Replace a rounding's covariance by the second moments of ``PLAN_DRAWS`` uniform draws
         (K is symmetric: mean 0), from a sampler run with the fixed seed ``PLAN_SEED``."""
         if st.precise:
             return st
-        draws, _ = Sampler(st.body, rng=PLAN_SEED).run(PLAN_DRAWS)
+        draws, _ = Sampler(st.body, rng=PLAN_SEED, workers=self._workers).run(PLAN_DRAWS)
         Z = (draws @ st.body.span_basis) / st.body._scale  # span coordinates, frame units
         st.precise = True
         self.precise_estimates += 1

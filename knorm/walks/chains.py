@@ -259,12 +259,30 @@ def check_workers(workers):
         return workers
     if is_int(workers) and workers >= 1:
         return int(workers)
-    raise ValueError(f"workers must be None, a positive integer or a concurrent.futures.Executor, got {workers!r}")
+    raise ValueError("workers must be None, a positive integer or a concurrent.futures.Executor, got "
+                     f"{short_repr(workers)}")
+
+
+def default_workers():
+    """Threads knorm starts when ``workers`` is None: the CPUs this process may run on
+    (``os.sched_getaffinity`` where the platform has it, e.g. under ``taskset`` or a job
+    scheduler's cpuset; else ``os.cpu_count()``), at most ``NUMBA_NUM_THREADS`` when that
+    environment variable is set. Read at each call, so a change of either takes effect."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform (macOS, Windows)
+        cpus = os.cpu_count() or 1
+    env = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"the environment variable NUMBA_NUM_THREADS must be a positive integer, got {env!r}")
+        cpus = min(cpus, int(env))
+    return max(1, cpus)
 
 
 def n_workers(workers=None):
-    """Threads for ``workers`` None (one per core) or an int."""
-    return max(1, os.cpu_count() or 1) if workers is None else max(1, int(workers))
+    """Threads for ``workers`` None (:func:`default_workers`) or an int."""
+    return default_workers() if workers is None else max(1, int(workers))
 
 
 def advance_chain(frame, state, walk, steps, thin, params):
@@ -278,7 +296,8 @@ def advance_chain(frame, state, walk, steps, thin, params):
 def run_chains(chains, walk, steps, thin, params, workers=None):
     """Run every chain ``steps`` steps in parallel; returns an array (chains, steps // thin, r).
 
-    ``workers``: None (one thread per core), an int (that many threads; the kernels
+    ``workers``: None (:func:`default_workers`: one thread per CPU the process may use), an
+    int (at most that many threads; 1 runs the chains in the calling thread; the kernels
     release the GIL), or any :class:`concurrent.futures.Executor`. A
     :class:`~concurrent.futures.ThreadPoolExecutor` advances the chains in place; any
     other executor (a :class:`~concurrent.futures.ProcessPoolExecutor`, Dask's

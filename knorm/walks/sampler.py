@@ -586,8 +586,9 @@ def sample_uniform(body_or_F: SymmetricHull | ArrayLike, size: int, *, walk: str
     size : int -- number of returned draws.
     walk : "billiard" (default), "hit_and_run", "coordinate" or "ball".
     chains : int -- independent chains (default ``DEFAULT_CHAINS`` = 8 on every machine), run
-        in parallel threads (``workers`` threads, default one per core, or an executor with a
-        ``run_chains`` method; never changes seeded results).
+        in parallel threads (at most ``workers`` threads; default one per CPU the process may
+        use, :func:`~knorm.walks.chains.default_workers`; 1 runs them in the calling thread; or
+        an executor; never changes seeded results).
     rng : Generator, int seed or None (fresh OS entropy). Same seed, same draws.
     return_info : also return a :class:`SamplingInfo`.
     min_draws : the pool holds ``max(2·size, min_draws)`` thinned records, half of which are
