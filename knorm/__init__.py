@@ -15,12 +15,15 @@ from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism
 from .mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
 from .recommend import Recommendation, recommend
 from .walks import WALKS, ConvergenceError, ConvergenceWarning, Sampler, SamplingInfo, sample_uniform
+from .walks.prepared import PreparedWorkload, load_prepared, prepare
 
 __all__ = [
     # the body and its oracles
     "SymmetricHull", "ReferenceOracle", "OracleError",
     # sampling and diagnostics
     "sample_uniform", "Sampler", "SamplingInfo", "ConvergenceWarning", "ConvergenceError", "WALKS", "ess", "rhat",
+    # work that depends on F only, done once
+    "prepare", "load_prepared", "PreparedWorkload",
     # mechanisms
     "LaplaceMechanism", "GaussianMechanism", "KNormMechanism", "NIMechanism", "BoundedLaplaceMechanism",
     "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "PrivacyClaim",

@@ -12,6 +12,7 @@ from ..privacy import BudgetAccountant
 from .._validate import check_options, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
+from ..walks.prepared import PreparedWorkload, check_prepared
 from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
                     check_noise_scale, check_size, in_float_range, mc_norm_estimate, scaled)
@@ -53,16 +54,25 @@ class KNormMechanism(Mechanism):
     chain, never a repeat); every draw is used once. A run that is not certified
     raises :class:`~knorm.ConvergenceError` and its draws are discarded, unless
     ``accept_uncertified=True``: then they are used and the claim says UNCERTIFIED.
+
+    ``prepared``: a :class:`~knorm.walks.prepared.PreparedWorkload` of this F
+    (:func:`knorm.prepare`, :func:`knorm.load_prepared`): its body and rounding are used
+    instead of being computed (the same noise law; seeded runs identical); a ValueError if
+    it was prepared for another matrix.
     """
 
     def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard",
                  rng: np.random.Generator | int | None = None, body: SymmetricHull | None = None, bank_size: int = 1000,
                  sampler_options: dict[str, Any] | None = None, accept_uncertified: bool = False,
-                 accountant: BudgetAccountant | None = None) -> None:
+                 accountant: BudgetAccountant | None = None, prepared: PreparedWorkload | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
         self.walk = walk
+        if prepared is not None:
+            if body is not None:
+                raise ValueError("prepared: give a prepared workload or a body, not both")
+            body = check_prepared(prepared, self.F)
         self.bank_size = positive_int("bank_size", bank_size)
         if not isinstance(accept_uncertified, (bool, np.bool_)):
             raise ValueError(f"accept_uncertified must be True or False, got {accept_uncertified!r}")

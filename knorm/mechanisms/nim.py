@@ -25,6 +25,7 @@ from ..privacy import BudgetAccountant
 from .._validate import as_real_array, is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import check_workers, walk_id
+from ..walks.prepared import PreparedWorkload, check_prepared
 from ..walks.sampler import Sampler, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size,
                     in_float_range, mc_norm_estimate, scaled)
@@ -174,14 +175,16 @@ class NIMechanism(Mechanism):
     never on x or ``rng`` (roundings and plan draws are seeded with constants). ``walk``, ``bank_size``,
     ``sampler_options`` and ``accept_uncertified`` go to every level's K-norm mechanism
     (an uncertified MCMC run raises :class:`~knorm.ConvergenceError` unless
-    ``accept_uncertified=True``).
+    ``accept_uncertified=True``). ``prepared``: a :class:`~knorm.walks.prepared.PreparedWorkload`
+    of this F: the first level's body and rounding are taken from it (the plan and the noise
+    law are the same).
     """
 
     def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard",
                  rng: np.random.Generator | int | None = None, bank_size: int = 1000,
                  sampler_options: dict[str, Any] | None = None, accept_uncertified: bool = False,
                  accountant: BudgetAccountant | None = None, split: str = "auto", max_levels: int | None = None,
-                 max_estimates: int = DEFAULT_MAX_ESTIMATES) -> None:
+                 max_estimates: int = DEFAULT_MAX_ESTIMATES, prepared: PreparedWorkload | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
@@ -195,7 +198,7 @@ class NIMechanism(Mechanism):
         self.covariance_estimates = 0  # MCMC covariance estimates (roundings) of candidate subspaces
         self.precise_estimates = 0     # PLAN_DRAWS-draw covariance estimates (levels of the plan, checks)
 
-        root = SymmetricHull(self.F)
+        root = SymmetricHull(self.F) if prepared is None else check_prepared(prepared, self.F)
         self._root_log_scale = root._log_scale
         stages = self._search(root)
         costs = [st.cost(st.split) for st in stages]

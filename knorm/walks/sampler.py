@@ -120,6 +120,12 @@ def rounding_of(body: SymmetricHull, workers: int | Executor | None = None,
     return _ROUNDINGS[body]
 
 
+def cache_rounding(body: SymmetricHull, rounding: Rounding) -> None:
+    """Make ``rounding`` the body's (:func:`rounding_of`): a prepared workload's, restored
+    from its file (:mod:`knorm.walks.prepared`) instead of computed."""
+    _ROUNDINGS[body] = rounding
+
+
 def rounding_progress(progress: Any) -> Callable[[int, int], None] | None:
     """The rounding's progress report for a sampler's ``progress`` option.
 

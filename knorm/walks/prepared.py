@@ -1,0 +1,178 @@
+"""Prepared workloads: the public work that depends on F only, done once and saved (docs/design.md §3.4).
+
+A statistics office releases the same workload F for many tables. The rounding of
+``K = F·B₁ⁿ`` (:func:`~knorm.walks.rounding.round_body`: the map T, τ and its chains'
+final states, all seeded with the public ``ROUNDING_SEED``) is a deterministic function
+of F; :func:`prepare` computes it once and writes it to a file, and :func:`load_prepared`
+restores it in milliseconds for the same F. The file holds nothing computed from data and
+no state of a chain whose draws became noise: a sampler built on a prepared body still
+starts from the rounding's (public) end points and runs its full ⌈20τ⌉-step warm-up.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..body.hull import SymmetricHull, validate_matrix
+from .checkpoint import fingerprint
+from .rounding import Rounding
+from .sampler import cache_rounding, rounding_of, rounding_progress
+
+FORMAT = "knorm-prepared-workload/1"
+_ROUNDING_KEYS = ("T", "points", "tau", "iterations", "eigen_spread", "span_basis", "unit")
+
+
+def _version() -> str:
+    from .. import __version__  # the package root imports this module: read at call time
+
+    return __version__
+
+
+def workload_fingerprint(F: ArrayLike, name: str = "F") -> str:
+    """SHA-256 of the validated F (float64: dtype, shape and bytes)."""
+    return fingerprint(np.ascontiguousarray(validate_matrix(F, name)))
+
+
+class PreparedWorkload:
+    """The public, F-only part of a release: the body of F with its rounding.
+
+    Built by :func:`prepare` or :func:`load_prepared`; pass it to a mechanism
+    (``KNormMechanism(F, epsilon=…, prepared=W)``, ``NIMechanism(…, prepared=W)``,
+    ``knorm.recommend(…, prepared=W)``) or sample its ``body``
+    (``Sampler(W.body)``): the rounding is then never recomputed, and seeded results are
+    identical to those of a run that computed it. ``fingerprint``: SHA-256 of the
+    validated F; ``rounding``: None when K has exact structure (no MCMC, nothing to round).
+    """
+
+    def __init__(self, body: SymmetricHull, fingerprint: str, shape: tuple[int, int], rounding: Rounding | None
+                 ) -> None:
+        self.body, self.fingerprint, self.rounding = body, fingerprint, rounding
+        self.shape = shape  # (d, n) of the F it was prepared for
+        if rounding is not None:
+            cache_rounding(body, rounding)
+
+    def __repr__(self) -> str:
+        return (f"PreparedWorkload(shape={self.shape}, dim={self.body.dim}, fingerprint={self.fingerprint[:12]}…, "
+                f"rounding={'none (exact structure)' if self.rounding is None else 'T, τ and end points'})")
+
+    def body_for(self, F: NDArray[np.float64], name: str = "prepared") -> SymmetricHull:
+        """The prepared body, if it was prepared for ``F`` (already validated); else a ValueError."""
+        if workload_fingerprint(F) != self.fingerprint:
+            raise ValueError(f"{name}: the prepared workload was made for another matrix (its fingerprint "
+                             f"{self.fingerprint[:12]}… differs from F's): prepare this F")
+        return self.body
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the file (numpy ``.npz``, no pickles), atomically; returns its path.
+
+        It holds the format, the knorm version, F's fingerprint and shape, and (unless K has
+        exact structure) the rounding: T, its chains' end points, τ, iterations, eigenvalue
+        spread, and the span basis and unit it was computed in. All public: functions of F
+        and a fixed seed.
+        """
+        path = Path(path)
+        arrays: dict[str, Any] = {"format": np.array(FORMAT), "knorm": np.array(_version()),
+                                  "fingerprint": np.array(self.fingerprint), "shape": np.array(self.shape),
+                                  "has_rounding": np.array(self.rounding is not None)}
+        if self.rounding is not None:
+            rnd = self.rounding
+            arrays.update(T=rnd.T, points=rnd.points, tau=np.array(rnd.tau), iterations=np.array(rnd.iterations),
+                          eigen_spread=np.array(rnd.eigen_spread), span_basis=self.body.span_basis,
+                          unit=np.array(self.body._unit))
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # public: the umask decides
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return path
+
+
+def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, workers: int | Executor | None = None,
+            progress: Any = None) -> PreparedWorkload:
+    """Do the work that depends on F only (its body and rounding) and, given ``path``, save it.
+
+    ``workers`` and ``progress`` as for :class:`~knorm.walks.sampler.Sampler` (they never
+    change the result: the rounding is deterministic). Returns the
+    :class:`PreparedWorkload`; later releases load the file with :func:`load_prepared`.
+    """
+    F = validate_matrix(F)
+    body = SymmetricHull(F)
+    rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(progress))
+    w = PreparedWorkload(body, workload_fingerprint(F), (int(F.shape[0]), int(F.shape[1])), rnd)
+    if path is not None:
+        w.save(path)
+    return w
+
+
+def _read(path: Path) -> dict[str, NDArray[Any]]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ValueError
+            return {k: z[k] for k in z.files}
+    except (ValueError, OSError, EOFError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise ValueError(f"prepared: {str(path)!r} is not a prepared-workload file (knorm prepare writes one)") from None
+
+
+def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkload:
+    """The prepared workload saved at ``path`` by :func:`prepare`, for this ``F``.
+
+    Refused (one-line ValueError) if the file is not one, was written by another knorm
+    version or format (prepare again), or was prepared for another matrix (fingerprint).
+    The body of F is built here (its SVD and structure); the rounding is restored, not
+    recomputed. If this machine's span basis of F differs from the one saved (another
+    LAPACK may rotate the basis of a repeated singular value), T is carried over to it
+    exactly in real arithmetic: the same rounded body, the same noise law.
+    """
+    path = Path(path)
+    z = _read(path)
+    fmt = str(z.get("format", ""))
+    version = str(z.get("knorm", ""))
+    if fmt != FORMAT or version != _version():
+        raise ValueError(f"prepared: {str(path)!r} is in format {fmt or '?'} of knorm {version or '?'}; this is "
+                         f"{FORMAT} of knorm {_version()}: prepare it again")
+    F = validate_matrix(F)
+    fp = workload_fingerprint(F)
+    if str(z["fingerprint"]) != fp:
+        raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (shape "
+                         f"{tuple(int(s) for s in z['shape'])}, fingerprint {str(z['fingerprint'])[:12]}…), not for "
+                         f"this F {F.shape} ({fp[:12]}…): prepare this F")
+    body = SymmetricHull(F)
+    rnd = None
+    if bool(z["has_rounding"]):
+        missing = [k for k in _ROUNDING_KEYS if k not in z]
+        U, r = z["span_basis"] if not missing else None, body.dim
+        if missing or U is None or U.shape != body.span_basis.shape or z["T"].shape != (r, r):
+            raise ValueError(f"prepared: {str(path)!r} is damaged (its rounding does not fit the body of F)")
+        T = z["T"]
+        if not (np.array_equal(U, body.span_basis) and float(z["unit"]) == body._unit):
+            # span coordinates c = Uᵀy/unit: c_here = (U_hereᵀU_saved)·(unit_saved/unit_here)·c_saved
+            Q = body.span_basis.T @ U
+            if np.max(np.abs(body.span_basis @ Q - U)) > 1e-8:
+                raise ValueError(f"prepared: {str(path)!r} does not span this F's answer space")
+            T = (Q * (float(z["unit"]) / body._unit)) @ T
+        rnd = Rounding(T=T, frame=body.frame.mapped(T), covariance=T @ T.T, iterations=int(z["iterations"]),
+                       eigen_spread=float(z["eigen_spread"]), points=z["points"], tau=float(z["tau"]))
+    return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd)
+
+
+def check_prepared(prepared: Any, F: NDArray[np.float64], name: str = "prepared") -> SymmetricHull:
+    """The body of ``prepared`` for the validated ``F``; a TypeError if it is not a
+    :class:`PreparedWorkload`, a ValueError if it was made for another F."""
+    if not isinstance(prepared, PreparedWorkload):
+        raise TypeError(f"{name} must be None or a knorm.PreparedWorkload (knorm.prepare / knorm.load_prepared), "
+                        f"got {type(prepared).__name__}")
+    return prepared.body_for(F, name)
+
