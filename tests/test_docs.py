@@ -15,6 +15,8 @@ Conventions (README.md "Development" points here):
   such as R-hat and ESS), ``<!-- docs-test: time-column="time s" -->`` (in a table whose
   header holds that name, the number right-aligned under it is a timing and is ignored),
   ``<!-- docs-test: stdout -->`` (above).
+- ``KNORM_DOCS_UPDATE=1 python -m pytest tests/test_docs.py`` rewrites every stale output
+  block with what the code prints now (then review the diff: a changed number may be a bug).
 
 Comparison (``compare``): line by line, runs of spaces collapsed; the text between numbers
 must be identical. A number followed by a time unit (s, ms, µs, samples/s, ESS/s) is a
@@ -53,6 +55,8 @@ class Block:
     lang: str
     body: str
     line: int  # 1-based line of the opening fence
+    end: int = 0  # 1-based line of the closing fence
+    indent: str = ""
     skip: str | None = None
     rtol: float = 0.0
     stdout: bool = False
@@ -77,7 +81,7 @@ def parse_blocks(text: str) -> list[Block]:
             while j < len(lines) and lines[j].strip() != ticks:
                 j += 1
             body = [line[len(indent):] if line.startswith(indent) else line.lstrip() for line in lines[i + 1 : j]]
-            block = Block(lang.lower(), "\n".join(body), i + 1)
+            block = Block(lang.lower(), "\n".join(body), i + 1, j + 1, indent)
             for m in pending:
                 if m.startswith("skip"):
                     reason = m[4:].strip()
@@ -192,13 +196,17 @@ def run_command(cmd: str, cwd: Path) -> str:
     return proc.stdout
 
 
-def check_page(path: Path, workdir: Path) -> list[str]:
-    """Run every block of a page; the list of failures (each naming page, line and difference)."""
+def check_page(path: Path, workdir: Path, update: bool = False) -> list[str]:
+    """Run every block of a page; the list of failures (each naming page, line and difference).
+
+    With ``update``, a block whose output differs is rewritten in the page with the output the
+    code prints now (review the diff before committing it), and nothing is reported."""
     for name in ("examples", "scripts"):
         if not (workdir / name).exists():
             (workdir / name).symlink_to(ROOT / name)
     rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
     failures: list[str] = []
+    rewrites: list[tuple[Block, str]] = []
     namespace: dict = {"__name__": "__docs__"}
     last_stdout: str | None = None
     old = os.getcwd()
@@ -213,7 +221,10 @@ def check_page(path: Path, workdir: Path) -> list[str]:
                 if last_stdout is None:
                     failures.append(f"{where}: a docs-test stdout block must follow a python block that ran")
                 else:
-                    failures += [f"{where}: {p}" for p in compare(block.body, last_stdout, block.rtol, block.time_column)]
+                    found = [f"{where}: {p}" for p in compare(block.body, last_stdout, block.rtol, block.time_column)]
+                    failures += found
+                    if found:
+                        rewrites.append((block, last_stdout.rstrip("\n")))
                 last_stdout = None
             elif block.lang == "python":
                 buffer = io.StringIO()
@@ -221,14 +232,26 @@ def check_page(path: Path, workdir: Path) -> list[str]:
                     exec(compile(block.body, where, "exec"), namespace)
                 last_stdout = buffer.getvalue()
             elif block.lang == "console":
+                now, stale = [], False
                 for cmd, shown in console_commands(block.body):
                     out = run_command(cmd, workdir)
-                    failures += [f"{where}: `{cmd}` {p}" for p in compare(shown, out, block.rtol, block.time_column)]
+                    found = [f"{where}: `{cmd}` {p}" for p in compare(shown, out, block.rtol, block.time_column)]
+                    failures += found
+                    stale = stale or bool(found)
+                    now.append(f"$ {cmd}\n{out.rstrip(chr(10))}")
+                if stale:
+                    rewrites.append((block, "\n".join(now)))
                 last_stdout = None
             else:
                 last_stdout = None
     finally:
         os.chdir(old)
+    if update and rewrites:
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for block, text in sorted(rewrites, key=lambda r: -r[0].line):
+            lines[block.line : block.end - 1] = [block.indent + t if t else t for t in text.split("\n")]
+        path.write_text("\n".join(lines), encoding="utf-8")
+        return []
     return failures
 
 
@@ -237,8 +260,11 @@ def check_page(path: Path, workdir: Path) -> list[str]:
 def test_page_examples_run_and_match(path, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    failures = check_page(path, tmp_path)
-    assert not failures, "docs output differs from what the code prints now:\n" + "\n".join(failures)
+    failures = check_page(path, tmp_path, update=os.environ.get("KNORM_DOCS_UPDATE") == "1")
+    assert not failures, (
+        "docs output differs from what the code prints now:\n" + "\n".join(failures) + "\n(if the code is "
+        "right, regenerate the shown output: KNORM_DOCS_UPDATE=1 python -m pytest tests/test_docs.py, then "
+        "review the diff)")
 
 
 # --- the checker itself ------------------------------------------------------------------
@@ -296,6 +322,11 @@ def test_a_stale_output_fails(tmp_path):
     work.mkdir()
     failures = check_page(page, work)
     assert len(failures) == 1 and "46.98" in failures[0] and "nim" in failures[0], failures
+    for name in ("update", "again"):
+        (tmp_path / name).mkdir()
+    assert check_page(page, tmp_path / "update", update=True) == []
+    assert "46.98" not in page.read_text(encoding="utf-8")
+    assert check_page(page, tmp_path / "again") == []  # the regenerated block agrees with the code
 
 
 def test_readme_links_point_to_files():
