@@ -41,6 +41,7 @@ from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check
                                in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
 from .walks.chains import check_workers, walk_id
+from .walks.prepared import PreparedWorkload, check_prepared
 
 __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "P_IDENTITY_MAX_N"]
 
@@ -172,8 +173,9 @@ class _Builder:
     """The rows, from F alone; keeps what the chosen mechanism can reuse (the body)."""
 
     def __init__(self, F, epsilon, delta, n_samples, walk, mc_seed, p_identity_max_n, options, rng, accountant,
-                 workers=None):
+                 workers=None, prepared=None):
         self.F, self.epsilon, self.delta = F, epsilon, delta
+        self.prepared = prepared  # a PreparedWorkload of F (checked): its body and rounding are reused
         self.sampler_options = {} if workers is None else {"workers": workers}  # the table's MCMC runs
         # the rows of these are exact formulas (no draws): built once, with the caller's rng, and kept
         self.common = {"epsilon": epsilon, "rng": rng, "accountant": accountant}
@@ -181,7 +183,7 @@ class _Builder:
         self.d, self.n = F.shape
         self.n_samples, self.walk, self.mc_seed = n_samples, walk, mc_seed
         self.p_identity_max_n, self.options = p_identity_max_n, options
-        self.body = None
+        self.body = None if prepared is None else prepared.body
         self.nim_levels = None
 
     def row(self, name, rms, stderr, exact, method, notion="pure ε-DP"):
@@ -247,7 +249,7 @@ class _Builder:
 
     def nim(self, knorm_row):
         m = NIMechanism(self.F, epsilon=self.epsilon, rng=self.mc_seed, walk=self.walk,
-                        sampler_options=self.sampler_options, accept_uncertified=True)
+                        sampler_options=self.sampler_options, accept_uncertified=True, prepared=self.prepared)
         self.nim_levels = len(m.levels)
         if len(m.levels) == 1:
             if knorm_row is not None and knorm_row.rms is not None:
@@ -279,7 +281,8 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
               rng: np.random.Generator | int | None = None, candidates: Sequence[str] | None = None,
               n_samples: int = 2000, walk: str = "billiard", mc_seed: int = 0,
               p_identity_max_n: int = P_IDENTITY_MAX_N, mechanism_options: Mapping[str, Any] | None = None,
-              accountant: Any = None, workers: int | Executor | None = None) -> Recommendation:
+              accountant: Any = None, workers: int | Executor | None = None,
+              prepared: PreparedWorkload | None = None) -> Recommendation:
     """The expected error of every applicable mechanism on ``F`` and the least-error one.
 
     From F alone (never data). ``table``: name → :class:`ErrorRow` with ``rms = √E‖noise‖₂²``
@@ -298,6 +301,8 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     threads of every sampler run, the table's and the chosen mechanism's (None: one per CPU
     the process may use, :func:`~knorm.walks.chains.default_workers`; an int; or an
     executor); it may also be given as ``mechanism_options['sampler_options']['workers']``.
+    ``prepared``: a :class:`~knorm.walks.prepared.PreparedWorkload` of this F (its body and
+    rounding are reused by the K-norm and NIM rows and the chosen mechanism).
     """
     F = validate_matrix(F)
     epsilon = check_epsilon(epsilon)
@@ -313,10 +318,12 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     if rng is not None:
         as_generator(rng)  # refuses a bad rng here, not as a failure of every row
     check_accountant(accountant)
+    if prepared is not None:
+        check_prepared(prepared, F)
     options.setdefault("walk", walk)
 
     b = _Builder(F, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant,
-                 workers)
+                 workers, prepared)
     table: dict[str, ErrorRow] = {}
     for name in names:
         try:
@@ -349,5 +356,5 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     elif best == "knorm":  # the table's K-norm drew seeded uniform draws: a fresh one (same body)
         mech = KNormMechanism(F, body=b._body(), **options, **b.common)
     else:  # NIM: planned again (the plan is a function of F: the same plan)
-        mech = NIMechanism(F, **options, **b.common)
+        mech = NIMechanism(F, **options, **b.common, prepared=prepared)
     return Recommendation(table, best, mech, epsilon, delta, b.d, b.n, reason)

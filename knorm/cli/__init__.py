@@ -5,6 +5,7 @@
 * ``knorm uniform`` -- the engine alone: uniform draws from K with mixing diagnostics.
 * ``knorm bench``   -- the oracle comparison and the Table-3 reproduction.
 * ``knorm plot``    -- figures: a run's chains, error vs ε, NIM's spectrum (no data).
+* ``knorm prepare`` -- the work that depends on F only (the rounding), done once and saved.
 
 Each subcommand is a module of this package (``sample.py``, ``info.py``, …) holding its
 parser (``add_parser``) and its ``cmd_*``; the options, checks and output helpers they
@@ -31,10 +32,10 @@ from pathlib import Path
 from .. import __version__
 from ..errors import ConvergenceError
 from ..walks.checkpoint import SNAPSHOTS
-from . import bench, info, plot, sample, uniform
+from . import bench, info, plot, prepare, sample, uniform
 from ._common import CLIError, UsageError, _add_debug, _Parser, _warn
 
-SUBCOMMANDS = (sample, info, uniform, bench, plot)
+SUBCOMMANDS = (sample, info, uniform, bench, plot, prepare)
 
 
 def build_parser():

@@ -15,6 +15,7 @@ from ..walks.checkpoint import Checkpoint, CheckpointConflict
 from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,
                       _laplace_draws, _positive_float, _positive_int, _probability, _seed, _warn, check_memory,
                       check_output, load_data, load_workload, write_samples)
+from .prepare import load_prepared_option
 
 
 def _require_dask():
@@ -69,10 +70,12 @@ def _noise_rng(args, checkpoint):
         raise UsageError(f"--resume: {exc}") from None
 
 
-def build_mechanism(name, F, args, rng, sampler_options):
+def build_mechanism(name, F, args, rng, sampler_options, prepared=None):
     from ..mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
 
     extra = {"accept_uncertified": True} if args.accept_uncertified else {}
+    if prepared is not None:  # --prepared: the rounding is loaded, not computed
+        extra["prepared"] = prepared
     try:
         if name == "laplace":
             return LaplaceMechanism(F, epsilon=args.epsilon, rng=rng)
@@ -87,14 +90,15 @@ def build_mechanism(name, F, args, rng, sampler_options):
         raise CLIError(str(exc)) from None
 
 
-def _auto_mechanism(F, args, rng, sampler_options):
+def _auto_mechanism(F, args, rng, sampler_options, prepared=None):
     """``--mechanism auto``: :func:`knorm.recommend`'s least-error mechanism (from F alone), built
     with the run's rng; returns (its choice as JSON-ready data, the mechanism)."""
     from ..recommend import recommend
 
     options = {"walk": args.walk, "sampler_options": sampler_options, "accept_uncertified": args.accept_uncertified}
     try:
-        rec = recommend(F, epsilon=args.epsilon, delta=args.delta, rng=rng, mechanism_options=options)
+        rec = recommend(F, epsilon=args.epsilon, delta=args.delta, rng=rng, mechanism_options=options,
+                        prepared=prepared)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     return {"mechanism": rec.best, "reason": rec.reason, **rec.as_dict()}, rec.mechanism
@@ -181,7 +185,8 @@ def _check_sample_args(args):
     if args.scheduler and args.workers:
         raise UsageError("--workers and --scheduler cannot be combined")
     mcmc_only = [o for o, v in (("--checkpoint", args.checkpoint), ("--scheduler", args.scheduler),
-                                ("--workers", args.workers), ("--accept-uncertified", args.accept_uncertified))
+                                ("--workers", args.workers), ("--accept-uncertified", args.accept_uncertified),
+                                ("--prepared", args.prepared))
                  if v]
     if mcmc_only and args.mechanism not in ("knorm", "nim", "auto"):
         raise UsageError(f"{mcmc_only[0]} applies only to the MCMC mechanisms (knorm, nim, or auto choosing one), "
@@ -190,12 +195,13 @@ def _check_sample_args(args):
 
 def cmd_sample(args):
     _check_sample_args(args)
-    out = check_output(args.out, args.force, inputs=(args.data, args.matrix))
+    out = check_output(args.out, args.force, inputs=(args.data, args.matrix, args.prepared))
     if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
         raise CLIError(f"--checkpoint {args.checkpoint!r} is a file, not a folder")
     if args.scheduler:
         _require_dask()
     F, label = load_workload(args)
+    prepared = load_prepared_option(args, F)
     d = F.shape[0]
     x = load_data(args.data, F.shape[1]) if args.data else None
     answers_in_json = x is not None and args.json and out is None
@@ -223,9 +229,9 @@ def cmd_sample(args):
         opts = {**sampler_options, "progress": progress, **({"workers": executor} if executor else {})}
         choice = None
         if args.mechanism == "auto":
-            choice, mech = _auto_mechanism(F, args, rng, opts)
+            choice, mech = _auto_mechanism(F, args, rng, opts, prepared)
         else:
-            mech = build_mechanism(args.mechanism, F, args, rng, opts)
+            mech = build_mechanism(args.mechanism, F, args, rng, opts, prepared)
         t0 = time.perf_counter()
         if x is not None:
             samples = np.atleast_2d(mech.release(x, size=args.count))
@@ -387,6 +393,9 @@ def add_parser(sub):
     s.add_argument("--resume", action="store_true",
                    help="continue the interrupted run in --checkpoint DIR: the identical command only (same F, "
                         "data, mechanism, ε, δ, count, walk, options), else refused")
+    s.add_argument("--prepared", metavar="FILE",
+                   help="a prepared workload of this F (knorm prepare): its rounding is loaded, not computed "
+                        "(refused for another F)")
     _add_workers(s)
     s.add_argument("--scheduler", metavar="ADDRESS", help="run chain batches on this Dask distributed scheduler")
     s.set_defaults(func=cmd_sample)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._io import atomic_write
 from ..body.hull import SymmetricHull, validate_matrix
 from .checkpoint import fingerprint
 from .rounding import Rounding
@@ -85,15 +86,7 @@ class PreparedWorkload:
             arrays.update(T=rnd.T, points=rnd.points, tau=np.array(rnd.tau), iterations=np.array(rnd.iterations),
                           eigen_spread=np.array(rnd.eigen_spread), span_basis=self.body.span_basis,
                           unit=np.array(self.body._unit))
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # public: the umask decides
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        atomic_write(path, lambda f: np.savez(f, **arrays))  # public: the usual permissions
         return path
 
 
@@ -115,15 +108,20 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, workers
 
 
 def _read(path: Path) -> dict[str, NDArray[Any]]:
+    bad = ValueError(f"prepared: {str(path)!r} is not a prepared-workload file (knorm prepare writes one)")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if not isinstance(z, np.lib.npyio.NpzFile):
-                raise ValueError
+        z = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError):
+        raise bad from None
+    if not isinstance(z, np.lib.npyio.NpzFile):  # a .npy array
+        raise bad
+    try:
+        with z:
             return {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError) as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise ValueError(f"prepared: {str(path)!r} is not a prepared-workload file (knorm prepare writes one)") from None
+    except (ValueError, OSError, EOFError):
+        raise bad from None
 
 
 def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkload:

@@ -1,0 +1,143 @@
+"""Prepared workloads (knorm.prepare / knorm.load_prepared): the F-only rounding, done once and saved."""
+
+import numpy as np
+import pytest
+
+import knorm
+from knorm import KNormMechanism, NIMechanism, PreparedWorkload, Sampler, load_prepared, prepare, workloads
+from knorm.walks import prepared as P
+from knorm.walks.sampler import WARMUP_TAUS, rounding_of
+
+F = workloads.marginals((2, 2, 2, 2, 2), 2)  # rank 16, no exact structure: MCMC with a rounding
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    path = tmp_path_factory.mktemp("prepared") / "w.knorm"
+    return prepare(F, path), path
+
+
+def test_the_file_holds_only_public_f_derived_data(saved):
+    w, path = saved
+    with np.load(path, allow_pickle=False) as z:
+        keys = set(z.files)
+        assert keys == {"format", "knorm", "fingerprint", "shape", "has_rounding", "T", "points", "tau", "iterations",
+                        "eigen_spread", "span_basis", "unit"}
+        assert str(z["fingerprint"]) == w.fingerprint == P.workload_fingerprint(F)
+        assert str(z["knorm"]) == knorm.__version__ and str(z["format"]) == P.FORMAT
+        # the rounding of a fresh body of F (seeded with the public ROUNDING_SEED) is what was saved
+        fresh = rounding_of(knorm.SymmetricHull(F))
+        assert np.array_equal(z["T"], fresh.T) and np.array_equal(z["points"], fresh.points)
+
+
+def test_seeded_runs_from_a_loaded_file_equal_runs_that_compute_the_rounding(saved):
+    _, path = saved
+    w = load_prepared(path, F)
+    assert isinstance(w, PreparedWorkload) and w.shape == F.shape
+    for seed in (1, 2):
+        a = KNormMechanism(F, epsilon=0.7, rng=seed, bank_size=300).sample_noise(40)
+        b = KNormMechanism(F, epsilon=0.7, rng=seed, bank_size=300, prepared=w).sample_noise(40)
+        assert np.array_equal(a, b)
+    da, ia = Sampler(F, rng=5, min_draws=200).run(100)
+    db, ib = Sampler(w.body, rng=5, min_draws=200).run(100)
+    assert np.array_equal(da, db) and ia.steps == ib.steps
+
+
+def test_nim_from_a_loaded_file_has_the_same_plan_and_noise(saved):
+    _, path = saved
+    kw = {"epsilon": 1.0, "bank_size": 300, "max_levels": 2, "max_estimates": 1}
+    a = NIMechanism(F, rng=3, **kw)
+    b = NIMechanism(F, rng=3, prepared=load_prepared(path, F), **kw)
+    assert [lv.dim for lv in a.levels] == [lv.dim for lv in b.levels]
+    assert np.array_equal(a.sample_noise(10), b.sample_noise(10))
+
+
+def test_the_warm_up_still_runs_after_loading(saved):
+    """The rounding's end points are public starts: a sampler on a loaded body must still
+    run ⌈20τ⌉ steps per chain before its first record (its chains forget the public start)."""
+    _, path = saved
+    w = load_prepared(path, F)
+    _, info = Sampler(w.body, rng=0, min_draws=100).run(50)
+    assert info.warmup == int(np.ceil(WARMUP_TAUS * w.rounding.tau)) >= WARMUP_TAUS
+    assert info.extra["tau"] == w.rounding.tau
+
+
+def test_another_matrix_is_refused(saved):
+    _, path = saved
+    G = F.copy()
+    G[0, 0] = 2.0
+    with pytest.raises(ValueError, match="another matrix") as e:
+        load_prepared(path, G)
+    assert "\n" not in str(e.value)
+    w = load_prepared(path, F)
+    with pytest.raises(ValueError, match="^prepared: .*another matrix"):
+        KNormMechanism(G, epsilon=1.0, prepared=w)
+    with pytest.raises(ValueError, match="^prepared: .*another matrix"):
+        NIMechanism(G, epsilon=1.0, prepared=w)
+    with pytest.raises(ValueError, match="^prepared: .*another matrix"):
+        knorm.recommend(G, epsilon=1.0, prepared=w)
+    with pytest.raises(TypeError, match="^prepared must be"):
+        KNormMechanism(F, epsilon=1.0, prepared=str(path))
+    with pytest.raises(ValueError, match="^prepared: .*not both"):
+        KNormMechanism(F, epsilon=1.0, prepared=w, body=w.body)
+
+
+def _rewrite(src, dst, **changes):
+    with np.load(src, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays.update(changes)
+    with open(dst, "wb") as f:
+        np.savez(f, **arrays)
+    return dst
+
+
+def test_stale_or_foreign_files_are_refused(saved, tmp_path, monkeypatch):
+    _, path = saved
+    cases = {
+        "format": _rewrite(path, tmp_path / "f.knorm", format=np.array("knorm-prepared-workload/0")),
+        "version": _rewrite(path, tmp_path / "v.knorm", knorm=np.array("0.0.1")),
+    }
+    for what, p in cases.items():
+        with pytest.raises(ValueError, match="prepare it again"):
+            load_prepared(p, F)
+    np.save(tmp_path / "a.npy", np.zeros(3))
+    (tmp_path / "t.knorm").write_text("not a file of ours")
+    for p in (tmp_path / "a.npy", tmp_path / "t.knorm"):
+        with pytest.raises(ValueError, match="not a prepared-workload file"):
+            load_prepared(p, F)
+    damaged = _rewrite(path, tmp_path / "d.knorm", T=np.eye(3))
+    with pytest.raises(ValueError, match="damaged"):
+        load_prepared(damaged, F)
+    monkeypatch.setattr(knorm, "__version__", "9.9.9")  # this knorm is newer than the file
+    with pytest.raises(ValueError, match="prepare it again"):
+        load_prepared(path, F)
+
+
+def test_a_rotated_span_basis_is_carried_over(saved, tmp_path):
+    """Another LAPACK may return another orthonormal basis U·R of F's span (R orthogonal, e.g.
+    within a repeated singular value). Saved span coordinates c_s = Rᵀc, so T_s = Rᵀ·T; loading
+    maps them back with Q = Uᵀ(U·R) = R: T = R·Rᵀ·T, equal up to rounding error."""
+    w, path = saved
+    U, T = w.body.span_basis, w.rounding.T
+    R, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((w.body.dim, w.body.dim)))
+    p = _rewrite(path, tmp_path / "rot.knorm", span_basis=U @ R, T=R.T @ T)
+    got = load_prepared(p, F).rounding
+    assert np.allclose(got.T, T, rtol=0, atol=1e-12 * np.abs(T).max())
+    other = np.linalg.qr(np.random.default_rng(1).standard_normal(U.shape))[0]  # not F's span
+    with pytest.raises(ValueError, match="does not span"):
+        load_prepared(_rewrite(path, tmp_path / "off.knorm", span_basis=other), F)
+
+
+def test_exact_structure_needs_no_rounding(tmp_path):
+    w = prepare(np.eye(4), tmp_path / "eye.knorm")
+    assert w.rounding is None
+    v = load_prepared(tmp_path / "eye.knorm", np.eye(4))
+    assert v.rounding is None
+    a = KNormMechanism(np.eye(4), epsilon=1.0, rng=2).sample_noise(5)
+    assert np.array_equal(a, KNormMechanism(np.eye(4), epsilon=1.0, rng=2, prepared=v).sample_noise(5))
+
+
+def test_recommend_takes_the_prepared_body(saved):
+    w, _ = saved
+    rec = knorm.recommend(F, epsilon=1.0, candidates=["knorm"], n_samples=200, prepared=w)
+    assert rec.best == "knorm" and rec.mechanism.body is w.body
