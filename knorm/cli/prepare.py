@@ -25,7 +25,7 @@ def load_prepared_option(args, F):
 def cmd_prepare(args):
     from ..walks.prepared import prepare
 
-    out = check_output(args.out, args.force, inputs=(args.matrix,), suffixes=(".knorm",))
+    out = check_output(args.out, args.force, inputs=(args.matrix,), suffixes=(".knorm", ".npz"))
     F, label = load_workload(args)
     progress = Progress(not args.quiet and sys.stderr.isatty(), "prepare")
     t0 = time.perf_counter()
@@ -61,7 +61,7 @@ def add_parser(sub):
                                    "nothing computed from data and no noise.")
     _add_workload(s)
     _add_debug(s, argparse.SUPPRESS)
-    s.add_argument("--out", required=True, help="the prepared-workload file to write (.knorm)")
+    s.add_argument("--out", required=True, help="the prepared-workload file to write (.knorm or .npz)")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     s.add_argument("--json", action="store_true", help="print a machine-readable summary")
     s.add_argument("--quiet", action="store_true", help="no progress bar and no summary (unless --json)")

@@ -1,0 +1,57 @@
+"""``knorm prepare`` and ``knorm sample --prepared``."""
+
+import json
+
+import numpy as np
+import pytest
+from cli_helpers import run
+
+from knorm import workloads
+
+WORKLOAD = ["--workload", "marginals", "--shape", "2", "2", "2", "2", "2", "--k", "2"]  # rank 16, MCMC
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    from knorm import cli
+
+    path = tmp_path_factory.mktemp("cli") / "w.knorm"
+    assert cli.main(["prepare", *WORKLOAD, "--out", str(path), "--quiet"]) == 0
+    return path
+
+
+def test_prepare_writes_a_public_file_and_reports_it(tmp_path, capsys):
+    out = tmp_path / "w.knorm"
+    rc, stdout, err = run(["prepare", *WORKLOAD, "--out", str(out), "--json"], capsys)
+    assert rc == 0 and out.exists(), err
+    s = json.loads(stdout)
+    assert s["dim"] == 16 and s["rounding"] is True and s["out"] == str(out) and len(s["fingerprint"]) == 64
+
+
+def test_sample_with_prepared_equals_sample_without(prepared, tmp_path, capsys):
+    seeded = ["--nonprivate-seed", "4", "--count", "30", "--quiet"]
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    assert run(["sample", *WORKLOAD, *seeded, "--out", str(a)], capsys)[0] == 0
+    assert run(["sample", *WORKLOAD, *seeded, "--out", str(b), "--prepared", str(prepared)], capsys)[0] == 0
+    assert np.array_equal(np.load(a), np.load(b))
+    for mechanism in ("nim", "auto"):
+        rc, _, err = run(["sample", *WORKLOAD, "--nonprivate-seed", "1", "--count", "3", "--quiet",
+                          "--mechanism", mechanism, "--prepared", str(prepared)], capsys)
+        assert rc == 0, err
+
+
+def test_bad_prepared_use_is_one_line(prepared, tmp_path, capsys):
+    np.save(tmp_path / "F.npy", workloads.marginals((2, 2, 2, 2, 2, 2), 2))
+    np.save(tmp_path / "x.npy", np.zeros(3))
+    cases = [
+        (["sample", "--matrix", str(tmp_path / "F.npy"), "--prepared", str(prepared)], 1, "another matrix"),
+        (["sample", *WORKLOAD, "--prepared", str(tmp_path / "x.npy")], 1, "not a prepared-workload file"),
+        (["sample", *WORKLOAD, "--prepared", str(tmp_path / "missing.knorm")], 1, "No such file"),
+        (["sample", *WORKLOAD, "--mechanism", "laplace", "--prepared", str(prepared)], 2, "--prepared applies only"),
+        (["prepare", *WORKLOAD], 2, "--out"),
+        (["prepare", *WORKLOAD, "--out", str(prepared)], 1, "exists; use --force"),
+        (["prepare", *WORKLOAD, "--out", str(tmp_path / "w.npy")], 1, "must end in .knorm or .npz"),
+    ]
+    for argv, status, text in cases:
+        rc, stdout, err = run([*argv, "--count", "3"] if argv[0] == "sample" else argv, capsys)
+        assert rc == status and err.count("\n") == 1 and text in err and "Traceback" not in err, (argv, rc, err)
