@@ -1,4 +1,4 @@
-"""Prepared workloads: the public work that depends on F only, done once and saved (docs/design.md §3.4).
+"""Prepared workloads: the public work that depends on F only, done once and saved (docs/design.md §3.7).
 
 A statistics office releases the same workload F for many tables. The rounding of
 ``K = F·B₁ⁿ`` (:func:`~knorm.walks.rounding.round_body`: the map T, τ and its chains'
