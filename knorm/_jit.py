@@ -1,8 +1,8 @@
-"""Guard against stale numba caches.
+"""The numba kernels' decorator, cold-cache check and compile timer; a guard against stale caches.
 
 numba's ``cache=True`` keys a cached function on its own source file only: when a
-kernel in another file changes (``body/_simplex.py`` called from
-``walks/_kernels.py``), the caller's cached machine code silently keeps the old
+kernel in another file changes (``body/_marginal.py`` called from ``body/_simplex.py``,
+called from ``walks/_kernels.py``), the caller's cached machine code silently keeps the old
 callee. Before any kernel module is imported, this hashes all kernel sources and,
 when the hash differs from the one stamped beside the caches, deletes the cached
 files so that everything recompiles consistently.
@@ -11,8 +11,11 @@ files so that everything recompiles consistently.
 import hashlib
 from pathlib import Path
 
+from numba import njit, types
+from numba.core import event as _event
+
 _ROOT = Path(__file__).resolve().parent
-KERNEL_SOURCES = ("body/_simplex.py", "walks/_kernels.py")
+KERNEL_SOURCES = ("body/_marginal.py", "body/_simplex.py", "walks/_kernels.py")
 _STAMP = "knorm-kernels.sha1"
 
 
@@ -47,3 +50,97 @@ def invalidate_stale_caches():
         except OSError:
             # read-only install: numba falls back to compiling in memory when it cannot cache
             pass
+
+
+# -- one machine code per kernel and argument types ------------------------------------
+# numba compiles a kernel once per distinct argument types, and a constant argument in a
+# call from another kernel (``_pivot(..., True)``) is typed as a literal: the cold
+# `knorm sample` compiled _pivot four times, _pivot_out three times and seven more kernels
+# twice, each with its whole call tree (about 11 s of 66 s). ``kernel`` widens literals to
+# their plain types and reuses a compiled version that the arguments fit unchanged.
+
+
+def _fits(typingctx, arg, formal):
+    """True if ``arg`` passes to ``formal`` unchanged: the same type up to literal-ness, or an
+    array of the same dtype and dimensions where ``formal`` takes any layout."""
+    if arg == formal:
+        return True
+    if isinstance(arg, types.Array) and isinstance(formal, types.Array):
+        return (arg.dtype == formal.dtype and arg.ndim == formal.ndim and formal.layout == "A"
+                and typingctx.can_convert(arg, formal) is not None)
+    return False
+
+
+def kernel(**options):
+    """``numba.njit(cache=True, nogil=True, **options)`` that compiles one version per argument
+    types, a constant argument typed like a variable (``f(x, -1)`` and ``f(x, j)`` share one),
+    and reuses an any-layout version for a contiguous array."""
+
+    def decorate(fn):
+        disp = njit(**{"cache": True, "nogil": True, **options})(fn)
+        compile_exact = disp.compile
+
+        def compile(sig):
+            if not isinstance(sig, tuple):  # an explicit signature: numba's own path
+                return compile_exact(sig)
+            args = tuple(types.unliteral(a) for a in sig)
+            for have, cres in list(disp.overloads.items()):
+                if len(have) == len(args) and all(_fits(disp.typingctx, a, h) for a, h in zip(args, have)):
+                    return cres.entry_point
+            return compile_exact(args)
+
+        disp.compile = compile
+        return disp
+
+    return decorate
+
+
+# -- cold cache and compile time --------------------------------------------------------
+
+
+def kernels_cached(dispatchers):
+    """False if any of the kernels ``dispatchers`` has no valid numba cache index (missing,
+    from other sources or another numba): its first call compiles. Reads the index files only."""
+    for disp in dispatchers:
+        try:
+            cache_file = disp._cache._cache_file
+            if not cache_file._load_index():  # {} when missing or stale (numba's own check)
+                return False
+        except (AttributeError, OSError, EOFError, ValueError, TypeError):
+            return False  # no disk cache (read-only install, numba internals changed): compiles
+    return True
+
+
+def sampling_kernels_cached():
+    """False if the first MCMC sampling run in this process compiles its kernels (see
+    :func:`kernels_cached`)."""
+    from .body import _simplex as sx
+    from .walks import _kernels as kn
+
+    return kernels_cached((sx.crash, sx.refactor, sx.solve, sx.gauge_many, sx.move, kn.run_chain))
+
+
+class CompileTimer:
+    """Seconds numba spends compiling (not loading cached code) between ``start()`` and
+    ``stop()`` (or inside ``with CompileTimer() as ct:``); ``seconds`` is readable at any time."""
+
+    def __init__(self):
+        self._listener = _event.TimingListener()
+
+    def start(self):
+        _event.register("numba:compile", self._listener)
+        return self
+
+    def stop(self):
+        _event.unregister("numba:compile", self._listener)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    @property
+    def seconds(self):
+        return self._listener.duration if self._listener.done else 0.0

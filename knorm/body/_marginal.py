@@ -15,12 +15,13 @@ Operator layout ``M`` (a tuple, empty arrays when F is not a marginal workload):
 """
 
 import numpy as np
-from numba import njit
+
+from .._jit import kernel
 
 _FM = {"reassoc", "contract"}
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def marginal_dots(M, v, out):
     """``out = Fᵀ(W v)`` for the marginal operator ``M`` (see the module docstring)."""
     Wt, mem_off, mem_group, mem_outptr, mem_outoff, mem_inmap, g_vptr, g_nout, codes, oo_idx, B = M

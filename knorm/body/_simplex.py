@@ -27,8 +27,8 @@ turns failures into clear exceptions.
 import math
 
 import numpy as np
-from numba import njit
 
+from .._jit import kernel
 from ._marginal import marginal_dots
 
 OK = 0
@@ -64,12 +64,12 @@ CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ neve
 # for sparse F (0/1 workloads) and streams contiguous rows for dense F.
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _ncols(A):
     return A[0].shape[0] - 1
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def _col_dot(A, j, v):
     """``f_jᵀv``."""
     D = A[3]
@@ -84,7 +84,7 @@ def _col_dot(A, j, v):
     return s
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def _all_dots(A, v, out):
     """``out_j = f_jᵀv`` for every column (the pivot's O(nnz) pass)."""
     D = A[3]
@@ -107,7 +107,7 @@ def _all_dots(A, v, out):
                     out[ridx[k]] += vi * rval[k]
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def _col_norm2(A, j):
     """``‖f_j‖²``."""
     D = A[3]
@@ -121,7 +121,7 @@ def _col_norm2(A, j):
     return s
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _column(A, j, sign, out):
     """``out ← sign·f_j`` (dense r-vector)."""
     D = A[3]
@@ -135,7 +135,7 @@ def _column(A, j, sign, out):
             out[idx[k]] = sign * val[k]
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def _invert(B, Binv):
     """``Binv ← B⁻¹`` by in-place Gauss–Jordan elimination with partial (row) pivoting.
 
@@ -195,7 +195,7 @@ def _invert(B, Binv):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _basis_matrix(A, basis, B):
     n, r = _ncols(A), basis.shape[0]
     for k in range(r):
@@ -203,7 +203,7 @@ def _basis_matrix(A, basis, B):
         _column(A, c % n, 1.0 if c < n else -1.0, B[:, k])
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _next_rand(state):
     """xorshift64*: deterministic pseudo-random doubles in [-1, 1) for the crash walk."""
     x = state[0]
@@ -215,7 +215,7 @@ def _next_rand(state):
     return float(v) * (2.0 / 9007199254740992.0) - 1.0
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def crash(A, direction, basis, seed, cp, cm):
     """A dual feasible, nonsingular basis: walk inside ``{λ : f_jᵀλ <= cp_j, -f_jᵀλ <= cm_j}``
     (the polar ``{|Fᵀλ| <= 1}`` for unit costs).
@@ -302,7 +302,7 @@ def crash(A, direction, basis, seed, cp, cm):
     return True
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _set_duals(A, basis, Binv, lam, g, cp, cm):
     """``λ = B⁻ᵀ c_B`` and ``g = Fᵀλ`` for the costs ``cp`` (of +f_j) and ``cm`` (of -f_j)."""
     n, r = _ncols(A), basis.shape[0]
@@ -318,7 +318,7 @@ def _set_duals(A, basis, Binv, lam, g, cp, cm):
     _all_dots(A, lam, g)
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _refactor_once(A, basis, Binv, lam, g, cp, cm):
     n, r = _ncols(A), basis.shape[0]
     B = np.empty((r, r))
@@ -330,14 +330,14 @@ def _refactor_once(A, basis, Binv, lam, g, cp, cm):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def refactor(A, basis, Binv, lam, g, ctr):
     """:func:`refactor_c` with the gauge LP's unit costs."""
     unit = np.empty(0)
     return refactor_c(A, basis, Binv, lam, g, ctr, unit, unit)
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def refactor_c(A, basis, Binv, lam, g, ctr, cp, cm):
     """Recompute ``B⁻¹``, ``λ`` and ``g`` from the basis (cures drift of the updates).
 
@@ -365,7 +365,7 @@ def refactor_c(A, basis, Binv, lam, g, ctr, cp, cm):
     return SINGULAR
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def _matvec(Binv, y, out):
     r = Binv.shape[0]
     for k in range(r):
@@ -375,7 +375,7 @@ def _matvec(Binv, y, out):
         out[k] = s
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def _dot(a, b):
     s = 0.0
     for i in range(a.shape[0]):
@@ -383,14 +383,14 @@ def _dot(a, b):
     return s
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def _row_alpha(A, rho, alpha):
     """alpha_j = f_jᵀρ for all columns; returns ‖ρ‖."""
     _all_dots(A, rho, alpha)
     return np.sqrt(_dot(rho, rho))
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def _ratio_test(alpha, g, cp, cm, atol, bland, cand):
     """Dual ratio test over the 2n columns; returns the entering code or -1.
 
@@ -450,7 +450,7 @@ def _ratio_test(alpha, g, cp, cm, atol, bland, cand):
     return best
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
     """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹.
 
@@ -490,7 +490,7 @@ def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
     return 0
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@kernel(fastmath=_FM)
 def _eta_update(Binv, u, p, up, rowp):
     """``B⁻¹ ← E B⁻¹`` for the eta matrix of pivot row p (``u = B⁻¹a_q``, ``up = u[p]``).
 
@@ -509,7 +509,7 @@ def _eta_update(Binv, u, p, up, rowp):
                     Binv[k, i] -= f * rowp[i]
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _update_primal(w, u, p):
     """``w ← E w`` for the pivot's eta matrix (``u = B⁻¹a_q`` of the old basis)."""
     wp = w[p] / u[p]
@@ -518,13 +518,13 @@ def _update_primal(w, u, p):
     w[p] = wp
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _row(Binv, p, rho):
     for i in range(Binv.shape[0]):
         rho[i] = Binv[p, i]
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand):
     """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update.
 
@@ -540,7 +540,7 @@ def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, 
     return _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True)
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _anti_cycling(progress, stall, bland, ctr):
     """Switch to Bland's rule after STALL pivots in a row without progress; back on progress."""
     if progress:
@@ -552,7 +552,7 @@ def _anti_cycling(progress, stall, bland, ctr):
     return stall, bland
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _leaving_row(Binv, basis, w, bland):
     """Dual pricing: the row with the largest dual steepest-edge score ``w_k²/‖ρ_k‖²``
     among ``w_k < -PRIMAL_TOL·max|w|`` (Bland: the smallest basis code); -1 if none."""
@@ -582,7 +582,7 @@ def _leaving_row(Binv, basis, w, bland):
     return p
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _mix(j):
     """splitmix64 of ``j`` -> a double in [0, 1): the deterministic per-column perturbation."""
     z = np.uint64(j) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019)
@@ -592,7 +592,7 @@ def _mix(j):
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _perturbed_costs(A, basis, Binv, lam, g, cp, cm):
     """Costs ``1 + δ`` (δ = PERTURB·(1 + U[0,1)), fixed per column and sign), duals for
     them, and cost shifts for the nonbasic columns the perturbation made dual infeasible
@@ -605,7 +605,7 @@ def _perturbed_costs(A, basis, Binv, lam, g, cp, cm):
     _shift_costs(basis, g, cp, cm)
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _shift_costs(basis, g, cp, cm):
     """Shift the cost of every nonbasic column with a negative reduced cost so that its
     reduced cost becomes its own small δ (keeps the perturbed phase dual feasible after
@@ -621,7 +621,7 @@ def _shift_costs(basis, g, cp, cm):
             cm[j] = -g[j] + PERTURB * (1.0 + _mix(2 * j + 1))
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
     """Primal simplex with the true (unit) costs from a primal feasible basis.
 
@@ -700,7 +700,7 @@ def _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
     return PIVOT_LIMIT
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
     """Dual simplex pivots (costs cp, cm) until ``B⁻¹y >= 0``; returns (status, pivots)."""
     n, r = _ncols(A), basis.shape[0]
@@ -731,7 +731,7 @@ def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
     return PIVOT_LIMIT, budget
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def solve(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     """Dual simplex from the current (dual feasible) basis to an optimal one for ``y``.
 
@@ -782,7 +782,7 @@ def solve(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     return PIVOT_LIMIT
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _solve_scaled(A, fmax, basis, Binv, lam, g, ctr, y, ys, max_pivots):
     """:func:`solve` at ``ys = y·2^-e`` with ``max|ys|`` in [0.5, 1) (exact; the basis
     optimal there is optimal at y: ‖·‖_K is positively homogeneous); returns (status, e)."""
@@ -795,7 +795,7 @@ def _solve_scaled(A, fmax, basis, Binv, lam, g, ctr, y, ys, max_pivots):
     return solve(A, fmax, basis, Binv, lam, g, ctr, ys, max_pivots), e
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     """Parametric right-hand side walk along ``x + s·u``, ``s >= 0``.
 
@@ -890,7 +890,7 @@ def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     return PIVOT_LIMIT
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def gauge_many(A, fmax, basis, Binv, lam, g, ctr, Y, max_pivots, out, normals):
     """Gauge of each row of ``Y`` (warm-starting each from the previous basis).
 

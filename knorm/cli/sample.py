@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from .._jit import CompileTimer, sampling_kernels_cached
 from ..walks.chains import WALKS
 from ..walks.checkpoint import Checkpoint, CheckpointConflict
 from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,
@@ -222,7 +223,10 @@ def cmd_sample(args):
     show = not args.quiet and sys.stderr.isatty()
     progress = Progress(show, f"{args.mechanism} ε={args.epsilon:g}")
     executor = None
+    if args.mechanism in ("knorm", "nim", "auto") and not (args.quiet or args.scheduler or sampling_kernels_cached()):
+        sys.stderr.write("knorm: compiling the sampling kernels once (about a minute; cached for later runs)\n")
     t0 = time.perf_counter()
+    compiling = CompileTimer().start()
     try:
         if args.scheduler:
             executor = _dask_executor(args.scheduler)
@@ -232,7 +236,7 @@ def cmd_sample(args):
             choice, mech = _auto_mechanism(F, args, rng, opts, prepared)
         else:
             mech = build_mechanism(args.mechanism, F, args, rng, opts, prepared)
-        t0 = time.perf_counter()
+        t0, compile_before = time.perf_counter(), compiling.seconds
         if x is not None:
             samples = np.atleast_2d(mech.release(x, size=args.count))
         else:
@@ -244,10 +248,14 @@ def cmd_sample(args):
             checkpoint.retire()  # no snapshot to continue: the saved entropy alone is a useless secret
         raise
     finally:
+        compiling.stop()
         progress.close()
         if executor is not None:
             executor.close()
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0 - (compiling.seconds - compile_before)  # the speed counts no compiling
+    if compiling.seconds >= 0.5 and not args.quiet:
+        sys.stderr.write(f"knorm: compiled the kernels in {compiling.seconds:.1f} s (once; not counted in the "
+                         "speed)\n")
     if checkpoint is not None:
         try:  # before the answers exist anywhere: from here on no crash leaves their noise to replay
             checkpoint.retire()
@@ -272,6 +280,7 @@ def cmd_sample(args):
         "mechanism_choice": choice,
         "seconds": seconds,
         "samples_per_second": args.count / seconds if seconds > 0 else None,
+        "compile_seconds": compiling.seconds,
     }
     if x is None:  # noise alone touches no data: its statistics are safe to print
         from ..mechanisms._base import mean_stderr, row_norms

@@ -17,8 +17,8 @@ refresh).
 """
 
 import numpy as np
-from numba import njit
 
+from .._jit import kernel
 from ..body import _simplex as sx
 
 BALL = 0
@@ -32,7 +32,7 @@ S_REFLECTIONS = 1  # billiard reflections
 S_STEPS = 2
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1):
     """Copy oracle state 0 into state 1, with its pivots-since-refactorisation count
     (so refactorisation timing, hence every last bit, depends only on the trajectory)."""
@@ -43,7 +43,7 @@ def _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1):
     c1[0] = c0[0]
 
 
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+@kernel(fastmath={"reassoc", "contract"})
 def _tmul_t(T, v, out):
     """``out ← Tᵀ·v``."""
     r = v.shape[0]
@@ -55,7 +55,7 @@ def _tmul_t(T, v, out):
             out[i] += T[k, i] * vk
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _ball_chord(x, u, radius):
     """Both distances ``s >= 0`` to the sphere ``‖x + s·u‖ = radius`` along +u and −u."""
     if radius == np.inf:
@@ -71,7 +71,7 @@ def _ball_chord(x, u, radius):
     return max((-xu + root) / uu, 0.0), max((xu + root) / uu, 0.0)
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _chord_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, radius, max_piv, out):
     """Hit-and-run move along u: uniform point on the chord of ``K ∩ radius·B₂``, v ~ U(0,1).
 
@@ -110,7 +110,7 @@ def _chord_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, rad
     return st
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _reflect(u, nrm):
     """u ← u − 2 (u·n / n·n) n."""
     un = 0.0
@@ -123,7 +123,7 @@ def _reflect(u, nrm):
         u[i] -= f * nrm[i]
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _radial(T, lam, x, radius, v, z):
     """Radial Gibbs move: ``x ← c·x`` with ``c = c_max·v^{1/r}``, ``v`` ~ U(0, 1].
 
@@ -148,7 +148,7 @@ def _radial(T, lam, x, radius, v, z):
         x[i] *= c
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _billiard_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, max_refl, radius, max_piv, out,
                    stats):
     """Billiard walk in ``K ∩ radius·B₂``: travel ``length`` along unit u, reflecting off
@@ -196,7 +196,7 @@ def _billiard_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, len
     return sx.OK
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, stats):
     """Ball walk: propose x + δ·(uniform point of the unit ball); stay if outside K."""
     r = x.shape[0]
@@ -222,7 +222,7 @@ def _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, s
     return sx.OK
 
 
-@njit(cache=True, nogil=True)
+@kernel()
 def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offset, params, max_piv, out, stats):
     """Advance one chain ``unif.shape[0]`` steps; store x after every ``thin``-th step.
 
