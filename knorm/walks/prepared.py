@@ -124,6 +124,30 @@ def _read(path: Path) -> dict[str, NDArray[Any]]:
         raise bad from None
 
 
+def _rounding(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> Rounding:
+    """The saved rounding for ``body``, checked: shapes, finite entries, τ ≥ 1, end points in K."""
+    damaged = ValueError(f"prepared: {str(path)!r} is damaged (its rounding does not fit the body of F)")
+    r = body.dim
+    if any(k not in z for k in _ROUNDING_KEYS):
+        raise damaged
+    U, T, pts = z["span_basis"], z["T"], z["points"]
+    shapes = U.shape == body.span_basis.shape and T.shape == (r, r) and pts.ndim == 2 and pts.shape[1] == r
+    if not (shapes and all(np.all(np.isfinite(a)) for a in (U, T, pts, z["unit"], z["tau"], z["eigen_spread"]))
+            and float(z["tau"]) >= 1.0 and float(z["unit"]) > 0.0 and abs(np.linalg.det(T)) > 0.0):
+        raise damaged
+    if not (np.array_equal(U, body.span_basis) and float(z["unit"]) == body._unit):
+        # span coordinates c = Uᵀy/unit: c_here = (U_hereᵀU_saved)·(unit_saved/unit_here)·c_saved
+        Q = body.span_basis.T @ U
+        if np.max(np.abs(body.span_basis @ Q - U)) > 1e-8:
+            raise ValueError(f"prepared: {str(path)!r} does not span this F's answer space")
+        T = (Q * (float(z["unit"]) / body._unit)) @ T
+    frame = body.frame.mapped(T)
+    if len(pts) and not np.all(frame.gauges(pts, frame.crash_basis())[0] <= 1.0 + 1e-9):  # starts in K
+        raise damaged
+    return Rounding(T=T, frame=frame, covariance=T @ T.T, iterations=int(z["iterations"]),
+                    eigen_spread=float(z["eigen_spread"]), points=pts, tau=float(z["tau"]))
+
+
 def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkload:
     """The prepared workload saved at ``path`` by :func:`prepare`, for this ``F``.
 
@@ -148,21 +172,7 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
                          f"{tuple(int(s) for s in z['shape'])}, fingerprint {str(z['fingerprint'])[:12]}…), not for "
                          f"this F {F.shape} ({fp[:12]}…): prepare this F")
     body = SymmetricHull(F)
-    rnd = None
-    if bool(z["has_rounding"]):
-        missing = [k for k in _ROUNDING_KEYS if k not in z]
-        U, r = z["span_basis"] if not missing else None, body.dim
-        if missing or U is None or U.shape != body.span_basis.shape or z["T"].shape != (r, r):
-            raise ValueError(f"prepared: {str(path)!r} is damaged (its rounding does not fit the body of F)")
-        T = z["T"]
-        if not (np.array_equal(U, body.span_basis) and float(z["unit"]) == body._unit):
-            # span coordinates c = Uᵀy/unit: c_here = (U_hereᵀU_saved)·(unit_saved/unit_here)·c_saved
-            Q = body.span_basis.T @ U
-            if np.max(np.abs(body.span_basis @ Q - U)) > 1e-8:
-                raise ValueError(f"prepared: {str(path)!r} does not span this F's answer space")
-            T = (Q * (float(z["unit"]) / body._unit)) @ T
-        rnd = Rounding(T=T, frame=body.frame.mapped(T), covariance=T @ T.T, iterations=int(z["iterations"]),
-                       eigen_spread=float(z["eigen_spread"]), points=z["points"], tau=float(z["tau"]))
+    rnd = _rounding(z, body, path) if bool(z.get("has_rounding", False)) else None
     return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd)
 
 

@@ -105,9 +105,12 @@ def test_stale_or_foreign_files_are_refused(saved, tmp_path, monkeypatch):
     for p in (tmp_path / "a.npy", tmp_path / "t.knorm"):
         with pytest.raises(ValueError, match="not a prepared-workload file"):
             load_prepared(p, F)
-    damaged = _rewrite(path, tmp_path / "d.knorm", T=np.eye(3))
-    with pytest.raises(ValueError, match="damaged"):
-        load_prepared(damaged, F)
+    w = load_prepared(path, F)
+    bad = {"T": np.eye(3), "tau": np.array(0.5), "points": 3.0 * w.rounding.points,  # starts outside K
+           "span_basis": np.full_like(w.body.span_basis, np.nan)}
+    for key, value in bad.items():
+        with pytest.raises(ValueError, match="damaged"):
+            load_prepared(_rewrite(path, tmp_path / f"d-{key}.knorm", **{key: value}), F)
     monkeypatch.setattr(knorm, "__version__", "9.9.9")  # this knorm is newer than the file
     with pytest.raises(ValueError, match="prepare it again"):
         load_prepared(path, F)
