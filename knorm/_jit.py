@@ -57,7 +57,7 @@ def invalidate_stale_caches():
 # call from another kernel (``_pivot(..., -1, ...)``) is typed as a literal: the cold
 # `knorm sample` compiled _pivot four times, _pivot_out three times and seven more kernels
 # twice, each with its whole call tree. ``kernel`` types numeric constants as plain numbers
-# (21% less compile CPU). Boolean constants stay literal: numba then drops the branches they
+# (15% less compile time). Boolean constants stay literal: numba then drops the branches they
 # switch off (``_pivot(..., True)``), and widening them too cost 4% of the sampling speed.
 
 
