@@ -101,15 +101,6 @@ def kernels_cached(dispatchers):
     return True
 
 
-def sampling_kernels_cached():
-    """False if the first MCMC sampling run in this process compiles its kernels (see
-    :func:`kernels_cached`)."""
-    from .body import _simplex as sx
-    from .walks import _kernels as kn
-
-    return kernels_cached((sx.crash, sx.refactor, sx.solve, sx.gauge_many, sx.move, kn.run_chain))
-
-
 class CompileTimer:
     """Seconds numba spends compiling (not loading cached code) between ``start()`` and
     ``stop()`` (or inside ``with CompileTimer() as ct:``); ``seconds`` is readable at any time."""

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from .._jit import CompileTimer, sampling_kernels_cached
+from .._jit import CompileTimer
+from ..walks.chains import sampling_kernels_cached
 from ..walks.chains import WALKS
 from ..walks.checkpoint import Checkpoint, CheckpointConflict
 from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,

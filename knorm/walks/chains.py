@@ -87,6 +87,15 @@ WALKS = {w.name: w for w in (
 )}
 
 
+def sampling_kernels_cached():
+    """False if the first MCMC sampling run in this process compiles its kernels (see
+    :func:`knorm._jit.kernels_cached`)."""
+    from .._jit import kernels_cached
+    from ..body import _simplex as sx
+
+    return kernels_cached((sx.crash, sx.refactor, sx.solve, sx.gauge_many, sx.move, kn.run_chain))
+
+
 def walk_id(walk):
     """The kernel branch of a walk name (ValueError naming ``walk`` if unknown)."""
     if walk not in WALKS:
