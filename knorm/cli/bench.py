@@ -107,7 +107,7 @@ def add_parser(sub):
                                    "nothing bench prints is private. With no options each benchmark runs the "
                                    "settings and seeds of its script (scripts/compare_oracles.py: d 40, seed 0; "
                                    "scripts/reproduce_table3.py: d 40 20, seed 2019; scripts/scaling.py: d 10 20 "
-                                   "40 80, seed 0), so it reproduces the README's tables. Files are written "
+                                   "40 80, seed 0), so it reproduces the documentation's tables. Files are written "
                                    "atomically and never overwritten without --force.")
     _add_debug(b, argparse.SUPPRESS)
     b.add_argument("what", nargs="?", choices=["oracles", "table3", "scaling", "all"], default="all",
