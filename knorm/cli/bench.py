@@ -9,7 +9,7 @@ from ..walks.chains import WALKS
 from ._common import (CLIError, UsageError, _add_debug, _add_workers, _check_writable, _positive_float, _positive_int,
                       _seed)
 
-# Defaults of the scripts the README's tables come from (scripts/compare_oracles.py,
+# Defaults of the scripts the documentation's tables come from (scripts/compare_oracles.py,
 # reproduce_table3.py, scaling.py): `knorm bench X` with no options reproduces them.
 BENCH_DEFAULTS = {
     "oracles": {"d": [40], "seed": 0},
