@@ -102,8 +102,10 @@ def _box(frame, tol, max_dim, rng):
     _, normals = frame.gauges(Y)
     scale = np.max(np.abs(normals))
     key = normals / scale
-    # K is symmetric: canonicalise each normal up to sign (largest entry positive)
-    key *= np.sign(key[np.arange(len(key)), np.argmax(np.abs(key), axis=1)])[:, None]
+    # K is symmetric: canonicalise each normal up to sign (first clearly non-zero entry positive;
+    # the largest entry is no key: two entries of equal size, e.g. ±0.57, tie up to rounding noise)
+    lead = np.argmax(np.abs(key) > 1e-6 * np.abs(key).max(axis=1, keepdims=True), axis=1)
+    key *= np.sign(key[np.arange(len(key)), lead])[:, None]
     _, first = np.unique(np.round(key, 9), axis=0, return_index=True)
     half = key[first]  # unrounded representatives
     if len(half) != r:
