@@ -253,6 +253,8 @@ class Accounted:
 class Mechanism(Accounted, ABC):
     """Base: holds F, validates x, and turns noise into releases ``Fx + noise``."""
 
+    _checkpoint: Any = None  # the MCMC mechanisms' Checkpoint (sampler_options), told of each release
+
     def __init__(self, F: ArrayLike, rng: np.random.Generator | int | None,
                  accountant: BudgetAccountant | None = None) -> None:
         self.F = validate_matrix(F)
@@ -289,6 +291,8 @@ class Mechanism(Accounted, ABC):
         if not np.all(np.isfinite(fx)):
             raise ValueError("x is too large: Fx overflows float64")
         self._check_budget(m or 1)
+        if self._checkpoint is not None:  # a resumed session may only repeat its releases on the same data
+            self._checkpoint.note("release", x, m)
         out = check_finite_output(fx + self.sample_noise(size), "the answer")
         self._spend(m or 1)
         return out

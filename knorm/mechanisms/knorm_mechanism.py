@@ -78,6 +78,7 @@ class KNormMechanism(Mechanism):
             raise ValueError(f"accept_uncertified must be True or False, got {accept_uncertified!r}")
         self.accept_uncertified = bool(accept_uncertified)
         self.sampler_options = check_sampler_options(sampler_options)
+        self._checkpoint = self.sampler_options.get("checkpoint")
         self.body = body if body is not None else SymmetricHull(self.F)
         self.dim = self.body.dim
         self.structure = self.body.exact_structure
@@ -134,6 +135,8 @@ class KNormMechanism(Mechanism):
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size)
+        if self._checkpoint is not None:
+            self._checkpoint.note("noise", m)
         z = self.sample_uniform(m or 1)
         r = self._rng.gamma(self.dim + 1, 1.0 / self.epsilon, size=len(z))
         with np.errstate(over="ignore"):  # an overflow raises in check_finite_output

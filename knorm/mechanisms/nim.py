@@ -189,7 +189,9 @@ class NIMechanism(Mechanism):
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
         positive_int("bank_size", bank_size)
-        self._workers = check_workers(check_sampler_options(sampler_options).get("workers"))  # the plan's too
+        opts = check_sampler_options(sampler_options)
+        self._workers = check_workers(opts.get("workers"))  # the plan's too
+        self._checkpoint = opts.get("checkpoint")
         if not isinstance(split, str) or split not in SPLITS:
             raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
         self.split = split

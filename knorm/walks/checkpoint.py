@@ -38,7 +38,7 @@ from ..errors import CheckpointConflict
 CHAIN_KEYS = ("x", "basis", "Binv", "lam", "g", "ctr", "stats", "normals", "unif", "pos")
 ENTROPY_FILE = "noise-entropy.json"
 SNAPSHOTS = "sample-*.npz"
-_META = ("fingerprint", "session", "context", "run")
+_META = ("fingerprint", "session", "context", "run", "calls")
 
 
 def _feed(h: Any, p: Any) -> None:
@@ -90,7 +90,7 @@ def _read_meta(path: Path) -> dict[str, Any]:
     try:
         with np.load(path, allow_pickle=False) as z:
             return {"fingerprint": str(z["fingerprint"]), "session": str(z["session"]), "context": str(z["context"]),
-                    "run": int(z["run"])}
+                    "run": int(z["run"]), "calls": list(json.loads(str(z["calls"])))}
     except (OSError, ValueError, KeyError, TypeError):
         raise CheckpointConflict(f"{str(path)!r} is not a snapshot of this knorm version; delete the checkpoint "
                                  "folder and start again") from None
@@ -111,7 +111,10 @@ class Checkpoint:
     ValueError) unless the folder holds one unfinished snapshot with the same context, and
     its first run refuses unless the settings bound match; earlier runs of the session (whose
     snapshots were deleted when they finished) run again, identically for the same seed, and
-    the saved run continues bit for bit. A folder open to other users is refused.
+    the saved run continues bit for bit. A mechanism tells its checkpoint of every release
+    (:meth:`note`: the data and size): a resumed session must repeat the interrupted one's
+    releases on the same data, in order (the same answers again), so draws already released
+    never reach other data. A folder open to other users is refused.
 
     Call :meth:`retire` (or use ``with Checkpoint(...) as ck:``) once the answers are final:
     it deletes the saved entropy and any snapshot left. ``loaded`` counts the snapshots
@@ -127,7 +130,7 @@ class Checkpoint:
                  context: Any = None) -> None:
         if not isinstance(directory, (str, os.PathLike)) or not str(directory):
             raise TypeError(f"directory must be a path, got {short_repr(directory)}")
-        if not is_real(every) or math.isnan(every) or every < 0:
+        if not is_real(every) or not (every >= 0 and (every == math.inf or every < 2.0**1000)):
             raise ValueError(f"every must be a number of seconds >= 0, got {short_repr(every)}")
         if not isinstance(resume, (bool, np.bool_)):
             raise TypeError(f"resume must be True or False, got {short_repr(resume)}")
@@ -140,6 +143,7 @@ class Checkpoint:
         self._runs = 0  # sampler runs started with this checkpoint
         self._current: int | None = None  # index of the run in progress
         self._pending: dict[str, Any] | None = None  # resume: the snapshot to continue
+        self._calls: list[str] = []  # fingerprints of the noise-drawing calls of this session (note())
         self._entropy: int | None = None
         self._entropy_saved = False
         self.retired = False
@@ -227,6 +231,23 @@ class Checkpoint:
             raise CheckpointConflict(f"the unfinished run in {str(self.directory)!r} was made with other settings "
                                      "(ε, δ, walk, matrix, seed or sampler options); resume only the identical run")
 
+    def note(self, *parts: Any) -> None:
+        """Record a call that draws noise (a mechanism's release: its data and size; a noise
+        draw: its size) before any noise is drawn. A resumed session must repeat the
+        interrupted session's calls, in order, with the same data, up to the interrupted one:
+        the runs it re-runs then hand their draws to the same data they were released on
+        (the same answers again), never to other data (a replay); anything else raises
+        :class:`CheckpointConflict`, nothing drawn."""
+        if self.retired:
+            return
+        h = fingerprint(*parts)
+        p, i = self._pending, len(self._calls)
+        if p is not None and (i >= len(p["calls"]) or p["calls"][i] != h):
+            raise CheckpointConflict(f"the unfinished run in {str(self.directory)!r} was reached by other releases: a "
+                                     "resumed session must repeat the interrupted one's releases (same data, same "
+                                     "sizes, in order); its noise is never used on other data")
+        self._calls.append(h)
+
     def load(self, fp: str) -> dict[str, Any] | None:
         """Start a sampler run with fingerprint ``fp``: its snapshot if this is the
         unfinished run being resumed, else None (a fresh run)."""
@@ -241,7 +262,7 @@ class Checkpoint:
         if i < p["run"]:  # finished before the interrupt: run again, unsaved (the saved run stays the one)
             self._current = None
             return None
-        if p["fingerprint"] != fp:
+        if p["fingerprint"] != fp or p["calls"] != self._calls:
             raise CheckpointConflict(f"the unfinished run in {str(self.directory)!r} does not match this run (sizes, "
                                      "options or seed differ); resume only the identical run")
         with np.load(p["path"], allow_pickle=False) as z:
@@ -269,7 +290,8 @@ class Checkpoint:
         arrays["chain_rng"] = np.array([json.dumps(s["rng"]) for s in states])
         arrays.update({k: np.asarray(v) for k, v in scalars.items()})
         meta: dict[str, Any] = {"fingerprint": np.array(fp), "session": np.array(self._session),
-                                "context": np.array(self.context), "run": np.array(self._current)}
+                                "context": np.array(self.context), "run": np.array(self._current),
+                                "calls": np.array(json.dumps(self._calls))}
         atomic_write(self.path(fp), lambda f: np.savez(f, draws=draws, **meta, **arrays), private=True)
         self._last = now
 

@@ -191,3 +191,44 @@ def test_a_resume_interrupted_again_before_the_saved_run_stays_resumable(F, tmp_
     s3.run(1500)
     np.testing.assert_array_equal(s3.run(2000)[0], want)
     assert ck.loaded == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_a_resumed_mechanism_never_gives_released_noise_to_other_data(F, tmp_path):
+    """The audit's replay: release a1 on x1 (run 0, finished), interrupt a second release
+    (run 1), resume and release on x2. Run 0 is re-run on resume with the same draws, so
+    answering x2 from it would give b − a1 = F(x2 − x1) exactly (the noise cancels). The
+    resumed session must repeat the interrupted one's releases on the same data: x2 is
+    refused, nothing spent; repeating x1 gives a1 again (nothing new) and then continues."""
+    x1, x2 = np.arange(20.0), np.arange(20.0) + np.eye(20)[3]
+    armed = []
+
+    def progress(done, target):
+        if armed:
+            armed.append(done)
+            if len(armed) == 3:
+                raise Stop
+
+    def mech(ck):
+        return KNormMechanism(F, epsilon=1.0, rng=np.random.default_rng(np.random.SeedSequence(ck.entropy())),
+                              bank_size=3000, sampler_options={"checkpoint": ck, "progress": progress},
+                              accountant=BudgetAccountant(epsilon=1e5))
+
+    m = mech(Checkpoint(tmp_path, every=0))
+    a1 = m.release(x1, size=3)
+    armed.append(None)
+    with pytest.raises(Stop):
+        m.release(x1, size=4000)
+    armed.clear()
+    assert len(list(tmp_path.glob("sample-*.npz"))) == 1
+    m2 = mech(Checkpoint(tmp_path, resume=True))
+    with pytest.raises(CheckpointConflict, match="other releases"):
+        m2.release(x2, size=3)
+    assert m2.accountant.total == (0.0, 0.0) and m2.privacy.answers == 0
+    m2b = mech(Checkpoint(tmp_path, resume=True))
+    with pytest.raises(CheckpointConflict, match="other releases"):
+        m2b.sample_noise(3)  # noise alone is a different call too
+    with Checkpoint(tmp_path, resume=True) as ck:
+        m3 = mech(ck)
+        np.testing.assert_array_equal(m3.release(x1, size=3), a1)
+        assert m3.release(x1, size=4000).shape == (4000, 6)
+    assert ck.loaded == 1 and list(tmp_path.iterdir()) == []
