@@ -93,15 +93,23 @@ class LaplaceMechanism(Mechanism):
         return mc_expected_norm(draw, n_samples, self.d, self.scale, f"Monte Carlo, {n_samples} exact draws")
 
 
-def _unit_gaussian_log_sigma(epsilon: float, delta: float) -> float:
-    """``log σ₁``: the smallest σ₁ with ``Φ(1/2σ₁ − εσ₁) − e^ε Φ(−1/2σ₁ − εσ₁) <= δ`` (unit sensitivity)."""
+def _unit_gaussian_log_sigma(epsilon: float, delta: float) -> tuple[float, str]:
+    """``(log σ₁, calibration)``: the smallest σ₁ with ``Φ(1/2σ₁ − εσ₁) − e^ε Φ(−1/2σ₁ − εσ₁) <= δ``
+    (unit sensitivity), "analytic"; or, where float64 cannot evaluate that difference to
+    ``RELIABLE``·δ at the root (tiny ε with tiny δ: both terms agree to more digits than it
+    holds), the classic σ₁ = √(2 ln(1.25/δ))/ε (valid for ε < 1, larger), "classic"."""
 
-    def excess(log_sigma: float) -> float:
+    def terms(log_sigma: float) -> tuple[float, float, float]:
         s = np.exp(log_sigma)
         with np.errstate(over="ignore", under="ignore"):
             a = 1.0 / (2 * s) - epsilon * s
             b = -1.0 / (2 * s) - epsilon * s
-            return float(special.ndtr(a) - np.exp(epsilon + special.log_ndtr(b)) - delta)
+            log_u = epsilon + float(special.log_ndtr(b))
+            return float(special.ndtr(a)), float(np.exp(log_u)), log_u
+
+    def excess(log_sigma: float) -> float:
+        t, u, _ = terms(log_sigma)
+        return t - u - delta
 
     # bracket the root in log σ₁, widening until the signs differ (or σ₁ leaves float64)
     lo, hi = -20.0, 20.0
@@ -115,7 +123,22 @@ def _unit_gaussian_log_sigma(epsilon: float, delta: float) -> float:
         if hi > 700.0:
             raise ValueError(f"epsilon = {epsilon:g}, delta = {delta:g}: the Gaussian σ per unit of sensitivity "
                              "overflows float64")
-    return float(optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14))
+    root = float(optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14))
+    t, u, log_u = terms(root)
+    rounding = 8 * np.finfo(float).eps * (t + u * (1.0 + abs(log_u)))  # bound on the error of t − u
+    if rounding <= RELIABLE * delta:
+        step = 1e-13  # the root to the safe side: the computed excess at least its error bound below 0
+        while excess(root) > -rounding:
+            root += step
+            step *= 2.0
+        return root, "analytic"
+    if epsilon >= 1.0:
+        raise ValueError(f"epsilon = {epsilon:g}, delta = {delta:g}: the exact Gaussian privacy profile cannot be "
+                         "evaluated in float64 here; use a larger delta")
+    return 0.5 * float(np.log(2 * (np.log(1.25) - np.log(delta)))) - float(np.log(epsilon)), "classic"
+
+
+RELIABLE = 1e-6  # the analytic root is kept where t − u is known to within this fraction of δ
 
 
 def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
@@ -127,7 +150,7 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     """
     sensitivity = check_positive("sensitivity", sensitivity)
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    log_unit = _unit_gaussian_log_sigma(epsilon, delta)
+    log_unit, _ = _unit_gaussian_log_sigma(epsilon, delta)
     m, e = np.frexp(sensitivity)
     sigma = scaled(float(m) * np.exp(log_unit), int(e))
     return check_noise_scale(sigma, epsilon, "the Gaussian σ = sensitivity·σ₁(epsilon, delta)")
@@ -148,21 +171,23 @@ class GaussianMechanism(Mechanism):
         self.delta = check_delta(delta)
         if calibration not in ("analytic", "classic"):
             raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}")
-        self.calibration = calibration
+        self.calibration = calibration  # what was asked; details["calibration"]: what was used
         unit, e = _column_norms(self.F, 2)
         self.sensitivity = l2_sensitivity(self.F)
+        used = calibration
         if calibration == "classic":
             if self.epsilon >= 1.0:
                 raise ValueError(f"the classic Gaussian calibration needs epsilon < 1 (got {self.epsilon}); "
                                  "use calibration='analytic'")
             sigma = scaled(unit * np.sqrt(2 * (np.log(1.25) - np.log(self.delta))), e, self.epsilon)
         else:
-            sigma = scaled(unit * np.exp(_unit_gaussian_log_sigma(self.epsilon, self.delta)), e)
+            log_unit, used = _unit_gaussian_log_sigma(self.epsilon, self.delta)
+            sigma = scaled(unit * np.exp(log_unit), e)
         self.sigma = check_noise_scale(sigma, self.epsilon, "the Gaussian σ")
         self.rms_error()  # refused here if ‖noise‖ itself leaves float64
         self._claim = PrivacyClaim("Gaussian", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
                                     details={"l2_sensitivity": self.sensitivity, "sigma": self.sigma,
-                                             "calibration": calibration})
+                                             "calibration": used})
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)
