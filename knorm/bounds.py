@@ -89,6 +89,8 @@ def inner_radius(frame: Any) -> float:
     ``‖λ‖₂ <= √r / σ_min(B)``; likewise ``‖λ‖₂ <= √n / σ_min(F)``. The inradius is
     ``1 / max‖λ‖₂`` over the polar, hence at least the larger of the two ratios.
     """
+    if not hasattr(frame, "Ft"):
+        raise TypeError(f"frame must be a knorm.body.hull.Frame (SymmetricHull(F).frame), got {type(frame).__name__}")
     Fm = frame.Ft.T
     r, n = Fm.shape
     _, _, piv = qr(Fm, pivoting=True, mode="economic")
