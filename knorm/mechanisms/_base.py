@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator, noise_source
-from .._validate import check_memory, is_real, positive_int
+from .._validate import check_memory, is_real, positive_int, short_repr
 from ..privacy import BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
 
@@ -30,7 +30,7 @@ def finite_real(name: str, value: Any, what: str = "a finite number") -> float:
     except OverflowError:  # a Python int beyond float64
         v = float("inf")
     if not np.isfinite(v):
-        raise ValueError(f"{name} must be {what}, got {value!r}")
+        raise ValueError(f"{name} must be {what}, got {short_repr(value)}")
     return v
 
 
@@ -38,7 +38,7 @@ def check_positive(name: str, value: Any) -> float:
     """``value`` as a positive finite float, else a one-line ValueError naming ``name``."""
     v = finite_real(name, value, "a positive finite number")
     if not v > 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        raise ValueError(f"{name} must be a positive finite number, got {short_repr(value)}")
     return v
 
 
@@ -98,9 +98,9 @@ def check_noise_scale(scale: float, epsilon: float, what: str = "the noise scale
 
 def check_delta(delta: float) -> float:
     if not is_real(delta):
-        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
+        raise ValueError(f"delta must be a number in (0, 1), got {short_repr(delta)}")
     if not (0.0 < delta < 1.0):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        raise ValueError(f"delta must be in (0, 1), got {short_repr(delta)}")
     return float(delta)
 
 
