@@ -7,11 +7,12 @@ invalidate_stale_caches()
 # isort: split
 # (the imports below load the numba kernels, so they come after the cache check)
 
-from . import audit, bounds, data, diagnostics, discrete, functional, postprocess, privacy, workloads
+from . import audit, bounds, data, diagnostics, discrete, functional, implicit, postprocess, privacy, workloads
 from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
-                         LaplaceMechanism, NIMechanism, PIdentityMechanism, PrivacyClaim)
+                         KroneckerPIdentityMechanism, KroneckerStrategyMechanism, LaplaceMechanism, NIMechanism,
+                         PIdentityMechanism, PrivacyClaim)
 from .mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
 from .recommend import Recommendation, recommend
 from .walks import WALKS, ConvergenceError, ConvergenceWarning, Sampler, SamplingInfo, sample_uniform
@@ -26,9 +27,11 @@ __all__ = [
     "prepare", "load_prepared", "PreparedWorkload",
     # mechanisms
     "LaplaceMechanism", "GaussianMechanism", "KNormMechanism", "NIMechanism", "BoundedLaplaceMechanism",
-    "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "PrivacyClaim",
+    "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism",
+    "KroneckerStrategyMechanism", "KroneckerPIdentityMechanism", "PrivacyClaim",
     "ErrorEstimate", "recommend", "Recommendation",
     # modules
-    "diagnostics", "workloads", "bounds", "discrete", "functional", "privacy", "audit", "postprocess", "data",
+    "diagnostics", "workloads", "implicit", "bounds", "discrete", "functional", "privacy", "audit", "postprocess",
+    "data",
 ]
 __version__ = "0.1.0"

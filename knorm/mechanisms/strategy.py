@@ -1,21 +1,29 @@
 """Strategy (matrix-mechanism) baselines, pure ε-DP (issue 10, docs/design.md §4).
 
-A strategy ``A`` (s × n) is answered with Laplace noise, ``y = Ax + Lap(Δ₁(A)/ε)^s``, and the
-workload answers are ``F x̂`` with the least-squares estimate ``x̂ = A⁺ y``. For a full
-column rank A that is ``Fx + F A⁺ z``: the noise ``F A⁺ z`` never depends on x, and
+A strategy ``A`` (s × n, full column rank) is answered with Laplace noise, ``y = Ax + Lap(Δ₁(A)/ε)^s``,
+and the workload answers are ``F x̂`` with the least-squares estimate ``x̂ = A⁺ y = x + A⁺z``: the
+noise ``F A⁺ z`` never depends on x, and
 
-    E‖F A⁺ z‖₂² = 2 (Δ₁/ε)² ‖F A⁺‖_F²  (exact).
+    E‖F A⁺ z‖₂² = 2 (Δ₁/ε)² ‖F A⁺‖_F² = 2 (Δ₁/ε)² tr(FᵀF (AᵀA)⁻¹)  (exact).
 
 * :class:`IdentityMechanism`: ``A = I`` (Δ₁ = 1), noise ``F·Lap(1/ε)ⁿ``.
-* :class:`HierarchicalMechanism`: a b-ary tree of contiguous blocks (Hay et al. 2010),
-  Δ₁ = number of levels, with the exact O(n) two-pass least squares over the tree.
+* :class:`HierarchicalMechanism`: a b-ary tree of contiguous blocks (Hay et al. 2010; by default
+  without the root, as Qardaji et al.'s HB), Δ₁ = measured levels, exact O(n) least squares.
 * :class:`PIdentityMechanism`: HDMM's p-Identity strategy ``A = [I; Θ] D`` (McKenna et al.
   2018) with Δ₁ = 1, Θ >= 0 optimised for the workload by L-BFGS-B.
+* :class:`KroneckerStrategyMechanism`: ``A = ⊗_i A_i`` on a product domain (Δ₁ = Π Δ₁(A_i),
+  ``A⁺ = ⊗ A_i⁺``); :class:`KroneckerPIdentityMechanism` optimises one p-Identity per attribute
+  (HDMM's Kronecker p-Identity).
+
+``F`` is an explicit (d, n) matrix or a :class:`knorm.implicit.ImplicitWorkload` (Gram matrix or
+Kronecker terms only; see that module for what ``release`` and ``release_estimate`` return then).
 """
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,15 +32,18 @@ from scipy import linalg, optimize, sparse
 
 from ..privacy import BudgetAccountant
 
-from .._validate import as_real_array, check_memory, positive_int
+from .._rng import as_generator
+from .._validate import as_real_array, check_memory, positive_int, short_repr
 from ..body.hull import validate_matrix
+from ..implicit import ImplicitWorkload
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
                     check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled, unit_exponent)
 
-__all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "Hierarchy", "BRANCHINGS",
-           "p_identity_objective"]
+__all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "KroneckerStrategyMechanism",
+           "KroneckerPIdentityMechanism", "Hierarchy", "BRANCHINGS", "p_identity_objective", "p_identity_inverse",
+           "hierarchy_errors"]
 
-BRANCHINGS = tuple(range(2, 17))  # branching factors tried when ``branching=None``
+BRANCHINGS = tuple(range(2, 17))  # branching factors tried with the root (``root=True, branching=None``)
 
 
 def _vectors(name: str, value: ArrayLike, width: int) -> NDArray[np.float64]:
@@ -60,18 +71,52 @@ def _rows_or_gram(F: NDArray[np.float64]) -> tuple[NDArray[np.float64], bool]:
 class _Strategy(Mechanism):
     """What the strategies share: noise ``F A⁺ z``, ``z ~ Lap(Δ₁/ε)`` on every row of A, and its
     errors from the exact factor ``‖F A⁺‖_F²`` computed on ``F·2^-e`` (unit scale: no square of F's
-    scale or of 1/ε is ever formed, so any scale and any ε whose noise fits float64 work)."""
+    scale or of 1/ε is ever formed, so any scale and any ε whose noise fits float64 work).
+
+    ``workload``: the :class:`~knorm.implicit.ImplicitWorkload` when F is given as one (then ``F``
+    itself is not held), else None. A subclass sets ``_rows`` (rows of A) and ``_solve`` (``A⁺z``)."""
 
     epsilon: float
     sensitivity: float
     scale: float
+    workload: ImplicitWorkload | None
     _exp: int           # F = 2^e·(F at unit scale)
     _error_unit: float  # ‖F·2^-e A⁺‖_F²
-    _width: int         # floats held per noise draw
+    _rows: int          # rows of the strategy A
     _what: str          # the noise, for the Monte-Carlo method string
+
+    def _init_workload(self, F: ArrayLike | ImplicitWorkload, rng: np.random.Generator | int | None,
+                       accountant: BudgetAccountant | None) -> None:
+        if isinstance(F, ImplicitWorkload):
+            self.workload = F
+            self.d, self.n = F.d, F.n
+            self._rng = as_generator(rng)
+            self._init_accounting(rng, accountant)
+            self._exp = F.exponent
+        else:
+            Mechanism.__init__(self, F, rng, accountant)
+            self.workload = None
+            self._exp = unit_exponent(self.F)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The domain's attribute sizes (an explicit F: one attribute, ``(n,)``)."""
+        return (self.n,) if self.workload is None else self.workload.shape
 
     def _unit_F(self) -> NDArray[np.float64]:
         return np.ldexp(self.F, -self._exp)
+
+    def _unit_gram(self) -> NDArray[np.float64]:
+        """``(F·2^-e)ᵀ(F·2^-e)`` (n × n, memory checked)."""
+        if self.workload is not None:
+            return self.workload.gram(unit=True)
+        check_memory("F", None, 8 * 3 * self.n * self.n)
+        Fu = self._unit_F()
+        return Fu.T @ Fu
+
+    def _unit_terms(self) -> list[tuple[float, list[NDArray[np.float64]]]]:
+        """The unit-scale Gram as ``Σ_j w_j ⊗_i G_ji`` (an explicit F: one term, one attribute)."""
+        return self.workload.unit_terms() if self.workload is not None else [(1.0, [self._unit_gram()])]
 
     def _set_noise(self, sensitivity: float, error_unit: float) -> None:
         """Sets Δ₁, the Laplace scale Δ₁/ε and the error factor; a ValueError naming epsilon if the
@@ -94,42 +139,92 @@ class _Strategy(Mechanism):
                               "the expected squared error", self.epsilon)
 
     @abstractmethod
-    def _unit_noise(self, rng: np.random.Generator, m: int) -> NDArray[np.float64]:
-        """m draws of ``F·2^-e A⁺ z₁``, ``z₁ ~ Lap(1)`` on every row of A."""
+    def _solve(self, z: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``A⁺ z`` for z of shape (m, rows): (m, n)."""
+
+    def _answers(self, U: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``F u`` for every row u of U (F's own scale)."""
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow raises in check_finite_output
+            return U @ self.F.T if self.workload is None else self.workload.apply(U)
+
+    def _check_answers(self) -> None:
+        if self.workload is not None and not self.workload.can_apply:
+            raise ValueError("F is known by its Gram matrix only: its answers cannot be computed; "
+                             "release_estimate(x) returns x̂ (every answer is w·x̂)")
+
+    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
+        """``F A⁺ z`` with ``z ~ Lap(Δ₁/ε)`` on every row of A: (d,) or (size, d)."""
+        self._check_answers()
+        m = check_size(size, max(self.d, 2 * self._rows))
+        z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
+        return self._one_or_many(check_finite_output(self._answers(self._solve(z)), "the noise"), m)
+
+    def release_estimate(self, x: ArrayLike, size: int | None = None) -> NDArray[np.float64]:
+        """The consistent estimate ``x̂ = A⁺(Ax + z) = x + A⁺z``, (n,) or (size, n): every answer is
+        ``f·x̂`` (``release`` returns ``F x̂``). Counted and charged exactly as ``release``."""
+        x = self.check_x(x)
+        m = check_size(size, max(self.n, 2 * self._rows))
+        self._check_budget(m or 1)
+        z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
+        with np.errstate(over="ignore", invalid="ignore"):
+            est = check_finite_output(x + self._solve(z), "the estimate")
+        self._spend(m or 1)
+        return self._one_or_many(est, m)
+
+    def release(self, x: ArrayLike, size: int | None = None) -> NDArray[np.float64]:
+        """``F x̂ = Fx + F A⁺ z``: (d,) or (size, d) answers (an implicit F: computed by its operator,
+        refused before anything is drawn when it has none or the answers do not fit in memory)."""
+        if self.workload is None:
+            return super().release(x, size)
+        self._check_answers()
+        x = self.check_x(x)
+        m = check_size(size, self.d + self.n + 2 * self._rows)
+        self.workload.apply(x)  # a ValueError if Fx overflows: nothing drawn
+        self._check_budget(m or 1)
+        z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = check_finite_output(self._answers(x + self._solve(z)), "the answer")
+        self._spend(m or 1)
+        return self._one_or_many(out, m)
 
     def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
-        """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws (unit scale, then scaled)."""
+        """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws (unit scale, then scaled;
+        an implicit F: ``‖F u‖₂ = ‖R u‖₂`` with ``RᵀR = FᵀF``, R from the Gram's eigendecomposition)."""
         rng = np.random.default_rng(self._rng.integers(2**63))
         factor = scaled(self.sensitivity, self._exp, self.epsilon)
-        return mc_expected_norm(lambda m: self._unit_noise(rng, m), n_samples, self._width, factor,
-                                f"Monte Carlo, {n_samples} exact draws of {self._what}")
+        if self.workload is None:
+            Fu, width = self._unit_F(), max(self.d, 2 * self._rows)
+        else:
+            check_memory("F", None, 8 * 6 * self.n * self.n)
+            lam, Q = np.linalg.eigh(self._unit_gram())
+            Fu, width = (Q * np.sqrt(np.maximum(lam, 0.0))).T, max(self.n, 2 * self._rows)
+
+        def draw(m: int) -> NDArray[np.float64]:
+            return self._solve(rng.laplace(0.0, 1.0, size=(m, self._rows))) @ Fu.T
+        return mc_expected_norm(draw, n_samples, width, factor, f"Monte Carlo, {n_samples} exact draws of {self._what}")
 
 
 class IdentityMechanism(_Strategy):
     """The identity strategy: ``x̂ = x + Lap(1/ε)ⁿ``, answers ``F x̂`` (pure ε-DP, Δ₁(I) = 1).
 
-    Noise ``F w``, ``w ~ Lap(1/ε)ⁿ``; ``E‖F w‖₂² = 2/ε² · ‖F‖_F²`` exactly. For an injective
-    F this is also the K-norm mechanism of F (``‖Fw‖_K = ‖w‖₁``).
+    Noise ``F w``, ``w ~ Lap(1/ε)ⁿ``; ``E‖F w‖₂² = 2/ε² · ‖F‖_F²`` exactly (an implicit F:
+    ``‖F‖_F² = Σ_j Π_i tr(G_ji)``). For an injective F this is also the K-norm mechanism of F
+    (``‖Fw‖_K = ‖w‖₁``).
     """
 
-    def __init__(self, F: ArrayLike, *, epsilon: float, rng: np.random.Generator | int | None = None,
-                 accountant: BudgetAccountant | None = None) -> None:
-        super().__init__(F, rng, accountant)
+    def __init__(self, F: ArrayLike | ImplicitWorkload, *, epsilon: float,
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
+        self._init_workload(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
-        self._exp, self._width, self._what = unit_exponent(self.F), max(self.n, self.d), "F·Lap(1/ε)ⁿ"
-        self._set_noise(1.0, float(np.sum(self._unit_F() ** 2)))
+        self._rows, self._what = self.n, "F·Lap(1/ε)ⁿ"
+        unit = self.workload.frobenius_squared(unit=True) if self.workload is not None else \
+            float(np.sum(self._unit_F() ** 2))
+        self._set_noise(1.0, unit)
         self._claim = PrivacyClaim("identity strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"strategy": "identity", "l1_sensitivity": 1.0, "scale": self.scale})
 
-    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
-        m = check_size(size, max(self.d, self.n))
-        w = self._rng.laplace(0.0, self.scale, size=(m or 1, self.n))
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow raises in check_finite_output
-            noise = w @ self.F.T
-        return self._one_or_many(check_finite_output(noise, "the noise"), m)
-
-    def _unit_noise(self, rng: np.random.Generator, m: int) -> NDArray[np.float64]:
-        return rng.laplace(0.0, 1.0, size=(m, self.n)) @ self._unit_F().T
+    def _solve(self, z: NDArray[np.float64]) -> NDArray[np.float64]:
+        return z
 
 
 class Hierarchy:
@@ -138,23 +233,29 @@ class Hierarchy:
     Level 0 is one block ``[0, n)``; each block of level ℓ of size s > 1 splits into
     min(b, s) near-equal contiguous blocks (sizes ⌈s/k⌉ first, then ⌊s/k⌋) at level ℓ+1; a
     single cell is carried down unchanged, so every level is a partition and the last is
-    all singletons. Every cell lies in exactly one block per level: the strategy ``A`` (one
-    row per block, levels stacked) has ℓ₁ sensitivity ``levels = ⌈log_b n⌉ + 1``. For
-    ``n = b^k`` this is the classic tree; otherwise the carried singletons are extra
-    measurements at no cost in sensitivity.
+    all singletons (``depth``: at least that many levels, single cells carried down). Every
+    cell lies in exactly one block per level: the strategy ``A`` (one row per measured block,
+    levels stacked) has ℓ₁ sensitivity ``measured`` = ``levels = ⌈log_b n⌉ + 1`` with the root,
+    ``levels − 1`` without it (``root=False``, Qardaji et al.'s HB: the root's total is the sum
+    of its children's). For ``n = b^k`` this is the classic tree; otherwise the carried
+    singletons are extra measurements at no cost in sensitivity. For n = 1 the root is the
+    cell and is always measured.
     """
 
-    def __init__(self, n: int, branching: int) -> None:
+    def __init__(self, n: int, branching: int, *, root: bool = True, depth: int | None = None) -> None:
         self.n = positive_int("n", n)
         self.branching = positive_int("branching", branching)
         if self.branching < 2:
-            raise ValueError(f"branching must be an integer >= 2, got {branching!r}")
-        check_memory("n", self.n, 8 * 16 * self.n)  # the levels' arrays: about 2n entries each
+            raise ValueError(f"branching must be an integer >= 2, got {short_repr(branching)}")
+        if not isinstance(root, (bool, np.bool_)):
+            raise ValueError(f"root must be True or False, got {short_repr(root)}")
+        depth = 1 if depth is None else positive_int("depth", depth)
+        check_memory("n", self.n, 8 * 16 * self.n * max(2, depth))  # the levels' arrays
         b = min(self.branching, max(2, self.n))  # b >= n: the same 2-level tree
         parents: list[Any]
         firsts: list[Any]
         sizes, starts, parents, firsts, nkids = [np.array([self.n])], [np.array([0])], [None], [None], []
-        while sizes[-1].max() > 1:
+        while sizes[-1].max() > 1 or len(sizes) < depth:
             s = sizes[-1]
             k = np.minimum(b, s)  # children per block
             first = np.cumsum(k) - k  # index of each block's first child
@@ -169,13 +270,16 @@ class Hierarchy:
             nkids.append(k)
         self.sizes, self.starts, self.parents, self.firsts, self._nkids = sizes, starts, parents, firsts, nkids
         self.levels = len(sizes)
+        self.root = bool(root) or self.levels == 1
+        self._top = 0 if self.root else 1  # the first measured level
+        self.measured = self.levels - self._top  # Δ₁(A)
         self.counts = [len(s) for s in sizes]
-        self.rows = int(sum(self.counts))
+        self.rows = int(sum(self.counts[self._top:]))
         # variances (in units of one measurement's) of the bottom-up estimates of each block's
         # total from the measurements inside the block: leaves 1, then V = S/(S+1), S = Σ_children V
         V: list[Any] = [None] * self.levels
         S: list[Any] = [None] * self.levels
-        V[-1] = np.ones(self.n)
+        V[-1] = np.ones(len(sizes[-1]))
         for lev in range(self.levels - 2, -1, -1):
             S[lev] = np.add.reduceat(V[lev + 1], self.firsts[lev + 1])
             V[lev] = S[lev] / (S[lev] + 1.0)
@@ -184,33 +288,36 @@ class Hierarchy:
         self._share = [None] + [V[lev + 1] / S[lev][parents[lev + 1]] for lev in range(self.levels - 1)]
 
     def matrix(self) -> sparse.csr_matrix:
-        """The strategy A as a sparse ``(rows, n)`` 0/1 matrix (levels stacked, root first)."""
+        """The strategy A as a sparse ``(rows, n)`` 0/1 matrix (measured levels stacked, top first)."""
         rows, offset = [], 0
-        for lev in range(self.levels):
+        for lev in range(self._top, self.levels):
             rows.append(offset + np.repeat(np.arange(self.counts[lev]), self.sizes[lev]))
             offset += self.counts[lev]
-        cols = np.tile(np.arange(self.n), self.levels)
+        cols = np.tile(np.arange(self.n), self.measured)
         return sparse.csr_matrix((np.ones(len(cols)), (np.concatenate(rows), cols)), shape=(self.rows, self.n))
 
     def measure(self, x: ArrayLike) -> NDArray[np.float64]:
-        """``A x`` for x of shape (n,) or (m, n): the block sums, levels stacked."""
+        """``A x`` for x of shape (n,) or (m, n): the measured block sums, levels stacked."""
         x = _vectors("x", x, self.n)
         with np.errstate(over="ignore", invalid="ignore"):
-            return _finite("x", np.concatenate([np.add.reduceat(x, st, axis=-1) for st in self.starts], axis=-1))
+            return _finite("x", np.concatenate([np.add.reduceat(x, st, axis=-1) for st in self.starts[self._top:]],
+                                               axis=-1))
 
     def solve(self, y: ArrayLike) -> NDArray[np.float64]:
         """``x̂ = A⁺ y`` for y of shape (rows,) or (m, rows): exact least squares in O(rows) per vector.
 
         Two passes (Hay et al. 2010, for any tree): bottom-up, each block's total is estimated
-        from the measurements inside it, ``z_u = (S_u y_u + Σ_c z_c)/(S_u + 1)``; top-down, the
-        final total ``v_u`` is split among the children, ``v_c = z_c + V_c/S_u · (v_u − Σ z_c)``.
-        This is the posterior mean of a linear Gaussian model on a tree, i.e. the
-        least-squares solution (A has full column rank: the last level is the identity).
+        from the measurements inside it, ``z_u = (S_u y_u + Σ_c z_c)/(S_u + 1)`` (an unmeasured
+        root: ``z = Σ_c z_c``); top-down, the final total ``v_u`` is split among the children,
+        ``v_c = z_c + V_c/S_u · (v_u − Σ z_c)``. This is the posterior mean of a linear Gaussian
+        model on a tree, i.e. the least-squares solution (A has full column rank: the last level
+        is the identity).
         """
-        y = _vectors("y", y, self.rows)  # one entry per block
-        bounds = np.cumsum([0] + self.counts)
+        y = _vectors("y", y, self.rows)  # one entry per measured block
+        bounds = np.cumsum([0] + self.counts[self._top:])
+        ys: list[Any] = [None] * self._top + [y[..., bounds[i]:bounds[i + 1]] for i in range(self.measured)]
         with np.errstate(over="ignore", invalid="ignore"):
-            return _finite("y", self._solve([y[..., bounds[lev]:bounds[lev + 1]] for lev in range(self.levels)]))
+            return _finite("y", self._solve(ys))
 
     def solve_leaves(self, f: ArrayLike) -> NDArray[np.float64]:
         """``(AᵀA)⁻¹ f`` for f of shape (n,) or (m, n): ``A⁺ y`` with f on the leaves, 0 elsewhere."""
@@ -226,12 +333,20 @@ class Hierarchy:
         z[-1] = ys[-1]
         for lev in range(L - 2, -1, -1):
             sums[lev] = np.add.reduceat(z[lev + 1], self.firsts[lev + 1], axis=-1)
+            if lev < self._top:  # the unmeasured root: its total is its children's
+                z[lev] = sums[lev]
+                continue
             own = 0.0 if ys[lev] is None else ys[lev] * self._S[lev]
             z[lev] = (own + sums[lev]) / (self._S[lev] + 1.0)
         v = z[0]
         for lev in range(L - 1):  # children of a block are contiguous: np.repeat broadcasts to them
             v = z[lev + 1] + self._share[lev + 1] * np.repeat(v - sums[lev], self._nkids[lev], axis=-1)
         return v
+
+    def inverse_gram(self) -> NDArray[np.float64]:
+        """``(AᵀA)⁻¹`` (n × n, dense; memory checked)."""
+        check_memory("n", self.n, 8 * 3 * self.n * max(self.n, self.rows))
+        return self.solve_leaves(np.eye(self.n))
 
     def error_factor(self, F: ArrayLike) -> float:
         """``‖F A⁺‖_F² = trace(F (AᵀA)⁻¹ Fᵀ)`` without forming A⁺: batched tree solves of F's
@@ -258,59 +373,127 @@ class Hierarchy:
         return total
 
 
+def _tree_levels(n: int, b: int) -> int:
+    """Levels of ``Hierarchy(n, b)`` (with the root): the largest block shrinks to ⌈s/min(b, s)⌉ per level."""
+    s, levels = n, 1
+    while s > 1:
+        s, levels = -(-s // min(b, s)), levels + 1
+    return levels
+
+
+def hierarchy_errors(gram: ArrayLike, branchings: Sequence[int] | None = None) -> dict[int, tuple[int, float]]:
+    """``{b: (Δ₁, tr(G (AᵀA)⁻¹))}`` for the trees ``Hierarchy(n, b, root=False)`` (default: every b in
+    2..n; b >= n is the identity strategy), exact, from the Gram matrix ``G = FᵀF`` alone.
+
+    Without the root, AᵀA is block diagonal over the top-level blocks B_k, each carrying the subtree
+    ``Hierarchy(|B_k|, b, depth=levels − 1)`` (its own root measured), so ``tr(G (AᵀA)⁻¹) =
+    Σ_k ⟨G[B_k, B_k], M_|B_k|⟩`` with at most two distinct sizes: M_s from one tree solve of s
+    vectors, the sum over equal-size blocks in O(n·s). When the top blocks split straight into
+    cells (⌈n/b⌉ <= b: two measured levels), ``M_s = I − 11ᵀ/(s + 1)`` and the trace is
+    ``tr G − Σ_k 1ᵀG[B_k, B_k]1/(|B_k| + 1)``, from a 2-D cumulative sum of G in O(b). All b up
+    to n cost O(n² log n) in all.
+    """
+    G = as_real_array("gram", gram).astype(np.float64)
+    if G.ndim != 2 or G.shape[0] != G.shape[1] or G.size == 0 or not np.all(np.isfinite(G)):
+        raise ValueError(f"gram must be a finite non-empty square matrix FᵀF, got shape {G.shape}")
+    n = G.shape[0]
+    if branchings is None:
+        branchings = range(2, max(2, n) + 1)
+    bs = [positive_int("branchings", b) for b in branchings]
+    if any(b < 2 for b in bs):
+        raise ValueError(f"branchings must hold integers >= 2, got {short_repr(list(branchings))}")
+    trace = float(np.trace(G))
+    out: dict[int, tuple[int, float]] = {}
+    C: NDArray[np.float64] | None = None
+    for b in bs:
+        if n == 1:
+            out[b] = (1, trace)
+            continue
+        k = min(b, n)
+        q, r = divmod(n, k)  # r top blocks of q + 1 cells, then k − r of q
+        levels = _tree_levels(n, b)
+        if k == n:  # every top block a cell: the identity
+            out[b] = (1, trace)
+        elif q + (r > 0) <= b:
+            if C is None:
+                check_memory("gram", None, 8 * 3 * (n + 1) ** 2)
+                C = np.zeros((n + 1, n + 1))
+                np.cumsum(np.cumsum(G, axis=0), axis=1, out=C[1:, 1:])
+            sizes = q + (np.arange(k) < r)
+            st = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            en = st + sizes
+            S = C[en, en] - C[st, en] - C[en, st] + C[st, st]
+            out[b] = (2, trace - float(np.sum(S / (sizes + 1.0))))
+        else:
+            total, offset = 0.0, 0
+            for s, count in ((q + 1, r), (q, k - r)):
+                if count == 0:
+                    continue
+                M = Hierarchy(s, b, depth=levels - 1).inverse_gram()
+                block = G[offset:offset + count * s, offset:offset + count * s].reshape(count, s, count, s)
+                total += float(np.einsum("iaib,ab->", block, M))
+                offset += count * s
+            out[b] = (levels - 1, total)
+    return out
+
+
 class HierarchicalMechanism(_Strategy):
     """The b-ary hierarchical strategy with least-squares inference (pure ε-DP).
 
-    Every block sum of a :class:`Hierarchy` gets ``Lap(levels/ε)`` (Δ₁(A) = levels), then
-    ``x̂ = A⁺ y`` by the tree's two-pass least squares and the answers are ``F x̂``: the noise
-    is ``F A⁺ z``, ``E‖F A⁺ z‖₂² = 2 (levels/ε)² ‖F A⁺‖_F²`` exactly. ``branching=None``
-    chooses b in :data:`BRANCHINGS` minimising that exact error, a function of F alone
-    (``branching_errors`` holds every candidate's, inf where it overflows float64; ties go to
-    the smaller b).
+    Every measured block sum of a :class:`Hierarchy` gets ``Lap(levels/ε)`` (Δ₁(A) = ``levels``,
+    the measured levels), then ``x̂ = A⁺ y`` by the tree's two-pass least squares and the answers
+    are ``F x̂``: the noise is ``F A⁺ z``, ``E‖F A⁺ z‖₂² = 2 (levels/ε)² ‖F A⁺‖_F²`` exactly.
+
+    ``root=False`` (default): Qardaji et al.'s HB (ektelo's hierarchical), the tree without its
+    root (whose total is the sum of its children's), one level less of sensitivity;
+    ``branching=None`` then chooses b in 2..n minimising the exact error (:func:`hierarchy_errors`,
+    from FᵀF alone: O(n² log n) for all b; b >= n is the identity). ``root=True``: the tree with
+    its root (Hay et al.), b chosen in :data:`BRANCHINGS`. ``branching_errors`` holds every
+    candidate's squared error (inf where it overflows float64; ties go to the smaller b).
     """
 
-    def __init__(self, F: ArrayLike, *, epsilon: float, branching: int | None = None,
-                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
-        super().__init__(F, rng, accountant)
+    def __init__(self, F: ArrayLike | ImplicitWorkload, *, epsilon: float, branching: int | None = None,
+                 root: bool = False, rng: np.random.Generator | int | None = None,
+                 accountant: BudgetAccountant | None = None) -> None:
+        self._init_workload(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
+        if not isinstance(root, (bool, np.bool_)):
+            raise ValueError(f"root must be True or False, got {short_repr(root)}")
         if branching is None:
-            candidates = [b for b in BRANCHINGS if b <= max(2, self.n)]  # b >= n: the same 2-level tree
+            candidates = list(range(2, max(2, self.n) + 1)) if not root else \
+                [b for b in BRANCHINGS if b <= max(2, self.n)]  # b >= n: the same 2-level tree
         else:
             candidates = [positive_int("branching", branching)]
             if candidates[0] < 2:
-                raise ValueError(f"branching must be None or an integer >= 2, got {branching!r}")
-        self._exp = unit_exponent(self.F)
-        rows = _rows_or_gram(self._unit_F())
-        traces, unit, trees = {}, {}, {}
-        for b in candidates:
-            tree = trees[b] = Hierarchy(self.n, b)
-            traces[b] = tree._trace(*rows)
-            unit[b] = 2.0 * tree.levels**2 * traces[b]  # the squared error at unit scale and ε = 1
+                raise ValueError(f"branching must be None or an integer >= 2, got {short_repr(branching)}")
+        if root:
+            rows = _rows_or_gram(self._unit_F()) if self.workload is None else (self._unit_gram(), True)
+            found = {}
+            for b in candidates:
+                tree = Hierarchy(self.n, b)
+                found[b] = (tree.levels, tree._trace(*rows))
+        else:
+            found = hierarchy_errors(self._unit_gram(), candidates)
+        unit = {b: 2.0 * lv**2 * tr for b, (lv, tr) in found.items()}  # the squared error at unit scale, ε = 1
         self.branching_errors = {b: scaled(u, self._exp, self.epsilon, 2) for b, u in unit.items()}
         self.branching = min(candidates, key=lambda b: (unit[b], b))
-        self.tree = trees[self.branching]
-        self.levels = self.tree.levels
-        self._width, self._what = max(self.d, 2 * self.tree.rows), "F A⁺ Lap(levels/ε)"
-        self._set_noise(float(self.levels), traces[self.branching])
+        self.root = bool(root)
+        self.tree = Hierarchy(self.n, self.branching, root=self.root)
+        self.levels = self.tree.measured
+        self._rows, self._what = self.tree.rows, "F A⁺ Lap(levels/ε)"
+        self._set_noise(float(self.levels), found[self.branching][1])
         self._claim = PrivacyClaim("hierarchical strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"strategy": "hierarchical", "branching": self.branching,
-                                             "levels": self.levels, "strategy_rows": self.tree.rows,
+                                             "root": self.root, "levels": self.levels,
+                                             "strategy_rows": self.tree.rows,
                                              "l1_sensitivity": self.sensitivity, "scale": self.scale})
 
     def strategy_matrix(self) -> sparse.csr_matrix:
-        """The strategy A (sparse, one row per block); ``A⁺`` is :meth:`Hierarchy.solve`."""
+        """The strategy A (sparse, one row per measured block); ``A⁺`` is :meth:`Hierarchy.solve`."""
         return self.tree.matrix()
 
-    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
-        """``F A⁺ z`` with ``z ~ Lap(levels/ε)`` on every block: (d,) or (size, d)."""
-        m = check_size(size, max(self.d, 2 * self.tree.rows))
-        z = self._rng.laplace(0.0, self.scale, size=(m or 1, self.tree.rows))
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow raises in check_finite_output
-            noise = self.tree.solve(z) @ self.F.T
-        return self._one_or_many(check_finite_output(noise, "the noise"), m)
-
-    def _unit_noise(self, rng: np.random.Generator, m: int) -> NDArray[np.float64]:
-        return self.tree.solve(rng.laplace(0.0, 1.0, size=(m, self.tree.rows))) @ self._unit_F().T
+    def _solve(self, z: NDArray[np.float64]) -> NDArray[np.float64]:
+        return self.tree.solve(z)
 
 
 def p_identity_objective(theta: NDArray[np.float64],
@@ -338,68 +521,259 @@ def p_identity_objective(theta: NDArray[np.float64],
     return float(np.trace(W)), grad
 
 
+def p_identity_inverse(theta: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``(AᵀA)⁻¹ = diag(c) (I − Θᵀ(I + ΘΘᵀ)⁻¹Θ) diag(c)`` for ``A = [I; Θ]/c``, ``c = 1 + 1ᵀΘ`` (n × n)."""
+    c = 1.0 + theta.sum(axis=0)
+    Xinv = np.eye(theta.shape[1]) - theta.T @ linalg.cho_solve(linalg.cho_factor(np.eye(len(theta)) + theta @ theta.T),
+                                                              theta)
+    return Xinv * np.outer(c, c)
+
+
+def _p_identity_solver(theta: NDArray[np.float64], gram: NDArray[np.float64]
+                       ) -> tuple[float, Callable[[NDArray[np.float64]], NDArray[np.float64]]]:
+    """``(tr(G (AᵀA)⁻¹), z ↦ A⁺z)`` for ``A = [I; Θ]/c`` from the R of A's QR decomposition (A is well
+    conditioned where the search's Woodbury form loses digits to large Θ): ``tr(R⁻ᵀ G R⁻¹)`` and
+    ``A⁺z = R⁻¹R⁻ᵀ(z₁ + Θᵀz₂)/c`` for z of shape (m, n + p): O(n²) per vector."""
+    n = theta.shape[1]
+    c = 1.0 + theta.sum(axis=0)
+    R = linalg.qr(np.vstack([np.eye(n), theta]) / c, mode="r")[0][:n]
+    half = linalg.solve_triangular(R, gram, trans="T")  # R⁻ᵀG
+    value = float(np.trace(linalg.solve_triangular(R, half.T, trans="T")))  # tr(R⁻ᵀ G R⁻¹)
+
+    def solve(z: NDArray[np.float64]) -> NDArray[np.float64]:
+        u = (z[:, :n] + z[:, n:] @ theta) / c  # Aᵀz
+        return np.asarray(linalg.solve_triangular(R, linalg.solve_triangular(R, u.T, trans="T")).T, dtype=np.float64)
+    return value, solve
+
+
+def _check_starts(starts: int | None, n: int) -> int:
+    """Starting points of the p-Identity search: ``None`` is 4 for n <= 512 (each a few seconds at most;
+    the best of 4 at prefix 256 is 0.7% below the first) and 1 above (the starts' spread is 0.3% at n = 1024)."""
+    if starts is None:
+        return 4 if n <= 512 else 1
+    return positive_int("starts", starts)
+
+
+def _search_p_identity(gram: NDArray[np.float64], p: int, maxiter: int,
+                       starts: int) -> tuple[NDArray[np.float64], float, dict[str, Any]]:
+    """Θ (p × n, >= 0) minimising :func:`p_identity_objective` on ``gram`` by L-BFGS-B from ``starts``
+    fixed starts (uniform [0, 1) entries, seeds 0, 1, …, as HDMM's), the best kept; Θ = 0 (the
+    identity) if no start ends below it. Returns ``(Θ, f(Θ), details)``."""
+    n = gram.shape[0]
+    top = float(np.abs(gram).max())
+    G = gram / top if top > 0 else gram  # Θ does not depend on the Gram's scale
+
+    def fun(t: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        f, g = p_identity_objective(t.reshape(p, n), G)
+        return f, g.ravel()
+    identity = float(np.trace(G))  # Θ = 0: ‖F‖_F²
+    theta, value = np.zeros((p, n)), identity
+    info: dict[str, Any] = {"iterations": 0, "converged": True, "message": "identity", "start_objectives": []}
+    for seed in range(starts):
+        res = optimize.minimize(fun, np.random.default_rng(seed).random(p * n), jac=True, method="L-BFGS-B",
+                                bounds=[(0.0, None)] * (p * n), options={"maxiter": maxiter})
+        t = np.maximum(res.x.reshape(p, n), 0.0)
+        v = p_identity_objective(t, G)[0]
+        info["start_objectives"].append(v * top)
+        info["iterations"] += int(res.nit)
+        if v < value:
+            theta, value = t, v
+            info.update(converged=bool(res.success), message=str(res.message), best_start=seed)
+    return theta, value * top, {"identity_objective": identity * top, **info}
+
+
 class PIdentityMechanism(_Strategy):
     """HDMM's p-Identity strategy for pure ε-DP: ``A = [I; Θ] D`` (n + p rows), Θ >= 0 (p × n),
     ``D`` scaling every column to ℓ₁ norm 1, so Δ₁(A) = 1 and ``y = Ax + Lap(1/ε)^{n+p}``.
 
-    Θ minimises the exact error factor ``‖F A⁺‖_F²`` (:func:`p_identity_objective`), from F
-    alone (at unit scale: Θ does not depend on F's scale), by L-BFGS-B with bounds Θ >= 0 from
-    a fixed start (uniform [0, 1) entries, seed 0, as HDMM): the same F gives the same strategy.
-    Θ = 0 (the identity strategy) is kept if the search ends worse. Answers ``F x̂``, ``x̂ = A⁺y``;
-    noise ``F A⁺ z`` with ``E‖F A⁺ z‖₂² = 2/ε² ‖F A⁺‖_F²`` exactly. ``p=None``: max(1, n // 16)
-    (HDMM's choice); at most n. The search costs O(n²p) per step: seconds at n = 256, about 20 s
-    at n = 1024 with one BLAS thread (``maxiter`` bounds it).
+    Θ minimises the exact error factor ``‖F A⁺‖_F² = tr(FᵀF (AᵀA)⁻¹)`` (:func:`p_identity_objective`),
+    from FᵀF alone (at unit scale: Θ does not depend on F's scale), by L-BFGS-B with bounds Θ >= 0
+    from ``starts`` fixed starts (uniform [0, 1) entries, seeds 0, 1, …, as HDMM; None: 4 for
+    n <= 512, else 1), the best kept: the same F gives the same strategy. Θ = 0 (the identity
+    strategy) is kept if every search ends worse. Answers ``F x̂``, ``x̂ = A⁺y`` (from A's QR
+    decomposition); noise ``F A⁺ z`` with ``E‖F A⁺ z‖₂² = 2/ε² ‖F A⁺‖_F²`` exactly. ``p=None``:
+    max(1, n // 16) (HDMM's choice); at most n.
+
+    Cost: O(n²p) per L-BFGS-B step, at most ``maxiter`` steps per start, and about 8n² floats of
+    memory (the Gram matrix and its working copies): with p = n/16 and one BLAS thread, one start
+    takes about 1.5 s at n = 256 and 16 s at n = 1024 (prefix; ``scripts/strategy_cost.py``).
     """
 
-    def __init__(self, F: ArrayLike, *, epsilon: float, p: int | None = None, maxiter: int = 500,
-                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
-        super().__init__(F, rng, accountant)
+    def __init__(self, F: ArrayLike | ImplicitWorkload, *, epsilon: float, p: int | None = None, maxiter: int = 500,
+                 starts: int | None = None, rng: np.random.Generator | int | None = None,
+                 accountant: BudgetAccountant | None = None) -> None:
+        self._init_workload(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.p = max(1, self.n // 16) if p is None else positive_int("p", p)
         if self.p > self.n:
             raise ValueError(f"p must be an integer in [1, n = {self.n}] (extra strategy rows; the search costs "
-                             f"O(p³ + n²p) per step), got {p!r}")
+                             f"O(p³ + n²p) per step), got {short_repr(p)}")
         self.maxiter = positive_int("maxiter", maxiter)
+        self.starts = _check_starts(starts, self.n)
         n, p = self.n, self.p
-        check_memory("p", self.p, 8 * (6 * n * n + 4 * p * n + 2 * n * (n + p) + 3 * p * p))
-        self._exp = unit_exponent(self.F)
-        Fu = self._unit_F()
-        gram = Fu.T @ Fu
-        start = np.random.default_rng(0).random(p * n)
-        def fun(t: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-            f, g = p_identity_objective(t.reshape(p, n), gram)
-            return f, g.ravel()
-        res = optimize.minimize(fun, start, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * (p * n),
-                                options={"maxiter": self.maxiter})
-        theta = np.maximum(res.x.reshape(p, n), 0.0)
-        value = p_identity_objective(theta, gram)[0]
-        identity = float(np.trace(gram))  # Θ = 0: ‖F‖_F²
-        if not value < identity:
-            theta, value = np.zeros((p, n)), identity
+        check_memory("p", self.p, 8 * (8 * n * n + 4 * p * n + 3 * p * p))
+        gram = self._unit_gram()
+        theta, _, info = _search_p_identity(gram, p, self.maxiter, self.starts)
         self.theta = theta
-        # ‖F A⁺‖_F² of the search at unit scale (times 4^scale_exponent in F's units)
-        self.optimization = {"objective": value, "identity_objective": identity, "scale_exponent": self._exp,
-                             "iterations": int(res.nit), "converged": bool(res.success), "message": str(res.message)}
-        A = self.strategy_matrix()
-        self._pinv = np.linalg.pinv(A)  # A⁺, n × (n + p); A has full column rank (its top block is D)
-        self._width, self._what = max(self.d, self.n + self.p), "F A⁺ Lap(1/ε)"
-        self._set_noise(float(np.max(np.abs(A).sum(axis=0))),  # 1 up to rounding
-                        float(np.sum((Fu @ self._pinv) ** 2)))
+        value, self._solver = _p_identity_solver(theta, gram)
+        # ‖F A⁺‖_F² at unit scale (times 4^scale_exponent in F's units)
+        self.optimization = {"objective": value, "scale_exponent": self._exp, **info}
+        self._rows, self._what = self.n + self.p, "F A⁺ Lap(1/ε)"
+        self._set_noise(float(np.max(np.abs(self.strategy_matrix()).sum(axis=0))), value)  # Δ₁: 1 up to rounding
         self._claim = PrivacyClaim("p-Identity strategy", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"strategy": "p-identity", "p": p, "l1_sensitivity": self.sensitivity,
-                                             "scale": self.scale, "iterations": int(res.nit)})
+                                             "scale": self.scale, "iterations": info["iterations"],
+                                             "starts": self.starts})
 
     def strategy_matrix(self) -> NDArray[np.float64]:
         """The strategy ``A = [I; Θ] / c`` (dense, (n + p) × n), ``c = 1 + 1ᵀΘ``."""
         return np.vstack([np.eye(self.n), self.theta]) / (1.0 + self.theta.sum(axis=0))
 
-    def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
-        """``F A⁺ z`` with ``z ~ Lap(Δ₁/ε)^{n+p}``: (d,) or (size, d)."""
-        m = check_size(size, max(self.d, self.n + self.p))
-        z = self._rng.laplace(0.0, self.scale, size=(m or 1, self.n + self.p))
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow raises in check_finite_output
-            noise = (z @ self._pinv.T) @ self.F.T
-        return self._one_or_many(check_finite_output(noise, "the noise"), m)
+    def _solve(self, z: NDArray[np.float64]) -> NDArray[np.float64]:
+        return self._solver(z)
 
-    def _unit_noise(self, rng: np.random.Generator, m: int) -> NDArray[np.float64]:
-        return (rng.laplace(0.0, 1.0, size=(m, self.n + self.p)) @ self._pinv.T) @ self._unit_F().T
+
+def _kron_apply(mats: Sequence[NDArray[np.float64]], z: NDArray[np.float64],
+                shape: Sequence[int]) -> NDArray[np.float64]:
+    """``(⊗_i M_i) z`` for every row of z (of length Π shape): M_i along axis i of the C-order array."""
+    Z = z.reshape((len(z),) + tuple(shape))
+    for i, M in enumerate(mats):
+        Z = np.moveaxis(np.tensordot(M, Z, axes=(1, i + 1)), 0, i + 1)
+    return Z.reshape(len(z), -1)
+
+
+class KroneckerStrategyMechanism(_Strategy):
+    """Laplace noise on a Kronecker-product strategy ``A = A_1 ⊗ … ⊗ A_m`` over the product domain of
+    F (``F.shape`` of an implicit workload; an explicit F is one attribute), pure ε-DP.
+
+    ``y = Ax + Lap(Δ₁/ε)^s`` with ``Δ₁(A) = Π_i Δ₁(A_i)`` (column ℓ₁ norms multiply), ``x̂ = A⁺y`` with
+    ``A⁺ = ⊗_i A_i⁺`` applied attribute by attribute (no n × n matrix). Exact error from the
+    per-attribute Gram matrices: for ``F = ∪_j ⊗_i W_ji``, ``E‖F A⁺z‖₂² = 2(Δ₁/ε)² Σ_j Π_i
+    tr(W_jiᵀW_ji (A_iᵀA_i)⁻¹)``. ``strategies``: one full-column-rank matrix per attribute (dense
+    or scipy sparse, n_i columns).
+    """
+
+    def __init__(self, F: ArrayLike | ImplicitWorkload, *, epsilon: float, strategies: Sequence[ArrayLike],
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
+        self._init_workload(F, rng, accountant)
+        self.epsilon = check_epsilon(epsilon)
+        if isinstance(strategies, (str, bytes)) or not isinstance(strategies, Sequence) or \
+                len(strategies) != len(self.shape):
+            raise ValueError(f"strategies must be a sequence of {len(self.shape)} matrices (one per attribute of the "
+                             f"domain {self.shape}), got {short_repr(strategies)}")
+        mats = []
+        for i, S in enumerate(strategies):
+            A = validate_matrix(S.toarray() if sparse.issparse(S) else S, f"strategies[{i}]")  # type: ignore[union-attr]
+            if A.shape[1] != self.shape[i]:
+                raise ValueError(f"strategies[{i}] must have {self.shape[i]} columns, got shape {A.shape}")
+            mats.append(A)
+        self._set_strategies(mats, "Kronecker strategy", {"strategy": "kronecker"})
+
+    def _set_strategies(self, mats: list[NDArray[np.float64]], label: str, details: dict[str, Any]) -> None:
+        pinvs: list[NDArray[np.float64]] = []
+        inverses: list[NDArray[np.float64]] = []
+        for i, A in enumerate(mats):
+            check_memory(f"strategies[{i}]", None, 8 * 4 * A.shape[0] * A.shape[1])
+            P = np.asarray(np.linalg.pinv(A), dtype=np.float64)
+            if np.linalg.matrix_rank(A) < A.shape[1]:
+                raise ValueError(f"strategies[{i}] must have full column rank {A.shape[1]} (every cell estimable)")
+            pinvs.append(P)
+            inverses.append(P @ P.T)  # (AᵀA)⁻¹ = A⁺A⁺ᵀ
+        self.strategies, self._pinvs = mats, pinvs
+        self._rows = math.prod(A.shape[0] for A in mats)
+        self._what = "F A⁺ Lap(Δ₁/ε)"
+        with np.errstate(over="ignore"):
+            sens = float(np.prod([np.max(np.abs(A).sum(axis=0)) for A in mats]))
+        self._set_noise(sens, self._kron_trace(inverses))
+        self._claim = PrivacyClaim(label, self.epsilon, 0.0, "pure ε-DP", "exact",
+                                    details={**details, "strategy_rows": self._rows,
+                                             "l1_sensitivity": self.sensitivity, "scale": self.scale})
+
+    def _kron_trace(self, inverses: Sequence[NDArray[np.float64]]) -> float:
+        """``Σ_j w_j Π_i ⟨G_ji, X_i⟩`` (unit scale): ``‖F A⁺‖_F²·4^-e`` for ``X_i = (A_iᵀA_i)⁻¹``."""
+        if self.workload is not None:
+            return self.workload.kron_trace(inverses)
+        return float(np.vdot(self._unit_gram(), inverses[0]))
+
+    def strategy_matrix(self) -> NDArray[np.float64]:
+        """The strategy ``⊗_i A_i`` (dense; memory checked)."""
+        check_memory("strategies", None, 8 * 2 * self._rows * self.n)
+        out = self.strategies[0]
+        for A in self.strategies[1:]:
+            out = np.asarray(np.kron(out, A), dtype=np.float64)
+        return out
+
+    def _solve(self, z: NDArray[np.float64]) -> NDArray[np.float64]:
+        return _kron_apply(self._pinvs, z, [A.shape[0] for A in self.strategies])
+
+
+class KroneckerPIdentityMechanism(KroneckerStrategyMechanism):
+    """HDMM's Kronecker p-Identity: ``A = ⊗_i A_i`` with one p-Identity strategy ``A_i = [I; Θ_i]/c_i``
+    per attribute (Δ₁ = 1), pure ε-DP; release and errors as :class:`KroneckerStrategyMechanism`.
+
+    The error factor ``Σ_j w_j Π_i ⟨G_ji, (A_iᵀA_i)⁻¹⟩`` is minimised by block coordinate descent
+    over the attributes (as HDMM): with the others fixed it is ``⟨Ĝ_i, (A_iᵀA_i)⁻¹⟩``, ``Ĝ_i = Σ_j
+    w_j (Π_{l≠i} ⟨G_jl, (A_lᵀA_l)⁻¹⟩) G_ji``, a p-Identity search on Ĝ_i (:class:`PIdentityMechanism`'s,
+    ``starts`` and ``maxiter`` likewise), kept when it lowers the total; one round for a single
+    Kronecker product, up to ``rounds`` for a union (stopping when a round gains under 10⁻⁶).
+    ``p``: None (max(1, n_i // 16) per attribute), one int for all, or one per attribute.
+    """
+
+    def __init__(self, F: ArrayLike | ImplicitWorkload, *, epsilon: float, p: int | Sequence[int] | None = None,
+                 maxiter: int = 500, starts: int | None = None, rounds: int = 10,
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
+        self._init_workload(F, rng, accountant)
+        self.epsilon = check_epsilon(epsilon)
+        shape = self.shape
+        if p is None:
+            ps = [max(1, s // 16) for s in shape]
+        elif isinstance(p, Sequence) and not isinstance(p, (str, bytes)):
+            if len(p) != len(shape):
+                raise ValueError(f"p must be None, an integer or {len(shape)} integers (one per attribute), got "
+                                 f"{short_repr(p)}")
+            ps = [positive_int(f"p[{i}]", v) for i, v in enumerate(p)]
+        else:
+            ps = [positive_int("p", p)] * len(shape)
+        if any(q > s for q, s in zip(ps, shape)):
+            raise ValueError(f"p must be at most each attribute's size {shape}, got {short_repr(p)}")
+        self.p = ps
+        self.maxiter = positive_int("maxiter", maxiter)
+        self.rounds = positive_int("rounds", rounds)
+        check_memory("p", p, 8 * sum(8 * s * s + 4 * q * s + 3 * q * q for q, s in zip(ps, shape)))
+        terms = self._unit_terms()
+        thetas = [np.zeros((q, s)) for q, s in zip(ps, shape)]
+        C = np.array([[float(np.trace(G)) for _, Gs in terms for G in [Gs[i]]] for i in range(len(shape))])
+        w = np.array([t[0] for t in terms])
+        total = float(np.sum(w * C.prod(axis=0)))
+        identity, done, iterations = total, 0, 0
+        self.starts = [_check_starts(starts, s) for s in shape]
+        cache: list[tuple[int, NDArray[np.float64], NDArray[np.float64]]] = []
+        for _ in range(self.rounds if len(terms) > 1 else 1):
+            before = total
+            for i in range(len(shape)):
+                cs = w * np.prod(np.delete(C, i, axis=0), axis=0)
+                Gh = sum(c * Gs[i] for c, (_, Gs) in zip(cs, terms))
+                Gh = Gh / np.abs(Gh).max()
+                hit = [t for q, G, t in cache if q == ps[i] and G.shape == Gh.shape and np.array_equal(G, Gh)]
+                if hit:
+                    theta = hit[0]
+                else:
+                    theta, _, info = _search_p_identity(Gh, ps[i], self.maxiter, self.starts[i])
+                    iterations += info["iterations"]
+                    cache.append((ps[i], Gh, theta))
+                X = p_identity_inverse(theta)
+                Ci = np.array([float(np.vdot(Gs[i], X)) for _, Gs in terms])
+                new = float(np.sum(w * Ci * np.prod(np.delete(C, i, axis=0), axis=0)))
+                if new < total:
+                    thetas[i], C[i], total = theta, Ci, new
+            done += 1
+            if not total < before * (1 - 1e-6):
+                break
+        self.thetas = thetas
+        self.optimization = {"objective": total, "identity_objective": identity, "scale_exponent": self._exp,
+                             "rounds": done, "iterations": iterations}
+        mats = [np.vstack([np.eye(s), t]) / (1.0 + t.sum(axis=0)) for s, t in zip(shape, thetas)]
+        self._set_strategies(mats, "Kronecker p-Identity strategy",
+                             {"strategy": "kronecker p-identity", "p": list(ps), "rounds": done})
+
+

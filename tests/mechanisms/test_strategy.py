@@ -95,12 +95,16 @@ def test_identity_error_is_exact():
     assert norms.mean() == pytest.approx(e.value, abs=5 * np.hypot(e.stderr, norms.std() / np.sqrt(20000)))
 
 
+@pytest.mark.parametrize("root", [False, True])
 @pytest.mark.parametrize("F,b", [(W.prefix(10), 3), (W.all_range(9), 2), (W.random_pm1(5, 12, rng=3), 4)])
-def test_hierarchical_error_is_exact(F, b):
-    """noise = F A⁺ z, z ~ Lap(L/ε) iid with variance 2(L/ε)²: E‖F A⁺ z‖² = 2 (L/ε)² ‖F A⁺‖_F²."""
-    m = HierarchicalMechanism(F, epsilon=1.3, branching=b, rng=2)
-    exact = 2 * (m.levels / 1.3) ** 2 * dense_error_factor(F, m.strategy_matrix().toarray())
-    assert m.levels == levels_of(F.shape[1], b) and m.privacy.details["l1_sensitivity"] == m.levels
+def test_hierarchical_error_is_exact(F, b, root):
+    """noise = F A⁺ z, z ~ Lap(L/ε) iid with variance 2(L/ε)²: E‖F A⁺ z‖² = 2 (L/ε)² ‖F A⁺‖_F²
+    (L: the measured levels, ⌈log_b n⌉ + 1 with the root, one less without)."""
+    m = HierarchicalMechanism(F, epsilon=1.3, branching=b, root=root, rng=2)
+    A = m.strategy_matrix().toarray()
+    exact = 2 * (m.levels / 1.3) ** 2 * dense_error_factor(F, A)
+    assert m.levels == levels_of(F.shape[1], b) - (not root) == np.abs(A).sum(axis=0).max()
+    assert m.privacy.details["l1_sensitivity"] == m.levels
     assert m.expected_squared_error() == pytest.approx(exact, rel=1e-10)
     mc_check_squared_error(m.sample_noise(40000), exact)
     e = m.expected_error(n_samples=20000)
@@ -117,15 +121,20 @@ def test_release_is_least_squares_on_the_noisy_strategy_answers():
     assert np.allclose(m.release(x), F @ np.linalg.lstsq(A, A @ x + z, rcond=None)[0])
 
 
-def test_branching_is_the_exact_minimiser():
+@pytest.mark.parametrize("root", [False, True])
+def test_branching_is_the_exact_minimiser(root):
+    """Without the root every b in 2..n is tried, with it b in BRANCHINGS; each candidate's error is the
+    error of the mechanism built with that b, checked against numpy's dense pseudo-inverse."""
     F = W.prefix(40)
-    m = HierarchicalMechanism(F, epsilon=1.0)
-    assert set(m.branching_errors) == set(b for b in BRANCHINGS if b <= 40)
+    m = HierarchicalMechanism(F, epsilon=1.0, root=root)
+    assert set(m.branching_errors) == (set(b for b in BRANCHINGS if b <= 40) if root else set(range(2, 41)))
     assert m.expected_squared_error() == min(m.branching_errors.values())
-    for b in (2, 5, m.branching):
-        assert HierarchicalMechanism(F, epsilon=1.0, branching=b).expected_squared_error() == \
-            pytest.approx(m.branching_errors[b], rel=1e-12)
-    one = HierarchicalMechanism(np.array([[2.0]]), epsilon=1.0)  # n = 1: the root is the cell
+    for b in sorted({2, 5, 7, 16, 39, 40, m.branching} & set(m.branching_errors)):
+        one = HierarchicalMechanism(F, epsilon=1.0, branching=b, root=root)
+        dense = 2 * one.levels**2 * dense_error_factor(F, one.strategy_matrix().toarray())
+        assert one.expected_squared_error() == pytest.approx(m.branching_errors[b], rel=1e-12)
+        assert one.expected_squared_error() == pytest.approx(dense, rel=1e-9)
+    one = HierarchicalMechanism(np.array([[2.0]]), epsilon=1.0, root=root)  # n = 1: the root is the cell
     assert one.levels == 1 and one.expected_squared_error() == pytest.approx(2 * 4.0)
 
 
