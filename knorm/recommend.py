@@ -19,20 +19,28 @@ F only and releases nothing, so it costs no privacy). The chosen mechanism
 (``Recommendation.mechanism``) is built with the caller's ``rng`` (None is OS entropy,
 private; an int a reproducible run that is NOT private): the exact rows' mechanisms draw
 nothing to fill the table and are kept as built; K-norm and NIM are built afresh.
+
+Cost: before a row runs, its time and memory are estimated from the shapes (``ROW_COSTS``:
+flop counts at ``FLOP_RATE``; MCMC steps at ``MCMC_RATE``); rows run cheapest first, a row
+whose memory estimate exceeds :func:`~knorm._validate.memory_limit` is skipped with that
+reason, and with ``budget_s`` a row whose estimate exceeds the time left is dropped
+(``Recommendation.dropped`` says which and why). Every computed row records its measured
+``seconds``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+import time
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ._rng import as_generator
-from ._validate import check_options, is_int, positive_int, short_repr
+from ._validate import check_memory, check_options, is_int, is_real, memory_limit, positive_int, short_repr
 from .body import SymmetricHull
 from .body.hull import validate_matrix
 from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
@@ -40,16 +48,22 @@ from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMecha
 from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check_epsilon, check_n_samples,
                                in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
+from .mechanisms.strategy import BRANCHINGS
 from .walks.chains import check_workers, walk_id
 from .walks.prepared import PreparedWorkload, check_prepared
 
-__all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "P_IDENTITY_MAX_N"]
+__all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "row_cost"]
 
 # the order also breaks ties (within TIE of each other): the simpler, exact mechanism first
 CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "knorm", "nim")
-P_IDENTITY_MAX_N = 512  # p-Identity's search is O(n²p) per step: seconds at n = 256, ~20 s at 1024
 TIE = 1e-6  # relative: rows this close are equal (K-norm of an injective F *is* the identity strategy)
 MECHANISM_OPTIONS = ("walk", "bank_size", "sampler_options", "accept_uncertified")
+# the cost model of the estimates (one core): dense linear algebra at FLOP_RATE flop/s; an MCMC
+# estimate of E‖z‖² from m uniform draws in dimension r with n generators ≈ m·r·n·MCMC_STEP s
+# (billiard steps per released draw ≈ r/8, each an O(r·n) oracle update), plus its rounding
+FLOP_RATE = 2e9
+MCMC_STEP = 1.5e-8
+P_IDENTITY_MAXITER = 500  # PIdentityMechanism's default
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,7 @@ class ErrorRow:
     notion: str
     d: int
     skipped: str | None = None
+    seconds: float | None = None
 
     @property
     def per_query_rmse(self) -> float | None:
@@ -78,7 +93,7 @@ class ErrorRow:
     def as_dict(self) -> dict[str, Any]:
         return {"mechanism": self.mechanism, "rms": self.rms, "stderr": self.stderr,
                 "per_query_rmse": self.per_query_rmse, "exact": self.exact, "method": self.method,
-                "notion": self.notion, "skipped": self.skipped}
+                "notion": self.notion, "skipped": self.skipped, "seconds": self.seconds}
 
     def __str__(self) -> str:
         if self.rms is None:
@@ -90,7 +105,8 @@ class ErrorRow:
 @dataclass
 class Recommendation:
     """``recommend``'s answer: ``table`` (name → :class:`ErrorRow`), ``best`` (the name of the
-    least-error row), ``mechanism`` (a ready mechanism for it, built with the caller's rng)."""
+    least-error row), ``mechanism`` (a ready mechanism for it, built with the caller's rng);
+    ``dropped``: rows not computed for lack of time (``budget_s``) or memory, name → why."""
 
     table: dict[str, ErrorRow]
     best: str
@@ -100,26 +116,30 @@ class Recommendation:
     d: int
     n: int
     reason: str
+    dropped: dict[str, str] = field(default_factory=dict)
+    budget_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"best": self.best, "reason": self.reason, "epsilon": self.epsilon, "delta": self.delta,
                 "measure": "rms = √E‖noise‖₂² on the d answers (per query: rms/√d)",
+                "budget_s": self.budget_s, "dropped": dict(self.dropped),
                 "table": {k: r.as_dict() for k, r in self.table.items()}}
 
     def __str__(self) -> str:
         head = f"expected error at ε = {self.epsilon:g}" + (f", δ = {self.delta:g}" if self.delta else "")
         lines = [f"{head} ({self.d} queries, {self.n} cells); rms = √E‖noise‖₂² on the answers, "
                  "per query = rms/√d:",
-                 f"  {'mechanism':13s} {'rms':>12s} {'± SE':>9s} {'per query':>11s}  notion       how"]
+                 f"  {'mechanism':13s} {'rms':>12s} {'± SE':>9s} {'per query':>11s} {'seconds':>8s}  notion       how"]
         for name, r in self.table.items():
             mark = "*" if name == self.best else " "
+            secs = "" if r.seconds is None else f"{r.seconds:.2g}"
             if r.rms is None:
-                lines.append(f"{mark} {name:13s} {'—':>12s} {'':>9s} {'—':>11s}  {r.notion:12s} "
+                lines.append(f"{mark} {name:13s} {'—':>12s} {'':>9s} {'—':>11s} {secs:>8s}  {r.notion:12s} "
                              f"skipped: {r.skipped}")
                 continue
             se = "exact" if r.exact else f"{r.stderr:.2g}"
-            lines.append(f"{mark} {name:13s} {r.rms:12.5g} {se:>9s} {r.per_query_rmse:11.5g}  {r.notion:12s} "
-                         f"{r.method}")
+            lines.append(f"{mark} {name:13s} {r.rms:12.5g} {se:>9s} {r.per_query_rmse:11.5g} {secs:>8s}  "
+                         f"{r.notion:12s} {r.method}")
         lines.append(f"recommended: {self.best} ({self.reason})")
         return "\n".join(lines)
 
@@ -169,22 +189,61 @@ def _rms_from_draws(norms, factor, ess):
     return factor * np.sqrt(m), (factor * se_m / (2.0 * np.sqrt(m)) if m > 0 else 0.0)
 
 
+def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | None = None,
+             p: int | None = None) -> tuple[float, float]:
+    """``(seconds, bytes)``: the estimated time (one core) and peak memory of recommend's row
+    ``name`` on a d × n workload of the given rank (default min(d, n)), before it runs.
+
+    A model from the shapes alone (:data:`FLOP_RATE`, :data:`MCMC_STEP`): e.g. p-Identity
+    ``maxiter·(8n²p + 6p²n + p³)`` flops for its search plus ``2dn² + 20n³`` for FᵀF and A⁺;
+    K-norm the SVD of F plus ``n_samples·r²·n`` MCMC steps' work (0 when K turns out to have
+    exact structure: an upper estimate); NIM twice K-norm's (its plan and its levels' draws).
+    """
+    if name not in CANDIDATES:
+        raise ValueError(f"name must be one of {list(CANDIDATES)}, got {name!r}")
+    d, n = positive_int("d", d), positive_int("n", n)
+    r = min(d, n) if rank is None else positive_int("rank", rank)
+    dn, m, tall = float(d) * n, float(n_samples), d > n
+    if name in ("laplace", "gaussian"):
+        flops, nbytes = 3 * dn, 16 * dn
+    elif name == "identity":
+        flops, nbytes = 3 * dn, 24 * dn
+    elif name == "hierarchical":
+        rows = n if tall else d  # FᵀF (n rows) or F's rows, each solved on every tree
+        flops = (2 * dn * n if tall else 0) + len(BRANCHINGS) * 40.0 * rows * n
+        nbytes = 16 * dn + 16.0 * n * n + 4 * CHUNK_BYTES
+    elif name == "p-identity":
+        p = max(1, n // 16) if p is None else p
+        flops = P_IDENTITY_MAXITER * (8.0 * n * n * p + 6.0 * p * p * n + p**3) + 2 * dn * n + 20.0 * n**3
+        nbytes = 8.0 * (6 * n * n + 4 * p * n + 2 * n * (n + p) + 3 * p * p) + 16 * dn + 16.0 * d * (n + p)
+    else:
+        svd = 4 * dn * min(d, n)
+        mcmc = m * r * r * n * MCMC_STEP
+        flops = svd * (2 if name == "nim" else 1)
+        nbytes = 8 * (6 * dn + 4 * m * d) * (2 if name == "nim" else 1)
+        return flops / FLOP_RATE + mcmc * (2 if name == "nim" else 1), nbytes
+    return flops / FLOP_RATE, nbytes
+
+
 class _Builder:
-    """The rows, from F alone; keeps what the chosen mechanism can reuse (the body)."""
+    """The rows, from F alone; keeps what the chosen mechanism can reuse (the body, the best
+    exact row's mechanism)."""
 
     def __init__(self, F, epsilon, delta, n_samples, walk, mc_seed, p_identity_max_n, options, rng, accountant,
                  workers=None, prepared=None):
         self.F, self.epsilon, self.delta = F, epsilon, delta
         self.prepared = prepared  # a PreparedWorkload of F (checked): its body and rounding are reused
         self.sampler_options = {} if workers is None else {"workers": workers}  # the table's MCMC runs
-        # the rows of these are exact formulas (no draws): built once, with the caller's rng, and kept
+        # the rows of these are exact formulas (no draws): built once, with the caller's rng; the
+        # least-error one is kept (each holds a copy of F)
         self.common = {"epsilon": epsilon, "rng": rng, "accountant": accountant}
-        self.built = {}
+        self.built: dict[str, Any] = {}
+        self.built_rms: dict[str, float] = {}
         self.d, self.n = F.shape
         self.n_samples, self.walk, self.mc_seed = n_samples, walk, mc_seed
         self.p_identity_max_n, self.options = p_identity_max_n, options
         self.body = None if prepared is None else prepared.body
-        self.nim_levels = None
+        self.nim_levels, self.nim_plan = None, None
 
     def row(self, name, rms, stderr, exact, method, notion="pure ε-DP"):
         """A ranked row; a ValueError (the row is skipped with it) where rms leaves float64."""
@@ -195,34 +254,42 @@ class _Builder:
         notion = "(ε, δ)-DP" if name == "gaussian" else "pure ε-DP"
         return ErrorRow(name, None, None, False, "", notion, self.d, skipped=why)
 
+    def keep(self, name, mech, rms):
+        """Keep ``mech`` if its row is the least so far (the others' copies of F are let go)."""
+        if all(rms < r for r in self.built_rms.values()):
+            self.built, self.built_rms = {name: mech}, {name: rms}
+
+    def cost(self, name):
+        """``(seconds, bytes)`` estimated for the row (:func:`row_cost`)."""
+        rank = None if self.body is None else self.body.dim
+        return row_cost(name, self.d, self.n, n_samples=self.n_samples, rank=rank)
+
     def laplace(self):
-        m = self.built["laplace"] = LaplaceMechanism(self.F, **self.common)
-        return self.row("laplace", m.rms_error(), 0.0, True, "exact: √(2d)·Δ₁/ε")
+        m = LaplaceMechanism(self.F, **self.common)
+        return self._exact("laplace", m, "exact: √(2d)·Δ₁/ε")
 
     def gaussian(self):
-        m = self.built["gaussian"] = GaussianMechanism(self.F, delta=self.delta, **self.common)
-        return self.row("gaussian", m.rms_error(), 0.0, True,
-                        "exact: √d·σ (analytic calibration)", notion="(ε, δ)-DP")
+        m = GaussianMechanism(self.F, delta=self.delta, **self.common)
+        return self._exact("gaussian", m, "exact: √d·σ (analytic calibration)", notion="(ε, δ)-DP")
 
-    def _strategy(self, name, m, how):
-        self.built[name] = m
-        return self.row(name, m.rms_error(), 0.0, True, f"exact: {how}")
+    def _exact(self, name, m, how, notion="pure ε-DP"):
+        row = self.row(name, m.rms_error(), 0.0, True, how, notion)
+        self.keep(name, m, row.rms)
+        return row
 
     def identity(self):
         m = IdentityMechanism(self.F, **self.common)
-        return self._strategy("identity", m, "√2/ε·‖F‖_F")
+        return self._exact("identity", m, "exact: √2/ε·‖F‖_F")
 
     def hierarchical(self):
         m = HierarchicalMechanism(self.F, **self.common)
-        how = f"√2·levels/ε·‖F A⁺‖_F, b = {m.branching}, {m.levels} levels"
-        return self._strategy("hierarchical", m, how)
+        return self._exact("hierarchical", m, f"exact: √2·levels/ε·‖F A⁺‖_F, b = {m.branching}, {m.levels} levels")
 
     def p_identity(self):
-        if self.n > self.p_identity_max_n:
-            return self.skipped("p-identity", f"n = {self.n} > p_identity_max_n = {self.p_identity_max_n} "
-                                              "(the search costs O(n²p) per step)")
+        if self.p_identity_max_n is not None and self.n > self.p_identity_max_n:
+            return self.skipped("p-identity", f"n = {self.n} > p_identity_max_n = {self.p_identity_max_n}")
         m = PIdentityMechanism(self.F, **self.common)
-        return self._strategy("p-identity", m, f"√2/ε·‖F A⁺‖_F, p = {m.p}")
+        return self._exact("p-identity", m, f"exact: √2/ε·‖F A⁺‖_F, p = {m.p}")
 
     def _body(self):
         if self.body is None:
@@ -249,8 +316,11 @@ class _Builder:
 
     def nim(self, knorm_row):
         m = NIMechanism(self.F, epsilon=self.epsilon, rng=self.mc_seed, walk=self.walk,
-                        sampler_options=self.sampler_options, accept_uncertified=True, prepared=self.prepared)
-        self.nim_levels = len(m.levels)
+                        sampler_options=self.sampler_options, accept_uncertified=True, prepared=self.prepared,
+                        body=None if self.prepared is not None else self.body)  # K-norm's body: its rounding
+        self.nim_levels, self.nim_plan = len(m.levels), m
+        if self.body is None:
+            self.body = m._stages[0].body
         if len(m.levels) == 1:
             if knorm_row is not None and knorm_row.rms is not None:
                 return ErrorRow("nim", knorm_row.rms, knorm_row.stderr, knorm_row.exact,
@@ -277,21 +347,38 @@ def _one_line(exc):
     return f"{type(exc).__name__}: " + (text.splitlines()[0] if text else "no message")
 
 
+def _check_budget(budget_s):
+    if budget_s is None:
+        return None
+    if not is_real(budget_s) or not np.isfinite(budget_s) or budget_s <= 0:
+        raise ValueError(f"budget_s must be None or a positive number of seconds, got {short_repr(budget_s)}")
+    return float(budget_s)
+
+
 def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
               rng: np.random.Generator | int | None = None, candidates: Sequence[str] | None = None,
               n_samples: int = 2000, walk: str = "billiard", mc_seed: int = 0,
-              p_identity_max_n: int = P_IDENTITY_MAX_N, mechanism_options: Mapping[str, Any] | None = None,
+              budget_s: float | None = None, p_identity_max_n: int | None = None,
+              mechanism_options: Mapping[str, Any] | None = None,
               accountant: Any = None, workers: int | Executor | None = None,
               prepared: PreparedWorkload | None = None) -> Recommendation:
     """The expected error of every applicable mechanism on ``F`` and the least-error one.
 
     From F alone (never data). ``table``: name → :class:`ErrorRow` with ``rms = √E‖noise‖₂²``
     on the d answers (module docstring: exact formulas, or Monte Carlo with its SE from
-    ``n_samples`` draws seeded by ``mc_seed``). ``candidates`` (default: all of
-    :data:`CANDIDATES`; ``"gaussian"`` only with ``delta``, then marked (ε, δ)-DP and
-    competing: giving δ says (ε, δ)-DP is acceptable); ``"p-identity"`` is skipped when
-    ``n > p_identity_max_n``. A row that cannot be built (too large, an oracle error) says
-    why (``skipped``) instead of failing the call.
+    ``n_samples`` draws seeded by ``mc_seed``), in :data:`CANDIDATES` order, each with the
+    ``seconds`` it took. ``candidates`` (default: all of :data:`CANDIDATES`; ``"gaussian"``
+    only with ``delta``, then marked (ε, δ)-DP and competing: giving δ says (ε, δ)-DP is
+    acceptable). A row that cannot be built (too large, an oracle error) says why
+    (``skipped``) instead of failing the call.
+
+    Cost: each row's time and memory are estimated first (:func:`row_cost`); the rows run
+    cheapest first; one whose memory estimate exceeds half the physical memory is skipped
+    (and if every row is, a one-line ValueError naming F comes before anything is
+    allocated); ``budget_s`` (None: no limit) drops a row whose estimated time exceeds the
+    time left (the first row always runs): ``Recommendation.dropped`` and the row say so.
+    ``p_identity_max_n`` (None: no cap; the former default was 512) skips p-Identity above
+    that many cells.
 
     ``best``: the least ``rms`` (ties within 1e-6 relative go to the earlier name of
     :data:`CANDIDATES`, so a one-level NIM never beats K-norm); ``mechanism``: that mechanism,
@@ -304,6 +391,10 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     ``prepared``: a :class:`~knorm.walks.prepared.PreparedWorkload` of this F (its body and
     rounding are reused by the K-norm and NIM rows and the chosen mechanism).
     """
+    arr = np.asarray(F) if isinstance(F, np.ndarray) else None
+    if arr is not None and arr.ndim == 2:  # before the validated copy: the least a row needs
+        check_memory("F", None, 8.0 * arr.size + min(row_cost(c, *arr.shape)[1] for c in ("laplace", "identity"))
+                     if arr.size else 0)
     F = validate_matrix(F)
     epsilon = check_epsilon(epsilon)
     delta = None if delta is None else check_delta(delta)
@@ -312,7 +403,8 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     walk_id(walk)
     if not is_int(mc_seed) or mc_seed < 0:
         raise ValueError(f"mc_seed must be a non-negative integer, got {mc_seed!r}")
-    p_identity_max_n = positive_int("p_identity_max_n", p_identity_max_n)
+    budget_s = _check_budget(budget_s)
+    p_identity_max_n = positive_int("p_identity_max_n", p_identity_max_n, allow_none=True)
     options = _check_options(mechanism_options)
     workers = _merge_workers(options, check_workers(workers))
     if rng is not None:
@@ -324,16 +416,34 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
 
     b = _Builder(F, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant,
                  workers, prepared)
+    limit = memory_limit()
+    costs = {name: b.cost(name) for name in names}
     table: dict[str, ErrorRow] = {}
-    for name in names:
+    dropped: dict[str, str] = {}
+    t0 = time.perf_counter()
+    for name in sorted(names, key=lambda k: costs[k][0]):  # cheapest first (stable: CANDIDATES order)
+        seconds, nbytes = b.cost(name)  # again: K-norm's rank is known once its body is built
+        if nbytes > limit:
+            why = (f"needs about {nbytes / 2**30:.3g} GiB (estimated), more than the {limit / 2**30:.3g} GiB "
+                   "allowed (half the physical memory)")
+            table[name], dropped[name] = b.skipped(name, why), why
+            continue
+        left = None if budget_s is None else budget_s - (time.perf_counter() - t0)
+        if left is not None and table and seconds > left:
+            why = f"budget_s = {budget_s:g}: estimated {seconds:.3g} s, {max(left, 0.0):.3g} s left"
+            table[name], dropped[name] = b.skipped(name, why), why
+            continue
+        t = time.perf_counter()
         try:
             if name == "nim":
-                table[name] = b.nim(table.get("knorm"))
+                row = b.nim(table.get("knorm"))
             else:
-                table[name] = getattr(b, name.replace("-", "_"))()
+                row = getattr(b, name.replace("-", "_"))()
         except Exception as exc:  # one mechanism failing must not lose the others' rows
-            table[name] = b.skipped(name, _one_line(exc))
-    rms = {r.mechanism: float(r.rms) for r in table.values() if r.rms is not None}  # in CANDIDATES order
+            row = b.skipped(name, _one_line(exc))
+        table[name] = replace(row, seconds=time.perf_counter() - t)
+    table = {name: table[name] for name in names}  # CANDIDATES order
+    rms = {r.mechanism: float(r.rms) for r in table.values() if r.rms is not None}
     if not rms:
         raise ValueError("F: no candidate mechanism could be built: "
                          + "; ".join(f"{r.mechanism}: {r.skipped}" for r in table.values()))
@@ -351,10 +461,16 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
         reason += f"; next {runner} {others[runner]:.4g} ({ratio:.3g}×)"
     if table[best].notion != "pure ε-DP":
         reason += f"; (ε, δ)-DP with δ = {delta:g}"
+    if dropped:
+        reason += f"; not computed (time budget or memory): {', '.join(dropped)}"
     if best in b.built:  # built with the caller's rng, nothing drawn yet
         mech = b.built[best]
     elif best == "knorm":  # the table's K-norm drew seeded uniform draws: a fresh one (same body)
         mech = KNormMechanism(F, body=b._body(), **options, **b.common)
-    else:  # NIM: planned again (the plan is a function of F: the same plan)
-        mech = NIMechanism(F, **options, **b.common, prepared=prepared)
-    return Recommendation(table, best, mech, epsilon, delta, b.d, b.n, reason)
+    elif best == "nim":  # the table's plan (a function of F), fresh levels with the caller's rng
+        mech = NIMechanism(F, **options, **b.common, plan_of=b.nim_plan)
+    else:  # an exact row whose mechanism was let go (a row within TIE ran before it): built again
+        b.built_rms = {}
+        getattr(b, best.replace("-", "_"))()
+        mech = b.built[best]
+    return Recommendation(table, best, mech, epsilon, delta, b.d, b.n, reason, dropped, budget_s)

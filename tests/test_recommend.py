@@ -127,6 +127,10 @@ def test_rows_that_cannot_be_built_say_why(monkeypatch):
     ({"epsilon": 1, "mc_seed": -1}, "mc_seed"),
     ({"epsilon": 1, "walk": "teleport"}, "walk"),
     ({"epsilon": 1, "p_identity_max_n": 0}, "p_identity_max_n"),
+    ({"epsilon": 1, "budget_s": 0}, "budget_s"),
+    ({"epsilon": 1, "budget_s": -1.0}, "budget_s"),
+    ({"epsilon": 1, "budget_s": float("inf")}, "budget_s"),
+    ({"epsilon": 1, "budget_s": "10"}, "budget_s"),
     ({"epsilon": 1, "mechanism_options": {"chains": 3}}, "mechanism_options"),
     ({"epsilon": 1, "rng": -1}, "rng"),
     ({"epsilon": 1, "rng": "os"}, "rng"),
@@ -208,7 +212,7 @@ ODD = [0, 0.0, 1e-300, -1e-300, 1e300, -1e300, 5e-324, 1.7e308, float("nan"), fl
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(arg=st.sampled_from(["epsilon", "delta", "n_samples", "mc_seed", "p_identity_max_n"]),
+@given(arg=st.sampled_from(["epsilon", "delta", "n_samples", "mc_seed", "p_identity_max_n", "budget_s"]),
        value=st.one_of(st.sampled_from(ODD), st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**6)))
 def test_numeric_arguments_give_a_ranked_table_or_a_named_error(arg, value):
     """Every numeric argument of recommend: a table whose ranked rows are normal positive floats
@@ -244,3 +248,60 @@ def test_every_scale_gives_shifted_rows_or_skips(k, e):
             assert "epsilon" in row.skipped or "F" in row.skipped, row.skipped
         elif name != "gaussian":  # the Gaussian's σ is not ∝ 1/ε
             assert row.rms == np.ldexp(base.table[name].rms, k - e), (name, row.rms)
+
+
+# ---- cost: estimates before running, the time budget, memory (issue 20) ----------------------------
+
+def test_rows_run_cheapest_first_and_record_their_seconds():
+    r = recommend(W.prefix(8), epsilon=1.0, rng=0)
+    assert list(r.table) == list(CANDIDATES[:1]) + list(CANDIDATES[2:])  # table in CANDIDATES order
+    assert all(row.seconds is not None and row.seconds >= 0 for row in r.table.values())
+    assert r.dropped == {} and r.budget_s is None and "seconds" in str(r)
+    assert r.as_dict()["table"]["identity"]["seconds"] == r.table["identity"].seconds
+
+
+def test_p_identity_has_no_size_cap_by_default():
+    """p_identity_max_n defaults to None (the former default skipped n > 512); an int still caps it."""
+    assert recommend(W.prefix(8), epsilon=1.0, candidates=["p-identity"]).table["p-identity"].rms is not None
+    r = recommend(W.prefix(8), epsilon=1.0, candidates=["identity", "p-identity"], p_identity_max_n=7)
+    assert "p_identity_max_n = 7" in r.table["p-identity"].skipped
+
+
+def test_the_budget_drops_rows_estimated_to_be_too_slow():
+    """A budget no row fits: the cheapest row (estimates from the shapes: Laplace's 3dn flops,
+    the least) still runs, every other row is dropped with its estimate, and the Recommendation
+    says so."""
+    r = recommend(W.prefix(8), epsilon=1.0, rng=0, budget_s=1e-12)
+    assert [k for k, row in r.table.items() if row.rms is not None] == ["laplace"]
+    assert set(r.dropped) == set(CANDIDATES) - {"laplace", "gaussian"}
+    for name in r.dropped:
+        assert r.table[name].skipped.startswith("budget_s = 1e-12: estimated") and r.table[name].seconds is None
+    assert r.best == "laplace" and "not computed" in r.reason and r.as_dict()["dropped"] == r.dropped
+    # a generous budget changes nothing
+    full, roomy = recommend(W.prefix(8), epsilon=1.0, rng=0), recommend(W.prefix(8), epsilon=1.0, rng=0, budget_s=1e6)
+    assert {k: v.rms for k, v in full.table.items()} == {k: v.rms for k, v in roomy.table.items()}
+
+
+def test_row_cost_orders_the_rows():
+    from knorm.recommend import row_cost
+
+    d, n = 500, 256
+    secs = {c: row_cost(c, d, n)[0] for c in CANDIDATES}
+    assert secs["laplace"] <= secs["identity"] < secs["hierarchical"] < secs["p-identity"] < secs["knorm"] < secs["nim"]
+    # p-Identity: maxiter·(8n²p + 6p²n + p³) + 2dn² + 20n³ flops, p = n/16 = 16
+    flops = 500 * (8 * n * n * 16 + 6 * 16 * 16 * n + 16**3) + 2 * d * n * n + 20 * n**3
+    assert row_cost("p-identity", d, n)[0] == pytest.approx(flops / 2e9, rel=1e-12)
+    with pytest.raises(ValueError, match="name"):
+        row_cost("exponential", d, n)
+
+
+def test_rows_over_memory_are_skipped_and_none_left_is_one_line_naming_f(monkeypatch):
+    rec_module = importlib.import_module("knorm.recommend")
+    monkeypatch.setattr(rec_module, "memory_limit", lambda: 40 * 8 * 64.0)  # 40 copies of prefix(8)
+    r = recommend(W.prefix(8), epsilon=1.0, rng=0)
+    assert r.table["laplace"].rms is not None and r.table["identity"].rms is not None
+    assert "GiB" in r.table["nim"].skipped and "nim" in r.dropped
+    monkeypatch.setattr(rec_module, "memory_limit", lambda: 8.0)
+    with pytest.raises(ValueError) as info:
+        recommend(W.prefix(8), epsilon=1.0)
+    assert str(info.value).startswith("F") and "\n" not in str(info.value)

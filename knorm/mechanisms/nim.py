@@ -40,7 +40,16 @@ DEFAULT_MAX_ESTIMATES = 8
 # the covariance of each MCMC level of the plan; the rounding's own estimate, from ~10 points
 # per dimension, only screens candidates (it can be 20% off on small bodies)
 PLAN_DRAWS = 1000
-PRECISE_CHECKS = 3  # screened splits re-scored with PLAN_DRAWS draws, per level
+PRECISE_CHECKS = 3  # at most this many screened splits re-scored with PLAN_DRAWS draws, per level
+# a screening estimate of a candidate's covariance trace may be this much too large: a screened
+# split is re-scored only while its score with c_U' so lowered could beat the best re-scored one
+SCREEN_ERROR = 0.1
+# screened split points t are at least this far apart (relative): the score is flat near its
+# optimum, so neighbouring t (the proxy ranks them together) would buy roundings and no gain
+T_SPACING = 0.25
+# a further screened split is re-scored only if it could beat the best re-scored score by this
+# much (relative, in the cube-root score; ≈ 3% in squared error): smaller gains are not worth a run
+RESCORE_GAIN = 0.01
 PLAN_SEED = 20251122
 
 
@@ -155,15 +164,21 @@ class NIMechanism(Mechanism):
     structure (t = 1 always has). So candidates are ranked by a proxy that puts the
     marginal of Uniform(K) in place of Uniform(P_{U'}K), ``c_{U'} ≈ (t+1)(t+2)·Σ_{j≤t}λ_j``
     (smallest at large eigenvalue gaps; exact for boxes, optimistic otherwise), and
-    estimated in that order while the proxy can still beat the best score, with at most
-    ``max_estimates`` MCMC covariance estimates of candidate subspaces in the whole
-    search (``covariance_estimates`` counts them; the first level's, which K-norm needs
-    anyway, is not counted). These rounding estimates only screen: every MCMC level of
-    the plan, and each of the best ``PRECISE_CHECKS`` = 3 screened candidates of a level,
-    gets its covariance from ``PLAN_DRAWS`` = 1000 uniform draws of a sampler run with a
-    fixed seed (``precise_estimates`` counts them). A split is taken only if it then predicts at
-    least ``SPLIT_MARGIN`` = 5% less squared error than releasing the level whole. With
-    one level NIM is the K-norm mechanism (the same draws for the same ``rng``).
+    estimated in that order while the proxy can still beat the best score (its c_{U'} times
+    (1 − SCREEN_ERROR)·(the least ratio estimated/proxy c_{U'} of the candidates estimated
+    so far) where that exceeds 1: a cheap bound on the gain), passing over a
+    t within ``T_SPACING`` = 25% of one already estimated (the score is flat near its
+    optimum), with at most ``max_estimates`` MCMC covariance estimates of candidate
+    subspaces in the whole search (``covariance_estimates`` counts them; the first
+    level's, which K-norm needs anyway, is not counted). These rounding estimates only
+    screen: every MCMC level of the plan, and of a level's best screened candidates (at
+    most ``PRECISE_CHECKS`` = 3) the first and each later one that could still beat the best
+    re-scored one by ``RESCORE_GAIN`` = 1% if its screening estimate were ``SCREEN_ERROR`` =
+    10% too large, gets its covariance from ``PLAN_DRAWS`` = 1000
+    uniform draws of a sampler run with a fixed seed (``precise_estimates`` counts them).
+    A split is taken only if it then predicts at least ``SPLIT_MARGIN`` = 5% less squared
+    error than releasing the level whole. With one level NIM is the K-norm mechanism (the
+    same draws for the same ``rng``).
 
     ``split="halves"``: Hardt & Talwar's rule, the top ⌊k/2⌋ eigenvectors down to
     dimension 1. ``max_levels`` caps the number of levels (1 = K-norm). In every plan the
@@ -177,14 +192,17 @@ class NIMechanism(Mechanism):
     (an uncertified MCMC run raises :class:`~knorm.ConvergenceError` unless
     ``accept_uncertified=True``). ``prepared``: a :class:`~knorm.walks.prepared.PreparedWorkload`
     of this F: the first level's body and rounding are taken from it (the plan and the noise
-    law are the same).
+    law are the same); or ``body``: K = F·B₁ⁿ of this F (as :class:`KNormMechanism`'s, whose
+    rounding is then reused). ``plan_of``: an NIMechanism of the same F, split, max_levels and
+    max_estimates whose plan is taken as it is (the plan is a function of F: no search).
     """
 
     def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard",
                  rng: np.random.Generator | int | None = None, bank_size: int = 1000,
                  sampler_options: dict[str, Any] | None = None, accept_uncertified: bool = False,
                  accountant: BudgetAccountant | None = None, split: str = "auto", max_levels: int | None = None,
-                 max_estimates: int = DEFAULT_MAX_ESTIMATES, prepared: PreparedWorkload | None = None) -> None:
+                 max_estimates: int = DEFAULT_MAX_ESTIMATES, prepared: PreparedWorkload | None = None,
+                 body: SymmetricHull | None = None, plan_of: NIMechanism | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
@@ -200,9 +218,15 @@ class NIMechanism(Mechanism):
         self.covariance_estimates = 0  # MCMC covariance estimates (roundings) of candidate subspaces
         self.precise_estimates = 0     # PLAN_DRAWS-draw covariance estimates (levels of the plan, checks)
 
-        root = SymmetricHull(self.F) if prepared is None else check_prepared(prepared, self.F)
-        self._root_log_scale = root._log_scale
-        stages = self._search(root)
+        if plan_of is not None:
+            stages, root = self._plan_of(plan_of, prepared, body)
+        else:
+            if prepared is not None and body is not None:
+                raise ValueError("prepared: give a prepared workload or a body, not both")
+            root = check_prepared(prepared, self.F) if prepared is not None else self._check_body(body)
+            self._root_log_scale = root._log_scale
+            stages = self._search(root)
+        self._stages = stages
         costs = [st.cost(st.split) for st in stages]
         shares, total = _split_unit(costs)  # ε_i = ε·share_i; Σ c_i/ε_i² = total/ε² (in frame units²)
         eps = self.epsilon * shares
@@ -244,6 +268,30 @@ class NIMechanism(Mechanism):
         )
 
     # -- the plan ---------------------------------------------------------------------
+    def _check_body(self, body: SymmetricHull | None) -> SymmetricHull:
+        """``body``: K = F·B₁ⁿ of this F (as :class:`KNormMechanism`'s ``body``, the caller's to match;
+        its rounding is reused), or None: a new one."""
+        if body is None:
+            return SymmetricHull(self.F)
+        if not isinstance(body, SymmetricHull) or body.ambient_dim != self.d:
+            raise ValueError(f"body must be None or the SymmetricHull of this F (K = F·B₁ⁿ in R^{self.d})")
+        return body
+
+    def _plan_of(self, other: NIMechanism, prepared: Any, body: Any) -> tuple[list[_Stage], SymmetricHull]:
+        """The stages of ``other``'s plan (the same F and plan options): the plan is a function of F."""
+        if not isinstance(other, NIMechanism):
+            raise ValueError(f"plan_of must be an NIMechanism, got {type(other).__name__}")
+        if prepared is not None or body is not None:
+            raise ValueError("plan_of: give a plan to reuse, or a prepared workload or body, not both")
+        same = (other.F.shape == self.F.shape and np.array_equal(other.F, self.F) and other.split == self.split
+                and other.max_levels == self.max_levels and other.max_estimates == self.max_estimates)
+        if not same:
+            raise ValueError("plan_of must be an NIMechanism of this F with the same split, max_levels and "
+                             "max_estimates")
+        self._root_log_scale = other._root_log_scale
+        self.covariance_estimates, self.precise_estimates = other.covariance_estimates, other.precise_estimates
+        return other._stages, other._stages[0].body
+
     def _stage(self, body: SymmetricHull, U: NDArray[np.float64] | None = None) -> _Stage:
         """A level's stage: body on F itself (the first level, ``U`` None) or on ``UᵀF``
         (U: the level's subspace in answer space, orthonormal); the rounding's covariance
@@ -280,9 +328,12 @@ class NIMechanism(Mechanism):
             if self.split == "halves":
                 nxt, st.split = self._sub_stage(st, k // 2), k // 2
             else:
-                # the best screened candidates, re-scored with precise estimates
+                # the best screened candidates, re-scored with precise estimates while a screened
+                # score, its c_U' lowered by SCREEN_ERROR, could still beat the best re-scored one
                 best, best_score = None, np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
-                for t, cand in self._screen(st)[:PRECISE_CHECKS]:
+                for low, t, cand in self._screen(st)[:PRECISE_CHECKS]:
+                    if best is not None and low >= best_score * (1.0 - RESCORE_GAIN):
+                        continue
                     score = np.cbrt(st.cost(t)) + np.cbrt(self._refine(cand).cost())
                     if score < best_score:
                         best, best_score = (t, cand), score
@@ -294,33 +345,50 @@ class NIMechanism(Mechanism):
         stages.append(st)
         return stages
 
-    def _screen(self, st: _Stage) -> list[tuple[int, _Stage]]:
-        """Splits ``(t, next stage)`` of ``st`` that beat releasing it whole by ``SPLIT_MARGIN``
-        on screening estimates, best first.
+    def _screen(self, st: _Stage) -> list[tuple[float, int, _Stage]]:
+        """Splits of ``st`` that beat releasing it whole by ``SPLIT_MARGIN`` on screening
+        estimates, best first: ``(optimistic score, t, next stage)``.
 
         Scores are ``c_V^{1/3} + c_U^{1/3}`` (the cube root of the optimal two-level error
-        times ε², additive over levels), with the next level released whole.
+        times ε², additive over levels), with the next level released whole; the optimistic
+        score lowers the screened ``c_U`` by ``SCREEN_ERROR``. Candidates go in proxy order, and
+        one within ``T_SPACING`` (relative) of a t already screened is passed over.
         """
         k = st.dim
         lam = st.lam
         t = np.arange(1, k)
         head = np.cumsum(lam)[:-1]
         tail = np.cbrt((k + 1) * (k + 2) * (lam.sum() - head))
-        proxy = tail + np.cbrt((t + 1) * (t + 2) * head)
+        guess = (t + 1) * (t + 2) * head  # the proxy's c_U
+        proxy = tail + np.cbrt(guess)
         bar = np.cbrt(st.cost()) * np.cbrt(1.0 - SPLIT_MARGIN)
-        found: list[tuple[float, int, _Stage]] = []
+        found: list[tuple[float, float, int, _Stage]] = []
+        tried: list[int] = []
+        # the proxy's c_U is optimistic: once MCMC candidates are estimated, a candidate whose c_U is
+        # (1 − SCREEN_ERROR)·(their least c_U / proxy c_U) times its proxy's (if larger) cannot win
+        ratio = 0.0
         for j in np.argsort(proxy, kind="stable"):
-            if proxy[j] >= min([bar] + [sc for sc, _, _ in found]) or self.covariance_estimates >= self.max_estimates:
+            if self.covariance_estimates >= self.max_estimates:
                 break
+            hope = tail[j] + np.cbrt(guess[j] * max(1.0, ratio * (1.0 - SCREEN_ERROR)))
+            if hope >= min([bar] + [sc for sc, _, _, _ in found]):
+                continue
             tj = int(t[j])
+            if any(abs(tj - u) <= T_SPACING * u for u in tried):
+                continue
+            tried.append(tj)
             U = st.vec[:, :tj]
             body = SymmetricHull(U.T @ self.F)
             self.covariance_estimates += int(body.exact_structure is None)
             nxt = self._stage(body, U)
-            score = tail[j] + np.cbrt(nxt.cost())
+            c = nxt.cost()
+            if not nxt.exact and guess[j] > 0:
+                ratio = c / guess[j] if ratio == 0.0 else min(ratio, c / guess[j])
+            score = tail[j] + np.cbrt(c)
             if score < bar:
-                found.append((score, tj, nxt))
-        return [(tj, nxt) for _, tj, nxt in sorted(found, key=lambda f: f[0])]
+                low = score if nxt.exact else tail[j] + np.cbrt(c * (1.0 - SCREEN_ERROR))
+                found.append((score, low, tj, nxt))
+        return [(low, tj, nxt) for _, low, tj, nxt in sorted(found, key=lambda f: f[0])]
 
     @property
     def plan(self) -> list[dict[str, Any]]:

@@ -209,3 +209,31 @@ def test_the_plan_at_extreme_scales_of_F(scale):
     assert m.predicted_error / scale == pytest.approx(ref.predicted_error, rel=1e-9)
     for p, q in zip(m.plan, ref.plan):
         assert p["predicted_rms_error"] / scale == pytest.approx(q["predicted_rms_error"], rel=1e-9)
+
+
+# ---- reuse: a plan, a body -----------------------------------------------------------------------
+
+def test_plan_of_reuses_the_plan_and_releases_like_a_fresh_search():
+    """The plan is a function of F: a mechanism built with ``plan_of`` (no search) has the plan of
+    one that searches, and with the same rng releases the same answers."""
+    F = W.prefix(32)
+    x = np.arange(32, dtype=float)
+    table = NIMechanism(F, epsilon=1.0, rng=1)
+    fresh = NIMechanism(F, epsilon=1.0, rng=5)
+    reused = NIMechanism(F, epsilon=1.0, rng=5, plan_of=table)
+    assert len(fresh.levels) > 1 and reused.plan == fresh.plan and reused.predicted_error == fresh.predicted_error
+    np.testing.assert_array_equal(reused.release(x, size=30), fresh.release(x, size=30))
+    with pytest.raises(ValueError, match="plan_of"):
+        NIMechanism(W.prefix(31), epsilon=1.0, plan_of=table)
+    with pytest.raises(ValueError, match="plan_of"):
+        NIMechanism(F, epsilon=1.0, max_levels=1, plan_of=table)
+    with pytest.raises(ValueError, match="plan_of"):
+        NIMechanism(F, epsilon=1.0, plan_of=KNormMechanism(F, epsilon=1.0))
+
+
+def test_a_given_body_gives_the_same_plan():
+    F = W.random_pm1(6, 20, rng=14)
+    body = KNormMechanism(F, epsilon=1.0).body
+    assert NIMechanism(F, epsilon=1.0, body=body).plan == NIMechanism(F, epsilon=1.0).plan
+    with pytest.raises(ValueError, match="body"):
+        NIMechanism(F, epsilon=1.0, body=KNormMechanism(np.eye(3), epsilon=1.0).body)
