@@ -8,7 +8,9 @@ Every row of the table is the same measure of the noise on the released answers
 which never depends on x. Exact where a formula exists:
 
 * Laplace: ``E‖·‖₂² = 2d(Δ₁/ε)²``; Gaussian: ``dσ²``;
-* strategies (identity, hierarchical, p-identity): ``2(Δ₁(A)/ε)²‖F A⁺‖_F²``;
+* strategies (identity, hierarchical, p-identity, and on a product domain Kronecker
+  p-identity): ``2(Δ₁(A)/ε)²‖F A⁺‖_F²``, from FᵀF alone (so also for an implicit workload of
+  :mod:`knorm.implicit`, on which the rows needing W's entries are skipped);
 * K-norm: ``(k+1)(k+2)/ε² · E‖z‖₂²``, z ~ Uniform(K), exact when K has exact structure
   (``tr Cov(Uniform K)``), else Monte Carlo over uniform draws with its standard error;
 * NIM: ``Σ_i c_i/ε_i²`` (its plan's prediction) when every level's covariance is exact,
@@ -37,7 +39,7 @@ import time
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ._rng import as_generator
 from ._validate import check_memory, check_options, is_int, is_real, memory_limit, positive_int, short_repr
@@ -48,20 +50,24 @@ from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMecha
 from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check_epsilon, check_n_samples,
                                in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
-from .mechanisms.strategy import BRANCHINGS
+from .mechanisms.strategy import KroneckerPIdentityMechanism, _check_starts
+from .implicit import ImplicitWorkload, from_matrix
 from .walks.chains import check_workers, walk_id
 from .walks.prepared import PreparedWorkload, check_prepared
 
 __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "row_cost"]
 
 # the order also breaks ties (within TIE of each other): the simpler, exact mechanism first
-CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "knorm", "nim")
+CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "kron-p-identity", "knorm", "nim")
+# rows that need W's entries (an implicit workload skips them) and the one for product domains only
+NEED_W = ("laplace", "gaussian", "knorm", "nim")
+PRODUCT_ONLY = ("kron-p-identity",)
 TIE = 1e-6  # relative: rows this close are equal (K-norm of an injective F *is* the identity strategy)
 MECHANISM_OPTIONS = ("walk", "bank_size", "sampler_options", "accept_uncertified")
 # the cost model of the estimates (one core): dense linear algebra at FLOP_RATE flop/s; an MCMC
 # estimate of E‖z‖² from m uniform draws in dimension r with n generators ≈ m·r·n·MCMC_STEP s
 # (billiard steps per released draw ≈ r/8, each an O(r·n) oracle update), plus its rounding
-FLOP_RATE = 2e9
+FLOP_RATE = 5e9
 MCMC_STEP = 1.5e-8
 P_IDENTITY_MAXITER = 500  # PIdentityMechanism's default
 
@@ -144,16 +150,22 @@ class Recommendation:
         return "\n".join(lines)
 
 
-def _check_candidates(candidates, delta):
+def _check_candidates(candidates, delta, product):
+    """The rows to compute, in CANDIDATES order; the Kronecker row only on a product domain."""
     if candidates is None:
-        return [c for c in CANDIDATES if c != "gaussian" or delta is not None]
-    names = [candidates] if isinstance(candidates, str) else list(candidates)
-    bad = [c for c in names if not isinstance(c, str) or c not in CANDIDATES]
-    if bad or not names:
-        raise ValueError(f"candidates must be a non-empty list from {list(CANDIDATES)}, got {candidates!r}")
-    if "gaussian" in names and delta is None:
-        raise ValueError("candidates: 'gaussian' needs delta (it is (ε, δ)-DP)")
-    return [c for c in CANDIDATES if c in names]
+        names = [c for c in CANDIDATES if c != "gaussian" or delta is not None]
+    else:
+        names = [candidates] if isinstance(candidates, str) else list(candidates)
+        bad = [c for c in names if not isinstance(c, str) or c not in CANDIDATES]
+        if bad or not names:
+            raise ValueError(f"candidates must be a non-empty list from {list(CANDIDATES)}, got {candidates!r}")
+        if "gaussian" in names and delta is None:
+            raise ValueError("candidates: 'gaussian' needs delta (it is (ε, δ)-DP)")
+    out = [c for c in CANDIDATES if c in names and (product or c not in PRODUCT_ONLY)]
+    if not out:
+        raise ValueError(f"candidates: {names} hold only rows for a product domain (an implicit workload with two "
+                         "or more attributes)")
+    return out
 
 
 def _check_options(options):
@@ -189,33 +201,46 @@ def _rms_from_draws(norms, factor, ess):
     return factor * np.sqrt(m), (factor * se_m / (2.0 * np.sqrt(m)) if m > 0 else 0.0)
 
 
+def _p_identity_flops(n: int, p: int | None = None) -> float:
+    """p-Identity's search: ``starts·maxiter·(8n²p + 6p²n + p³)`` plus ``20n³`` for A⁺ (QR)."""
+    p = max(1, n // 16) if p is None else p
+    return _check_starts(None, n) * P_IDENTITY_MAXITER * (8.0 * n * n * p + 6.0 * p * p * n + p**3) + 20.0 * n**3
+
+
 def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | None = None,
-             p: int | None = None) -> tuple[float, float]:
+             p: int | None = None, shape: Sequence[int] | None = None) -> tuple[float, float]:
     """``(seconds, bytes)``: the estimated time (one core) and peak memory of recommend's row
     ``name`` on a d × n workload of the given rank (default min(d, n)), before it runs.
 
     A model from the shapes alone (:data:`FLOP_RATE`, :data:`MCMC_STEP`): e.g. p-Identity
-    ``maxiter·(8n²p + 6p²n + p³)`` flops for its search plus ``2dn² + 20n³`` for FᵀF and A⁺;
-    K-norm the SVD of F plus ``n_samples·r²·n`` MCMC steps' work (0 when K turns out to have
+    ``starts·maxiter·(8n²p + 6p²n + p³)`` flops for its search plus ``2dn² + 20n³`` for FᵀF and
+    A⁺; K-norm the SVD of F plus ``n_samples·r²·n`` MCMC steps' work (0 when K turns out to have
     exact structure: an upper estimate); NIM twice K-norm's (its plan and its levels' draws).
+    ``shape``: the attribute sizes of an implicit workload (nothing of size d·n is then held or
+    computed: its Gram matrices are); None: an explicit d × n matrix.
     """
     if name not in CANDIDATES:
         raise ValueError(f"name must be one of {list(CANDIDATES)}, got {name!r}")
     d, n = positive_int("d", d), positive_int("n", n)
     r = min(d, n) if rank is None else positive_int("rank", rank)
     dn, m, tall = float(d) * n, float(n_samples), d > n
+    gram = 0.0 if shape is not None else 2 * dn * min(d, n)  # FᵀF of an explicit F
+    held = 0.0 if shape is not None else 16 * dn  # a mechanism's copy of F and one temporary
     if name in ("laplace", "gaussian"):
         flops, nbytes = 3 * dn, 16 * dn
     elif name == "identity":
-        flops, nbytes = 3 * dn, 24 * dn
-    elif name == "hierarchical":
-        rows = n if tall else d  # FᵀF (n rows) or F's rows, each solved on every tree
-        flops = (2 * dn * n if tall else 0) + len(BRANCHINGS) * 40.0 * rows * n
-        nbytes = 16 * dn + 16.0 * n * n + 4 * CHUNK_BYTES
+        flops, nbytes = (3 * dn, 24 * dn) if shape is None else (float(sum(s * s for s in shape)), 0.0)
+    elif name == "hierarchical":  # all b from FᵀF (HB) in O(n² log n)
+        flops = gram + 50.0 * n * n * np.log2(n + 1)
+        nbytes = held + 32.0 * n * n + 4 * CHUNK_BYTES
     elif name == "p-identity":
         p = max(1, n // 16) if p is None else p
-        flops = P_IDENTITY_MAXITER * (8.0 * n * n * p + 6.0 * p * p * n + p**3) + 2 * dn * n + 20.0 * n**3
-        nbytes = 8.0 * (6 * n * n + 4 * p * n + 2 * n * (n + p) + 3 * p * p) + 16 * dn + 16.0 * d * (n + p)
+        flops = _p_identity_flops(n, p) + gram
+        nbytes = held + 8.0 * (8 * n * n + 4 * p * n + 3 * p * p) + 8.0 * n * (n + p)
+    elif name == "kron-p-identity":  # a p-Identity per attribute (a union: up to 10 rounds of them)
+        sizes = list(shape) if shape is not None else [n]
+        flops = sum(_p_identity_flops(s) for s in sizes) + 4.0 * n * max(sizes)
+        nbytes = 8.0 * sum(10 * s * s for s in sizes) + 8.0 * 4 * n
     else:
         svd = 4 * dn * min(d, n)
         mcmc = m * r * r * n * MCMC_STEP
@@ -232,6 +257,8 @@ class _Builder:
     def __init__(self, F, epsilon, delta, n_samples, walk, mc_seed, p_identity_max_n, options, rng, accountant,
                  workers=None, prepared=None):
         self.F, self.epsilon, self.delta = F, epsilon, delta
+        self.workload = F if isinstance(F, ImplicitWorkload) else None
+        self._strategy_F = None
         self.prepared = prepared  # a PreparedWorkload of F (checked): its body and rounding are reused
         self.sampler_options = {} if workers is None else {"workers": workers}  # the table's MCMC runs
         # the rows of these are exact formulas (no draws): built once, with the caller's rng; the
@@ -239,7 +266,7 @@ class _Builder:
         self.common = {"epsilon": epsilon, "rng": rng, "accountant": accountant}
         self.built: dict[str, Any] = {}
         self.built_rms: dict[str, float] = {}
-        self.d, self.n = F.shape
+        self.d, self.n = (F.d, F.n) if self.workload is not None else F.shape
         self.n_samples, self.walk, self.mc_seed = n_samples, walk, mc_seed
         self.p_identity_max_n, self.options = p_identity_max_n, options
         self.body = None if prepared is None else prepared.body
@@ -262,7 +289,11 @@ class _Builder:
     def cost(self, name):
         """``(seconds, bytes)`` estimated for the row (:func:`row_cost`)."""
         rank = None if self.body is None else self.body.dim
-        return row_cost(name, self.d, self.n, n_samples=self.n_samples, rank=rank)
+        shape = None if self.workload is None else self.workload.shape
+        seconds, nbytes = row_cost(name, self.d, self.n, n_samples=self.n_samples, rank=rank, shape=shape)
+        if self.workload is not None and len(self.workload.terms) > 1 and name == "kron-p-identity":
+            seconds *= 10  # a union: up to 10 rounds of per-attribute searches
+        return seconds, nbytes
 
     def laplace(self):
         m = LaplaceMechanism(self.F, **self.common)
@@ -277,19 +308,33 @@ class _Builder:
         self.keep(name, m, row.rms)
         return row
 
+    @property
+    def strategy_F(self):
+        """What the strategy rows get: an implicit workload as it is; a tall explicit F (d > n) as
+        :func:`knorm.implicit.from_matrix` of it, made once (FᵀF computed once for all the rows,
+        no copy of F per mechanism; the answers are still F x̂)."""
+        if self._strategy_F is None:
+            self._strategy_F = self.F if self.workload is not None or self.d <= self.n else from_matrix(self.F)
+        return self._strategy_F
+
     def identity(self):
-        m = IdentityMechanism(self.F, **self.common)
+        m = IdentityMechanism(self.strategy_F, **self.common)
         return self._exact("identity", m, "exact: √2/ε·‖F‖_F")
 
     def hierarchical(self):
-        m = HierarchicalMechanism(self.F, **self.common)
-        return self._exact("hierarchical", m, f"exact: √2·levels/ε·‖F A⁺‖_F, b = {m.branching}, {m.levels} levels")
+        m = HierarchicalMechanism(self.strategy_F, **self.common)
+        return self._exact("hierarchical", m, f"exact: √2·levels/ε·‖F A⁺‖_F, b = {m.branching}, {m.levels} levels"
+                                              + ("" if m.root else " (no root)"))
 
     def p_identity(self):
         if self.p_identity_max_n is not None and self.n > self.p_identity_max_n:
             return self.skipped("p-identity", f"n = {self.n} > p_identity_max_n = {self.p_identity_max_n}")
-        m = PIdentityMechanism(self.F, **self.common)
-        return self._exact("p-identity", m, f"exact: √2/ε·‖F A⁺‖_F, p = {m.p}")
+        m = PIdentityMechanism(self.strategy_F, **self.common)
+        return self._exact("p-identity", m, f"exact: √2/ε·‖F A⁺‖_F, p = {m.p}, {m.starts} start(s)")
+
+    def kron_p_identity(self):
+        m = KroneckerPIdentityMechanism(self.strategy_F, **self.common)
+        return self._exact("kron-p-identity", m, f"exact: √2/ε·‖F A⁺‖_F, A = ⊗ p-Identity, p = {m.p}")
 
     def _body(self):
         if self.body is None:
@@ -355,7 +400,7 @@ def _check_budget(budget_s):
     return float(budget_s)
 
 
-def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
+def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float | None = None,
               rng: np.random.Generator | int | None = None, candidates: Sequence[str] | None = None,
               n_samples: int = 2000, walk: str = "billiard", mc_seed: int = 0,
               budget_s: float | None = None, p_identity_max_n: int | None = None,
@@ -369,8 +414,12 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     ``n_samples`` draws seeded by ``mc_seed``), in :data:`CANDIDATES` order, each with the
     ``seconds`` it took. ``candidates`` (default: all of :data:`CANDIDATES`; ``"gaussian"``
     only with ``delta``, then marked (ε, δ)-DP and competing: giving δ says (ε, δ)-DP is
-    acceptable). A row that cannot be built (too large, an oracle error) says why
-    (``skipped``) instead of failing the call.
+    acceptable); ``"kron-p-identity"`` (HDMM's Kronecker p-Identity) only on a product domain.
+    A row that cannot be built (too large, an oracle error) says why (``skipped``) instead of
+    failing the call. ``F``: an explicit d × n matrix, or a :class:`knorm.implicit.ImplicitWorkload`
+    (Gram matrix, Kronecker products or unions of them; W is never built): then the strategy
+    rows are computed from its Gram matrices and the rows that need W's entries (Laplace,
+    Gaussian, K-norm, NIM) are skipped with that reason.
 
     Cost: each row's time and memory are estimated first (:func:`row_cost`); the rows run
     cheapest first; one whose memory estimate exceeds half the physical memory is skipped
@@ -391,14 +440,16 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     ``prepared``: a :class:`~knorm.walks.prepared.PreparedWorkload` of this F (its body and
     rounding are reused by the K-norm and NIM rows and the chosen mechanism).
     """
-    arr = np.asarray(F) if isinstance(F, np.ndarray) else None
-    if arr is not None and arr.ndim == 2:  # before the validated copy: the least a row needs
-        check_memory("F", None, 8.0 * arr.size + min(row_cost(c, *arr.shape)[1] for c in ("laplace", "identity"))
-                     if arr.size else 0)
-    F = validate_matrix(F)
+    W: ImplicitWorkload | NDArray[np.float64]
+    if isinstance(F, ImplicitWorkload):
+        W, implicit = F, True
+    else:
+        if isinstance(F, np.ndarray) and F.ndim == 2 and F.size:  # before the validated copy: the least a row needs
+            check_memory("F", None, 8.0 * F.size + min(row_cost(c, *F.shape)[1] for c in ("laplace", "identity")))
+        W, implicit = validate_matrix(F), False
     epsilon = check_epsilon(epsilon)
     delta = None if delta is None else check_delta(delta)
-    names = _check_candidates(candidates, delta)
+    names = _check_candidates(candidates, delta, isinstance(W, ImplicitWorkload) and len(W.shape) > 1)
     n_samples = check_n_samples(n_samples)
     walk_id(walk)
     if not is_int(mc_seed) or mc_seed < 0:
@@ -411,10 +462,12 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
         as_generator(rng)  # refuses a bad rng here, not as a failure of every row
     check_accountant(accountant)
     if prepared is not None:
-        check_prepared(prepared, F)
+        if isinstance(W, ImplicitWorkload):
+            raise ValueError("prepared: a prepared workload is of an explicit F (K-norm and NIM need W's entries)")
+        check_prepared(prepared, W)
     options.setdefault("walk", walk)
 
-    b = _Builder(F, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant,
+    b = _Builder(W, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant,
                  workers, prepared)
     limit = memory_limit()
     costs = {name: b.cost(name) for name in names}
@@ -423,6 +476,9 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     t0 = time.perf_counter()
     for name in sorted(names, key=lambda k: costs[k][0]):  # cheapest first (stable: CANDIDATES order)
         seconds, nbytes = b.cost(name)  # again: K-norm's rank is known once its body is built
+        if implicit and name in NEED_W:
+            table[name] = b.skipped(name, "needs W's entries: F is an implicit workload (Gram/Kronecker terms)")
+            continue
         if nbytes > limit:
             why = (f"needs about {nbytes / 2**30:.3g} GiB (estimated), more than the {limit / 2**30:.3g} GiB "
                    "allowed (half the physical memory)")
@@ -435,10 +491,7 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
             continue
         t = time.perf_counter()
         try:
-            if name == "nim":
-                row = b.nim(table.get("knorm"))
-            else:
-                row = getattr(b, name.replace("-", "_"))()
+            row = b.nim(table.get("knorm")) if name == "nim" else getattr(b, name.replace("-", "_"))()
         except Exception as exc:  # one mechanism failing must not lose the others' rows
             row = b.skipped(name, _one_line(exc))
         table[name] = replace(row, seconds=time.perf_counter() - t)
@@ -466,11 +519,11 @@ def recommend(F: ArrayLike, *, epsilon: float, delta: float | None = None,
     if best in b.built:  # built with the caller's rng, nothing drawn yet
         mech = b.built[best]
     elif best == "knorm":  # the table's K-norm drew seeded uniform draws: a fresh one (same body)
-        mech = KNormMechanism(F, body=b._body(), **options, **b.common)
+        mech = KNormMechanism(W, body=b._body(), **options, **b.common)
     elif best == "nim":  # the table's plan (a function of F), fresh levels with the caller's rng
-        mech = NIMechanism(F, **options, **b.common, plan_of=b.nim_plan)
+        mech = NIMechanism(W, **options, **b.common, plan_of=b.nim_plan)
     else:  # an exact row whose mechanism was let go (a row within TIE ran before it): built again
         b.built_rms = {}
-        getattr(b, best.replace("-", "_"))()
+        getattr(b, best.replace("-", "_"))()  # (never K-norm or NIM: handled above)
         mech = b.built[best]
     return Recommendation(table, best, mech, epsilon, delta, b.d, b.n, reason, dropped, budget_s)

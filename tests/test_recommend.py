@@ -33,7 +33,8 @@ def test_exact_rows_equal_the_formulas(prefix4):
     F·Lap(1/ε)ⁿ too: the same 20/ε² (and NIM, one level, is K-norm).
     """
     t = prefix4.table
-    assert all(t[k].exact and t[k].stderr == 0 for k in CANDIDATES)
+    assert "kron-p-identity" not in t  # a product domain's row (an explicit F is one attribute)
+    assert all(t[k].exact and t[k].stderr == 0 for k in t)
     assert t["laplace"].rms == pytest.approx(np.sqrt(8) * 4 / EPS, rel=1e-12)
     sigma = analytic_gaussian_sigma(2.0, EPS, 1e-6)
     assert t["gaussian"].rms == pytest.approx(2 * sigma, rel=1e-12) and t["gaussian"].notion == "(ε, δ)-DP"
@@ -48,12 +49,28 @@ def test_exact_rows_equal_the_formulas(prefix4):
 
 
 def test_hierarchical_row_on_two_cells():
-    """F = I₂, b = 2: A = [[1,1],[1,0],[0,1]], Δ₁ = 2 levels, (AᵀA)⁻¹ = [[2,−1],[−1,2]]/3 with
-    trace 4/3, so E‖noise‖² = 2(2/ε)²·4/3 = 32/(3ε²)."""
+    """F = I₂: the tree without its root (HB, the default) at b = 2 measures the two cells only, the
+    identity strategy: Δ₁ = 1, E‖noise‖² = 2·2/ε², rms 2/ε, tied with the identity row (which wins,
+    earlier in CANDIDATES)."""
     r = recommend(np.eye(2), epsilon=EPS, candidates=["hierarchical", "identity"])
-    assert r.table["hierarchical"].rms == pytest.approx(np.sqrt(32 / 3) / EPS, rel=1e-12)
+    assert r.table["hierarchical"].rms == pytest.approx(2 / EPS, rel=1e-12)
     assert r.table["identity"].rms == pytest.approx(2 / EPS, rel=1e-12)
     assert r.best == "identity" and list(r.table) == ["identity", "hierarchical"]
+
+
+@pytest.mark.parametrize("F", [W.prefix(6), W.all_range(5)], ids=["prefix6", "all_range5"])
+def test_strategy_rows_against_brute_force(F):
+    """Each strategy row is √(2(Δ₁/ε)²‖F A⁺‖_F²) with A its mechanism's dense strategy matrix, Δ₁ its
+    largest column ℓ₁ norm and A⁺ numpy's pinv (brute force; all_range(5) is tall: its rows go
+    through the Gram matrix)."""
+    r = recommend(F, epsilon=EPS, candidates=["identity", "hierarchical", "p-identity"], rng=0)
+    for name, cls in (("hierarchical", HierarchicalMechanism), ("p-identity", PIdentityMechanism)):
+        A = cls(F, epsilon=EPS).strategy_matrix()
+        A = A.toarray() if hasattr(A, "toarray") else A
+        delta1 = np.abs(A).sum(axis=0).max()
+        want = np.sqrt(2 * (delta1 / EPS) ** 2 * np.sum((F @ np.linalg.pinv(A)) ** 2))
+        assert r.table[name].rms == pytest.approx(want, rel=1e-9), name
+    assert r.table["identity"].rms == pytest.approx(np.sqrt(2 * np.sum(F**2)) / EPS, rel=1e-12)
 
 
 def test_monte_carlo_knorm_row_on_a_hexagon():
@@ -254,7 +271,7 @@ def test_every_scale_gives_shifted_rows_or_skips(k, e):
 
 def test_rows_run_cheapest_first_and_record_their_seconds():
     r = recommend(W.prefix(8), epsilon=1.0, rng=0)
-    assert list(r.table) == list(CANDIDATES[:1]) + list(CANDIDATES[2:])  # table in CANDIDATES order
+    assert list(r.table) == [c for c in CANDIDATES if c not in ("gaussian", "kron-p-identity")]  # in order
     assert all(row.seconds is not None and row.seconds >= 0 for row in r.table.values())
     assert r.dropped == {} and r.budget_s is None and "seconds" in str(r)
     assert r.as_dict()["table"]["identity"]["seconds"] == r.table["identity"].seconds
@@ -273,7 +290,7 @@ def test_the_budget_drops_rows_estimated_to_be_too_slow():
     says so."""
     r = recommend(W.prefix(8), epsilon=1.0, rng=0, budget_s=1e-12)
     assert [k for k, row in r.table.items() if row.rms is not None] == ["laplace"]
-    assert set(r.dropped) == set(CANDIDATES) - {"laplace", "gaussian"}
+    assert set(r.dropped) == set(CANDIDATES) - {"laplace", "gaussian", "kron-p-identity"}
     for name in r.dropped:
         assert r.table[name].skipped.startswith("budget_s = 1e-12: estimated") and r.table[name].seconds is None
     assert r.best == "laplace" and "not computed" in r.reason and r.as_dict()["dropped"] == r.dropped
@@ -288,9 +305,12 @@ def test_row_cost_orders_the_rows():
     d, n = 500, 256
     secs = {c: row_cost(c, d, n)[0] for c in CANDIDATES}
     assert secs["laplace"] <= secs["identity"] < secs["hierarchical"] < secs["p-identity"] < secs["knorm"] < secs["nim"]
-    # p-Identity: maxiter·(8n²p + 6p²n + p³) + 2dn² + 20n³ flops, p = n/16 = 16
-    flops = 500 * (8 * n * n * 16 + 6 * 16 * 16 * n + 16**3) + 2 * d * n * n + 20 * n**3
-    assert row_cost("p-identity", d, n)[0] == pytest.approx(flops / 2e9, rel=1e-12)
+    # p-Identity: starts·maxiter·(8n²p + 6p²n + p³) + 20n³ + 2dn² flops (4 starts at n <= 512, p = n/16 = 16)
+    flops = 4 * 500 * (8 * n * n * 16 + 6 * 16 * 16 * n + 16**3) + 20 * n**3 + 2 * d * n * n
+    assert row_cost("p-identity", d, n)[0] == pytest.approx(flops / 5e9, rel=1e-12)
+    # an implicit workload holds no d × n matrix: no FᵀF to form, nothing of size dn in memory
+    assert row_cost("p-identity", d, n, shape=(16, 16))[1] < row_cost("p-identity", d, n)[1]
+    assert row_cost("kron-p-identity", d, n, shape=(16, 16))[0] < row_cost("p-identity", d, n, shape=(16, 16))[0]
     with pytest.raises(ValueError, match="name"):
         row_cost("exponential", d, n)
 
@@ -305,3 +325,46 @@ def test_rows_over_memory_are_skipped_and_none_left_is_one_line_naming_f(monkeyp
     with pytest.raises(ValueError) as info:
         recommend(W.prefix(8), epsilon=1.0)
     assert str(info.value).startswith("F") and "\n" not in str(info.value)
+
+
+# ---- implicit workloads and Kronecker strategies (issue 20) -----------------------------------------
+
+def test_an_implicit_workload_gets_the_strategy_rows_and_skips_the_rest():
+    """2-D ranges over 4×4 given implicitly (⊗ of 1-D all ranges, W never built) and explicitly: the
+    strategy rows agree (both from FᵀF); Laplace, K-norm and NIM need W's entries and are skipped;
+    the Kronecker p-Identity row is the mechanism's own exact error."""
+    from knorm import KroneckerPIdentityMechanism
+    from knorm import implicit as I
+
+    wl = I.ranges((4, 4))
+    dense = np.kron(W.all_range(4), W.all_range(4))
+    imp = recommend(wl, epsilon=EPS, rng=0)
+    exp = recommend(dense, epsilon=EPS, rng=0, candidates=["identity", "hierarchical", "p-identity"])
+    assert (imp.d, imp.n) == dense.shape
+    for name in ("identity", "hierarchical", "p-identity"):
+        assert imp.table[name].rms == pytest.approx(exp.table[name].rms, rel=1e-9), name
+    for name in ("laplace", "knorm", "nim"):
+        assert "implicit workload" in imp.table[name].skipped
+    kron = KroneckerPIdentityMechanism(wl, epsilon=EPS).rms_error()
+    assert imp.table["kron-p-identity"].rms == pytest.approx(kron, rel=1e-12) and imp.table["kron-p-identity"].exact
+    # the chosen mechanism answers the d queries (W x̂, by the workload's operator)
+    x = np.arange(16.0)
+    assert imp.mechanism.release(x).shape == (dense.shape[0],)
+
+
+def test_implicit_workload_refusals():
+    from knorm import implicit as I
+
+    with pytest.raises(ValueError, match="prepared"):
+        recommend(I.prefix(8), epsilon=1.0, prepared=knorm_prepare(W.prefix(8)))
+    with pytest.raises(ValueError, match="candidates"):  # an explicit F is one attribute: no product domain
+        recommend(W.prefix(8), epsilon=1.0, candidates=["kron-p-identity"])
+    with pytest.raises(ValueError, match="^F: no candidate") as info:  # only rows that need W's entries
+        recommend(I.prefix(8), epsilon=1.0, candidates=["knorm", "laplace"])
+    assert "\n" not in str(info.value)
+
+
+def knorm_prepare(F):
+    from knorm import prepare
+
+    return prepare(F)
