@@ -7,7 +7,7 @@ from knorm import workloads as W
 from scipy import optimize
 
 from knorm.mechanisms import HierarchicalMechanism, IdentityMechanism, PIdentityMechanism
-from knorm.mechanisms.strategy import BRANCHINGS, Hierarchy, p_identity_objective
+from knorm.mechanisms.strategy import BRANCHINGS, Hierarchy, hierarchy_errors, p_identity_objective
 from knorm.privacy import BudgetAccountant, BudgetExceededError
 
 
@@ -70,6 +70,29 @@ def test_error_factor_equals_the_dense_pseudo_inverse(n, b, d):
     t = Hierarchy(n, b)
     F = np.random.default_rng(d).normal(size=(d, n))  # d > n takes the Gram-matrix route
     assert t.error_factor(F) == pytest.approx(dense_error_factor(F, t.matrix().toarray()), rel=1e-10)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 10, 17, 31, 50])
+def test_hierarchy_errors_without_root_equal_the_dense_pseudo_inverse(n):
+    """For every b in 2..n+1 (deep trees with carried singletons, two-level trees from the 2-D
+    cumulative sum, b >= n the identity): (Δ₁, tr(G (AᵀA)⁻¹)) = (max column ℓ₁ norm of A, ‖F A⁺‖_F²)
+    with A = Hierarchy(n, b, root=False).matrix() and numpy's pinv."""
+    F = np.random.default_rng(n).normal(size=(7, n))
+    errs = hierarchy_errors(F.T @ F, range(2, n + 2))
+    assert sorted(errs) == list(range(2, n + 2))
+    for b, (levels, trace) in errs.items():
+        A = Hierarchy(n, b, root=False).matrix().toarray()
+        assert levels == np.abs(A).sum(axis=0).max()
+        assert trace == pytest.approx(dense_error_factor(F, A), rel=1e-10)
+
+
+def test_hierarchy_errors_validates():
+    for bad in ([1], [2.0], [True], ["2"]):
+        with pytest.raises(ValueError, match="branchings"):
+            hierarchy_errors(np.eye(3), bad)
+    for gram in (np.ones((2, 3)), np.array([[np.nan]]), "x"):
+        with pytest.raises(ValueError, match="gram"):
+            hierarchy_errors(gram)
 
 
 def test_tree_validates():
@@ -189,6 +212,21 @@ def test_p_identity_strategy_has_unit_sensitivity_and_exact_error():
     z = np.random.default_rng(4).laplace(0.0, m.scale, size=(1, 18))[0]
     assert np.allclose(PIdentityMechanism(F, epsilon=0.9, p=2, rng=4).release(x),
                        F @ np.linalg.lstsq(A, A @ x + z, rcond=None)[0])
+
+
+def test_p_identity_keeps_the_best_of_its_starts():
+    """starts = k runs the search from seeds 0..k-1 and keeps the least objective: never above one
+    start's; the objective reported is the error factor of the strategy it keeps (dense pinv)."""
+    F = W.prefix(48)
+    one = PIdentityMechanism(F, epsilon=1.0, starts=1)
+    four = PIdentityMechanism(F, epsilon=1.0, starts=4)
+    objs = four.optimization["start_objectives"]
+    assert len(objs) == 4 and objs[0] == pytest.approx(one.optimization["start_objectives"][0], rel=1e-12)
+    assert four.expected_squared_error() <= one.expected_squared_error() * (1 + 1e-9)
+    assert four.optimization["objective"] == pytest.approx(min(objs), rel=1e-5)  # search: Woodbury; kept: QR
+    assert four.optimization["objective"] == pytest.approx(dense_error_factor(F, four.strategy_matrix()), rel=1e-9)
+    assert PIdentityMechanism(W.prefix(600), epsilon=1.0, maxiter=1).starts == 1  # one start above n = 512
+    assert PIdentityMechanism(W.prefix(64), epsilon=1.0, maxiter=1).starts == 4
 
 
 def test_p_identity_beats_hierarchical_on_prefix_and_never_loses_to_identity():
