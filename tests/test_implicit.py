@@ -234,4 +234,9 @@ def test_too_large_requests_fail_before_allocating():
         big.gram()
     with pytest.raises(ValueError, match="GiB"):
         HierarchicalMechanism(big, epsilon=1.0)
-    assert IdentityMechanism(big, epsilon=1.0).rms_error() > 0  # Σ_j Π_i tr(G_ji): no n × n matrix
+    ident = IdentityMechanism(big, epsilon=1.0, accountant=BudgetAccountant(epsilon=1.0))
+    assert ident.rms_error() > 0  # Σ_j Π_i tr(G_ji): no n × n matrix
+    with pytest.raises(ValueError, match="F needs about"):  # 2.5·10¹¹ answers
+        ident.release(np.ones(big.n))
+    assert ident.answers == 0 and ident.accountant.total == (0.0, 0.0)
+    assert ident.release_estimate(np.ones(big.n)).shape == (10**6,)  # x̂ fits: n values

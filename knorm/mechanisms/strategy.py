@@ -147,15 +147,20 @@ class _Strategy(Mechanism):
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow raises in check_finite_output
             return U @ self.F.T if self.workload is None else self.workload.apply(U)
 
-    def _check_answers(self) -> None:
-        if self.workload is not None and not self.workload.can_apply:
+    def _check_answers(self, m: int | None) -> None:
+        """Refuse (before drawing) answers of an implicit F that has no operator or whose m answers
+        (d floats each, with working copies) do not fit in memory."""
+        if self.workload is None:
+            return
+        if not self.workload.can_apply:
             raise ValueError("F is known by its Gram matrix only: its answers cannot be computed; "
                              "release_estimate(x) returns x̂ (every answer is w·x̂)")
+        check_memory("F", None, 8 * 3 * (m or 1) * (self.d + self.n + self._rows))
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         """``F A⁺ z`` with ``z ~ Lap(Δ₁/ε)`` on every row of A: (d,) or (size, d)."""
-        self._check_answers()
         m = check_size(size, max(self.d, 2 * self._rows))
+        self._check_answers(m)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         return self._one_or_many(check_finite_output(self._answers(self._solve(z)), "the noise"), m)
 
@@ -176,9 +181,9 @@ class _Strategy(Mechanism):
         refused before anything is drawn when it has none or the answers do not fit in memory)."""
         if self.workload is None:
             return super().release(x, size)
-        self._check_answers()
         x = self.check_x(x)
         m = check_size(size, self.d + self.n + 2 * self._rows)
+        self._check_answers(m)
         self.workload.apply(x)  # a ValueError if Fx overflows: nothing drawn
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
