@@ -124,6 +124,8 @@ WORKLOADS = _catalogue()
 
 def load_hdmm(path: str | None) -> tuple[Any, str]:
     """HDMM's modules (a namespace) or None, and a one-line note of where they came from / why not."""
+    if path is not None and not os.path.isdir(os.path.join(path, "hdmm")):
+        return None, f"HDMM not importable: no hdmm package in --hdmm-path {path}"
     tries = [p for p in (path, os.environ.get("HDMM_PATH"), "/tmp/hdmm/src") if p]
     for p in tries:
         if os.path.isdir(os.path.join(p, "hdmm")) and p not in sys.path:
@@ -244,7 +246,7 @@ def run_knorm(F: Any, samples: int, workers: int, budget: float | None) -> dict[
     row = rec.table[rec.best]
     rows = {k: (r.per_query_rmse, r.per_query_stderr, r.skipped) for k, r in rec.table.items()}
     return {"rmse": float(row.per_query_rmse), "se": float(row.per_query_stderr or 0.0), "mechanism": rec.best,
-            "seconds": seconds, "rows": rows}
+            "seconds": seconds, "rows": rows, "dropped": dict(getattr(rec, "dropped", None) or {})}
 
 
 # ---------------------------------------------------------------- table
@@ -261,7 +263,7 @@ def markdown(results: dict[str, dict[str, Any]], header: str) -> str:
         wl = WORKLOADS[key]
         h, k = r.get("hdmm"), r.get("knorm")
         hcell = (r.get("hdmm_note", "—") if h is None
-                 else f"{_f(h['rmse'])} ({h['template']}; {h['starts'][h['template']]} starts)")
+                 else f"{_f(h['rmse'])} ({h['template']}; {h['starts'][h['template']]} start{'s' if h['starts'][h['template']] > 1 else ''})")
         hs = "" if h is None else f"{h['seconds']:.1f}"
         if k is None:
             kcell, ks = r.get("knorm_note", "—"), ""
@@ -290,6 +292,10 @@ def markdown(results: dict[str, dict[str, Any]], header: str) -> str:
             if other or rel > 1e-6:
                 notes.append(f"- {WORKLOADS[key].label}: HDMM's other templates: {other or 'none'}"
                              + (f"; HDMM's own rootmse {_f(h['hdmm_rootmse'])}" if rel > 1e-6 else ""))
+        k = r.get("knorm")
+        if k and k.get("dropped"):
+            notes.append(f"- {WORKLOADS[key].label}: recommend dropped "
+                         + "; ".join(f"{m} ({why})" for m, why in k["dropped"].items()))
         if r.get("gram_note"):
             notes.append(f"- {WORKLOADS[key].label}: {r['gram_note']}")
     if notes:
@@ -324,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
             with open(path) as f:
                 run = json.load(f)
             headers.append(run["header"])
-            merged.update({k: v for k, v in run["results"].items() if k in WORKLOADS})
+            for k, v in run["results"].items():  # a --side hdmm run and a --side knorm run combine
+                if k in WORKLOADS:
+                    merged.setdefault(k, {}).update({f: x for f, x in v.items() if x is not None})
         order = {k: i for i, k in enumerate(WORKLOADS)}
         md = markdown(dict(sorted(merged.items(), key=lambda kv: order[kv[0]])), "\n\n".join(
             f"Run {i + 1}: {h}" for i, h in enumerate(headers)) if len(headers) > 1 else headers[0])
@@ -339,6 +347,34 @@ def main(argv: list[str] | None = None) -> int:
     hd, hnote = (None, "not run (--side knorm)") if a.side == "knorm" else load_hdmm(a.hdmm_path)
     print(hnote, flush=True)
     results: dict[str, dict[str, Any]] = {}
+
+    def write(final: bool) -> str:
+        when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        try:
+            commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, timeout=10).stdout.strip()
+            if subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "knorm"], capture_output=True,
+                              text=True, timeout=10).stdout.strip():
+                commit += " + uncommitted changes to knorm/"
+        except OSError:
+            commit = "?"
+        parts = [f"measured {when} at knorm {commit or '?'}"]
+        if a.side != "knorm":
+            parts.append(f"{hnote}" + ("" if hd is None else f"; HDMM: up to {a.restarts} starts per template, "
+                                       f"none begun after {a.hdmm_seconds:g} s"))
+        if a.side != "hdmm":
+            parts.append(f"recommend: n_samples {samples}, workers {a.workers}"
+                         + (f", budget_s {a.budget_s:g}" if a.budget_s is not None else ""))
+        header = ("Per-query RMSE √(E‖noise‖₂²/d) at ε = √2, pure ε-DP; one BLAS thread; " + "; ".join(parts)
+                  + "; bold ratio: knorm worse by more than 2 SE (and 0.05%)." + ("" if final else " (partial)"))
+        md = markdown(results, header)
+        with open(a.out, "w") as f:
+            f.write(md)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"header": header, "results": results}, f, indent=1, default=str)
+        return md
+
     for key in a.workloads:
         wl = WORKLOADS[key]
         r: dict[str, Any] = {}
@@ -348,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}: HDMM {h['rmse']:.4f} ({h['template']}; starts {h['starts']}) in {h['seconds']:.1f} s; "
                   f"templates {h['templates']}", flush=True)
         else:
-            r["hdmm_note"] = "HDMM not importable" if a.side != "knorm" else "not run"
+            r["hdmm_note"] = "not run" if a.side == "knorm" else "HDMM not importable"
         if a.side != "hdmm":
             F, how = knorm_input(wl, a.max_entries)
             if F is None:
@@ -361,27 +397,20 @@ def main(argv: list[str] | None = None) -> int:
                     r["gram_note"] = None if ok else "WᵀW of HDMM's workload DIFFERS from knorm's FᵀF"
                     if not ok:
                         print(f"{key}: {r['gram_note']}", flush=True)
-                r["knorm"] = run_knorm(F, samples, a.workers, a.budget_s)
-                k = r["knorm"]
-                print(f"{key}: knorm {k['rmse']:.4f} ({k['mechanism']}, {how}) in {k['seconds']:.1f} s", flush=True)
+                try:
+                    r["knorm"] = run_knorm(F, samples, a.workers, a.budget_s)
+                except (ValueError, TypeError, MemoryError) as exc:  # e.g. recommend refusing F
+                    r["knorm_note"] = f"recommend refused: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                    print(f"{key}: {r['knorm_note']}", flush=True)
+                else:
+                    k = r["knorm"]
+                    print(f"{key}: knorm {k['rmse']:.4f} ({k['mechanism']}, {how}) in {k['seconds']:.1f} s",
+                          flush=True)
             del F
         r.get("hdmm", {}).pop("gram", None)
         results[key] = r
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    try:
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, timeout=10).stdout.strip()
-    except OSError:
-        commit = "?"
-    header = (f"Per-query RMSE √(E‖noise‖₂²/d) at ε = √2, pure ε-DP; measured {when} at knorm {commit}; "
-              f"{hnote}; HDMM: up to {a.restarts} starts per template, none begun after {a.hdmm_seconds:g} s; recommend n_samples {samples}, workers {a.workers}; "
-              "one BLAS thread; bold ratio: knorm worse beyond 2 SE.")
-    md = markdown(results, header)
-    with open(a.out, "w") as f:
-        f.write(md)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"header": header, "results": results}, f, indent=1, default=str)
+        write(False)  # what is done so far survives an interrupted run
+    md = write(True)
     print(md)
     return 0
 
