@@ -15,6 +15,7 @@ from .._validate import as_real_array, is_real
 from ..errors import OracleError
 from . import _simplex as sx
 from .marginal import empty_operator, marginal_operator, plan_speedup, recognise
+from .symmetry import ValueSymmetry, value_symmetry
 
 if TYPE_CHECKING:
     from .structure import ExactStructure
@@ -373,6 +374,17 @@ class SymmetricHull:
         cols, T, self._zscale = _oracle_coordinates(Fs, self.span_basis, S, unit, structure, e)
         self.frame = Frame(cols, T)
         self._structure: Any = False  # not yet detected (else an ExactStructure or None)
+        self._match = structure
+        self._symmetry: Any = False  # not yet built (else a ValueSymmetry or None)
+
+    @property
+    def symmetry(self) -> ValueSymmetry | None:
+        """The value-permutation symmetries of a marginal workload, found from F's entries
+        (:func:`knorm.body.symmetry.value_symmetry`), else None. The rounding averages its
+        covariance estimates over them."""
+        if self._symmetry is False:
+            self._symmetry = value_symmetry(self._match, self.span_basis)
+        return self._symmetry
 
     @property
     def exact_structure(self) -> ExactStructure | None:

@@ -73,6 +73,8 @@ def noise_spread(r, n_points):
 # public start -- which a covariance estimate does not need.
 WARMUP_TAUS = 10
 MIN_EFFECTIVE = 4  # the spread is judged on at least 4·r effective points (noise spread ≤ 9)
+SAMPLES_PER_DIM = 10  # records per dimension and iteration
+SYMMETRIC_SAMPLES_PER_DIM = 2  # the same with a symmetry group (its average has far fewer free parameters)
 PROGRESS_PIECES = 4  # progress reports per rounding iteration
 TAU_GUESS = 2.0  # τ per step of the billiard walk in a roughly round body (1.2–3 measured at r = 40–80)
 
@@ -86,7 +88,27 @@ def chain_tau(rec):
     return max(1.0, total / e)
 
 
-def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=1.5, workers=None, progress=None):
+def _averaged_cov(symmetry, T, Z):
+    """The group average of the sample covariance of frame points Z (rows), in the frame:
+    ``T⁻¹ R(T S Tᵀ) T⁻ᵀ`` (T: frame → span coordinates)."""
+    S = np.atleast_2d(np.cov(Z, rowvar=False))
+    Ti = np.linalg.inv(T)
+    out = Ti @ symmetry.average_span(T @ S @ T.T) @ Ti.T
+    return (out + out.T) / 2.0
+
+
+def _relative_spread(A, B):
+    """max/min eigenvalue of ``A^{-1/2} B A^{-1/2}`` (inf if either is not positive definite)."""
+    try:
+        La = np.linalg.cholesky(A)
+    except np.linalg.LinAlgError:
+        return np.inf
+    ev = np.linalg.eigvalsh(np.linalg.solve(La, np.linalg.solve(La, B).T))
+    return float(ev[-1] / ev[0]) if ev[0] > 0 else np.inf
+
+
+def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_factor=1.5, workers=None, progress=None,
+               symmetry=None):
     """Estimate Cov(Uniform K) by billiard walks in successively rounded frames.
 
     Starts from ``Σ₀ = F Fᵀ / n`` and ``chains`` billiard chains at the centre, which run
@@ -106,12 +128,27 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
     and a fixed chain count: the rounding of a body is deterministic (whatever
     ``workers``), so caching it never changes seeded results.
 
+    **With symmetry** (``symmetry``: a :class:`~knorm.body.symmetry.ValueSymmetry` of the
+    body, whose frame ``base`` is in span coordinates): each estimate is averaged over the
+    group, ``S ← T⁻¹R(T S Tᵀ)T⁻ᵀ``, which keeps its expectation (Cov(Uniform K) commutes
+    with the group) and leaves far fewer free parameters than r(r+1)/2, so
+    ``samples_per_dim`` defaults to ``SYMMETRIC_SAMPLES_PER_DIM`` (2) instead of 10, and
+    the noise is measured rather than taken from Marchenko–Pastur: the averaged estimates
+    of the two halves of the chains differ by a spread s₂ (max/min eigenvalue of one
+    whitened by the other), and the whole estimate's noise spread is taken as √s₂ (two
+    independent halves differ by √2 times the noise of each, which is √2 times that of
+    the whole: in log-spread, twice the whole's). Stop rule (2) becomes: the spread of
+    the averaged S is below ``spread_factor·√s₂``, judged once √s₂ ≤ ``spread_factor``
+    (else the next iteration records twice as many steps, up to 8×).
+
     ``progress``: None, or a callable ``progress(done, max_iter)``: ``done`` counts
     iterations in quarters (``PROGRESS_PIECES`` reports per iteration, the steps run in
     as many pieces, which never changes the result), and is ``max_iter`` once the
     rounding stops.
     """
     r = base.r
+    if samples_per_dim is None:
+        samples_per_dim = SAMPLES_PER_DIM if symmetry is None else SYMMETRIC_SAMPLES_PER_DIM
     rng = np.random.default_rng(ROUNDING_SEED)
     Fr = base.Ft.T
     T = np.linalg.cholesky(Fr @ Fr.T / base.n + 1e-12 * np.eye(r))
@@ -145,7 +182,13 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
                 progress(it - 1 + (i + 1) / PROGRESS_PIECES, max_iter)
             rec = np.concatenate(parts, axis=1)
         Z = rec.reshape(-1, r)
-        S = np.cov(Z, rowvar=False).reshape(r, r)
+        if symmetry is None:
+            S = np.cov(Z, rowvar=False).reshape(r, r)
+        else:  # and the two halves' disagreement, the estimate's noise (see above)
+            S = _averaged_cov(symmetry, T, Z)
+            half = chains // 2
+            sym_noise = np.sqrt(_relative_spread(_averaged_cov(symmetry, T, rec[:half].reshape(-1, r)),
+                                                 _averaged_cov(symmetry, T, rec[half:].reshape(-1, r))))
         ev = np.linalg.eigvalsh(S)
         spread = float(ev[-1] / ev[0])
         L = np.linalg.cholesky(S)
@@ -155,12 +198,18 @@ def round_body(base, *, chains=8, samples_per_dim=10, max_iter=8, spread_factor=
         forgotten = before >= WARMUP_TAUS * tau
         before += steps
         n_eff = len(Z) / tau
-        done = forgotten and n_eff >= MIN_EFFECTIVE * r and spread < spread_factor * noise_spread(r, n_eff)
+        if symmetry is None:
+            judged = n_eff >= MIN_EFFECTIVE * r
+            noise = noise_spread(r, n_eff)
+        else:
+            noise = sym_noise
+            judged = noise <= spread_factor
+        done = forgotten and judged and spread < spread_factor * noise
         if progress is not None and done:
             progress(max_iter, max_iter)
         if done:
             break
-        if n_eff < MIN_EFFECTIVE * r:  # too few effective points to judge the spread: more records
+        if not judged:  # too few effective points to judge the spread: more records
             steps = min(2 * steps, 8 * per_chain)
     return Rounding(T=T, frame=_frame_for(base, T), covariance=T @ T.T, iterations=it,
                     eigen_spread=spread, points=pts, tau=tau)

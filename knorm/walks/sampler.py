@@ -110,13 +110,15 @@ _ROUNDINGS: weakref.WeakKeyDictionary[SymmetricHull, Rounding] = weakref.WeakKey
 
 def rounding_of(body: SymmetricHull, workers: int | Executor | None = None,
                 progress: Callable[[int, int], object] | None = None) -> Rounding:
-    """The body's rounding (computed once per body and cached; deterministic, ``ROUNDING_CHAINS`` chains).
+    """The body's rounding (computed once per body and cached; deterministic, ``ROUNDING_CHAINS`` chains;
+    its estimates averaged over the body's symmetries, :attr:`~knorm.body.hull.SymmetricHull.symmetry`).
 
     ``progress``: None, or ``progress(iteration, max_iter)`` (see :func:`round_body`),
     called only when the rounding is computed.
     """
     if body not in _ROUNDINGS:
-        _ROUNDINGS[body] = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers, progress=progress)
+        _ROUNDINGS[body] = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers, progress=progress,
+                                      symmetry=body.symmetry)
     return _ROUNDINGS[body]
 
 

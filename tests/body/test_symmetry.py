@@ -1,0 +1,130 @@
+"""Value-permutation symmetries of marginal workloads, found from F's entries (knorm.body.symmetry)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from knorm import SymmetricHull
+from knorm.body.marginal import recognise
+from knorm.body.symmetry import value_symmetry
+from knorm.walks import round_body
+from knorm.workloads import clique_marginals, marginals, random_pm1
+
+SHAPE = (2, 3, 2)
+CLIQUES = [(0, 1), (1, 2), (0,), (2,), ()]  # 2-way, 1-way tables and the total
+
+
+def shuffled(F, seed=0):
+    return F[np.random.default_rng(seed).permutation(F.shape[0])]
+
+
+def group_elements(shape):
+    """Every value permutation of every attribute: tuples (π_0, …, π_{m−1})."""
+    return itertools.product(*[list(itertools.permutations(range(k))) for k in shape])
+
+
+def row_and_cell_permutations(match, perm):
+    """P (rows of F) and Q (cells) of one group element, read off F's recognised structure:
+    row i (table C, cell v) goes to the row of (C, π(v)); cell x to π(x)."""
+    st = match.structure
+    shape = st.shape
+    offs = np.cumsum([0] + [int(np.prod([shape[a] for a in c])) for c in st.cliques])
+    m_rows = []
+    for ci, c in enumerate(st.cliques):
+        for v in itertools.product(*[range(shape[a]) for a in c]):
+            w = tuple(perm[a][v[j]] for j, a in enumerate(c))
+            m_rows.append(offs[ci] + (np.ravel_multi_index(w, [shape[a] for a in c]) if c else 0))
+    m_rows = np.array(m_rows)
+    where = {int(m): i for i, m in enumerate(match.rows)}  # F row of each structure row (tables are complete)
+    P = np.zeros((len(match.rows), len(match.rows)))
+    for i, m in enumerate(match.rows):
+        P[where[int(m_rows[m])], i] = 1.0
+    cells = np.indices(shape).reshape(len(shape), -1).T
+    Q = np.zeros((len(cells), len(cells)))
+    for j, x in enumerate(cells):
+        Q[np.ravel_multi_index(tuple(perm[a][x[a]] for a in range(len(shape))), shape), j] = 1.0
+    return P, Q
+
+
+def test_every_value_permutation_maps_F_onto_itself():
+    """P·F = F·Q exactly for all 24 elements, with F's rows shuffled: P K = K."""
+    F = shuffled(clique_marginals(SHAPE, CLIQUES))
+    match = recognise(F)
+    assert match is not None
+    count = 0
+    for perm in group_elements(match.structure.shape):
+        P, Q = row_and_cell_permutations(match, perm)
+        assert np.array_equal(P @ F, F @ Q)
+        count += 1
+    assert count == 24
+
+
+def test_average_is_the_group_average_brute_force():
+    """R(S) = (1/|G|) Σ_g P_g S P_gᵀ over all 24 elements, to rounding, for a random S."""
+    F = shuffled(clique_marginals(SHAPE, CLIQUES), seed=1)
+    K = SymmetricHull(F)
+    sym = K.symmetry
+    assert sym is not None
+    d = F.shape[0]
+    A = np.random.default_rng(2).standard_normal((d, d))
+    S = A + A.T
+    brute = np.zeros((d, d))
+    elements = list(group_elements(SHAPE))
+    for perm in elements:
+        P, _ = row_and_cell_permutations(recognise(F), perm)
+        brute += P @ S @ P.T
+    brute /= len(elements)
+    assert np.allclose(sym.average(S), brute, rtol=0, atol=1e-12)
+    # a projection: idempotent, and its result commutes with every P_g
+    R = sym.average(S)
+    assert np.allclose(sym.average(R), R, atol=1e-12)
+    P, _ = row_and_cell_permutations(recognise(F), elements[7])
+    assert np.allclose(P @ R, R @ P, atol=1e-12)
+
+
+def test_span_average_matches_the_ambient_one():
+    F = shuffled(marginals((2, 3, 4), 2), seed=3)
+    K = SymmetricHull(F)
+    U = K.span_basis
+    A = np.random.default_rng(4).standard_normal((K.dim, K.dim))
+    C = A @ A.T
+    assert np.allclose(U @ K.symmetry.average_span(C) @ U.T, K.symmetry.average(U @ C @ U.T), atol=1e-10)
+
+
+def test_no_symmetry_where_a_permutation_would_not_map_the_rows_onto_themselves():
+    assert SymmetricHull(random_pm1(6, 20, rng=0)).symmetry is None
+    F = marginals((2, 3, 2), 2)
+    assert SymmetricHull(F[:-1]).symmetry is None  # the last table lacks a cell
+    assert SymmetricHull(np.vstack([F, F[:1]])).symmetry is None  # one cell counted twice
+    assert SymmetricHull(np.vstack([F, F])).symmetry is not None  # every cell twice: still symmetric
+    assert value_symmetry(None, np.eye(2)) is None
+
+
+def test_symmetric_rounding_of_a_cross_polytope_is_exact_within_noise():
+    """F = I_k: K is the cross-polytope, Cov(Uniform K) = 2/((k+1)(k+2))·I exactly (its
+    coordinates are exchangeable, E x_i² = E‖x‖²/k and ‖x‖₁ ~ Beta(k, 1) on the ℓ1 sphere
+    gives E x_i² = 2/((k+1)(k+2))). The averaged estimate from one iteration of 480 records
+    must match: every eigenvalue of C^{-1/2} Ĉ C^{-1/2} within 25% of 1. The group (the 12
+    values of one attribute) leaves two free parameters, the identity part and the
+    all-ones direction; the worse of them, one direction's variance from 480 points at
+    τ ≤ 1.5, has relative SE ≤ √(2·1.5/480) = 0.08, so 25% is ≥ 3 SE. Without the average
+    the estimate has Marchenko–Pastur edges (1 ∓ √(12/480))² = 0.71, 1.34 and fails.
+    """
+    k = 12
+    K = SymmetricHull(np.eye(k) * 3.0)
+    assert K.symmetry is not None
+    rnd = round_body(K.frame, chains=8, samples_per_dim=40, symmetry=K.symmetry)
+    M = K.span_basis.T * 3.0 / K._scale  # ambient cross-polytope of radius 3 -> frame units
+    exact = 2.0 / ((k + 1) * (k + 2)) * M @ M.T
+    Lc = np.linalg.cholesky(exact)
+    ev = np.linalg.eigvalsh(np.linalg.solve(Lc, np.linalg.solve(Lc, rnd.covariance).T))
+    assert 0.75 < ev[0] and ev[-1] < 1.25, ev
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rounding_uses_the_symmetry_whatever_the_row_order(seed):
+    """Rows in any order: the same group is found (same number of classes)."""
+    F = marginals((2, 3, 4), 2)
+    a, b = SymmetricHull(F).symmetry, SymmetricHull(shuffled(F, seed)).symmetry
+    assert a is not None and b is not None and a.n_classes == b.n_classes
