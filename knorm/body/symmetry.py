@@ -15,9 +15,11 @@ C_i, C_j, cells v_i, v_j) the orbit of the index pair (i, j) under G is fixed by
 ``(C_i, C_j)`` and, for each attribute a in both, whether ``v_i[a] = v_j[a]``: ``R(S)_ij``
 is the mean of S over that class (each attribute's group acts on its own values only, and
 ``S_k`` is transitive on pairs of equal and on pairs of distinct values). Swapping
-attributes of equal size is a symmetry too when it maps the cliques onto themselves; it
-is not used (value permutations already leave few free parameters: r at most, often
-far fewer).
+attributes of equal size is a symmetry too when it maps the tables onto themselves
+(2-way marginals of binary attributes: all of S_m), and the group includes every
+permutation of each class of such interchangeable attributes; then the class of (i, j)
+is fixed by the counts, per class, of attributes in C_i only, in C_j only, and in both
+with equal or with different values.
 
 The rounding (:func:`knorm.walks.rounding.round_body`) averages its covariance estimates
 this way; nothing here depends on how F was built (rows in any order, a user's file).
@@ -28,12 +30,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .marginal import MarginalMatch
+from .marginal import MarginalMatch, MarginalStructure
 
 __all__ = ["ValueSymmetry", "value_symmetry", "MAX_ROWS", "MAX_ATTRIBUTES"]
 
 MAX_ROWS = 2048  # the class map is d×d int64 (32 MiB at d = 2048): larger workloads go without
-MAX_ATTRIBUTES = 30  # class keys (tables² · 2^attributes) stay within int64
+MAX_ATTRIBUTES = 30  # attributes a domain may have for its symmetries to be used
 
 
 class ValueSymmetry:
@@ -84,41 +86,81 @@ def _row_tables(match: MarginalMatch) -> tuple[NDArray[np.int64], NDArray[np.int
     return np.concatenate(cid), np.concatenate(dig)
 
 
+def _swappable(structure: MarginalStructure, mult: dict[tuple[int, ...], int]) -> list[list[int]]:
+    """Attributes grouped into classes whose every permutation maps the tables (with their
+    multiplicities) onto themselves: same size, and invariant under each adjacent
+    transposition of the class (which generate its symmetric group). Singletons otherwise."""
+    shape = structure.shape
+    by_size: dict[int, list[int]] = {}
+    for a, k in enumerate(shape):
+        by_size.setdefault(k, []).append(a)
+    labels: list[list[int]] = []
+    for attrs in by_size.values():
+        ok = len(attrs) > 1
+        for a, b in zip(attrs, attrs[1:]):
+            swap = {a: b, b: a}
+            moved = {tuple(sorted(swap.get(x, x) for x in c)): m for c, m in mult.items()}
+            if moved != mult:
+                ok = False
+                break
+        labels += [attrs] if ok else [[a] for a in attrs]
+    return labels
+
+
+def _compress(key: NDArray[np.int64], feature: NDArray[np.int64], radix: int) -> NDArray[np.int64]:
+    """Class ids of the pairs (key, feature), numbered 0, 1, … (keys stay below d²)."""
+    _, inv = np.unique(key * radix + feature, return_inverse=True)
+    return inv.reshape(key.shape).astype(np.int64)
+
+
 def value_symmetry(match: MarginalMatch | None, basis: NDArray[np.float64]) -> ValueSymmetry | None:
-    """The value-permutation group of a recognised marginal workload, or None.
+    """The symmetry group of a recognised marginal workload (value permutations, and swaps
+    of interchangeable attributes), or None.
 
     None when ``match`` is None, when a table that appears is incomplete or has cells
     repeated unequally (a permutation would then not map F's rows onto themselves), when
     no attribute has two values, or when F has more than ``MAX_ROWS`` rows or its domain
     more than ``MAX_ATTRIBUTES`` attributes.
+
+    Orbit classes of row pairs (i, j): attributes are grouped into classes of
+    interchangeable ones (:func:`_swappable`); for each class, the numbers of its
+    attributes in C_i only, in C_j only, in both with equal values and in both with
+    different values fix the orbit (the class's permutations relabel attributes with the
+    same counts onto each other, the value permutations then match the values).
     """
     if match is None:
         return None
     st = match.structure
     rows = match.rows
     d = rows.shape[0]
-    if d > MAX_ROWS or len(st.shape) > MAX_ATTRIBUTES or len(st.cliques) > 1 << 16 or max(st.shape, default=1) < 2:
+    if d > MAX_ROWS or len(st.shape) > MAX_ATTRIBUTES or max(st.shape, default=1) < 2:
         return None
     cid, dig = _row_tables(match)
     live = rows >= 0
-    mult = np.bincount(rows[live], minlength=cid.shape[0])
-    for ci in range(len(st.cliques)):  # each table: all cells equally often (or not at all)
-        m = mult[cid == ci]
+    count = np.bincount(rows[live], minlength=cid.shape[0])
+    mult: dict[tuple[int, ...], int] = {}
+    for ci, c in enumerate(st.cliques):  # each table: all cells equally often (or not at all)
+        m = count[cid == ci]
         if np.any(m != m[0]):
             return None
-    k = dig.shape[1]
-    rc = np.where(live, cid[np.maximum(rows, 0)], -1)
+        if m[0]:
+            mult[c] = int(m[0])
     rd = dig[np.maximum(rows, 0)]
-    pattern = np.zeros((d, d), np.int64)
-    for a in range(k):  # bit a: attribute a in both tables, with equal values
-        has = rd[:, a] >= 0
-        pattern |= (has[:, None] & has[None, :] & (rd[:, None, a] == rd[None, :, a])).astype(np.int64) << a
-    nc = len(st.cliques)
-    key = (rc[:, None] * nc + rc[None, :]) * (1 << k) + pattern
+    key = np.zeros((d, d), np.int64)
+    for attrs in _swappable(st, mult):
+        feature = np.zeros((d, d), np.int64)
+        radix = len(attrs) + 1
+        for a in attrs:
+            hi = rd[:, a] >= 0
+            both = hi[:, None] & hi[None, :]
+            eq = both & (rd[:, None, a] == rd[None, :, a])
+            code = (hi[:, None] & ~hi[None, :]) * 1 + (~hi[:, None] & hi[None, :]) * radix + eq * radix**2
+            feature += code + (both & ~eq) * radix**3
+        key = _compress(key, feature, radix**4)
     key[~live, :] = -1
     key[:, ~live] = -1
-    classes = np.full((d, d), -1, np.int64)
     mask = key >= 0
+    classes = np.full((d, d), -1, np.int64)
     _, inv = np.unique(key[mask], return_inverse=True)
     classes[mask] = inv.reshape(-1)
     return ValueSymmetry(classes, int(inv.max()) + 1 if inv.size else 0, basis)

@@ -19,22 +19,31 @@ def shuffled(F, seed=0):
     return F[np.random.default_rng(seed).permutation(F.shape[0])]
 
 
-def group_elements(shape):
-    """Every value permutation of every attribute: tuples (π_0, …, π_{m−1})."""
-    return itertools.product(*[list(itertools.permutations(range(k))) for k in shape])
+def group_elements(shape, swaps=((),)):
+    """Every element (σ, π): σ a permutation of the attributes from ``swaps`` (as a dict
+    a -> σ(a); () is the identity), then π_a a permutation of attribute a's values."""
+    for sw in swaps:
+        sigma = dict(sw)
+        for perm in itertools.product(*[list(itertools.permutations(range(k))) for k in shape]):
+            yield sigma, perm
 
 
-def row_and_cell_permutations(match, perm):
-    """P (rows of F) and Q (cells) of one group element, read off F's recognised structure:
-    row i (table C, cell v) goes to the row of (C, π(v)); cell x to π(x)."""
+def row_and_cell_permutations(match, element):
+    """P (rows of F) and Q (cells) of one group element (σ, π), read off F's recognised
+    structure: cell x goes to y with y[σ(a)] = π_a(x[a]); row i (table C, cell v) to the
+    row of (σ(C), the same map on v)."""
+    sigma, perm = element
     st = match.structure
     shape = st.shape
-    offs = np.cumsum([0] + [int(np.prod([shape[a] for a in c])) for c in st.cliques])
+    s = [sigma.get(a, a) for a in range(len(shape))]
+    offs = {c: o for c, o in zip(st.cliques, np.cumsum([0] + [int(np.prod([shape[a] for a in c])) for c in st.cliques]))}
     m_rows = []
-    for ci, c in enumerate(st.cliques):
+    for c in st.cliques:
+        image = tuple(sorted(s[a] for a in c))
         for v in itertools.product(*[range(shape[a]) for a in c]):
-            w = tuple(perm[a][v[j]] for j, a in enumerate(c))
-            m_rows.append(offs[ci] + (np.ravel_multi_index(w, [shape[a] for a in c]) if c else 0))
+            w = {s[a]: perm[a][v[j]] for j, a in enumerate(c)}
+            m_rows.append(offs[image] + (np.ravel_multi_index(tuple(w[b] for b in image), [shape[b] for b in image])
+                                         if c else 0))
     m_rows = np.array(m_rows)
     where = {int(m): i for i, m in enumerate(match.rows)}  # F row of each structure row (tables are complete)
     P = np.zeros((len(match.rows), len(match.rows)))
@@ -43,25 +52,32 @@ def row_and_cell_permutations(match, perm):
     cells = np.indices(shape).reshape(len(shape), -1).T
     Q = np.zeros((len(cells), len(cells)))
     for j, x in enumerate(cells):
-        Q[np.ravel_multi_index(tuple(perm[a][x[a]] for a in range(len(shape))), shape), j] = 1.0
+        y = [0] * len(shape)
+        for a in range(len(shape)):
+            y[s[a]] = perm[a][x[a]]
+        Q[np.ravel_multi_index(tuple(y), shape), j] = 1.0
     return P, Q
 
 
-def test_every_value_permutation_maps_F_onto_itself():
-    """P·F = F·Q exactly for all 24 elements, with F's rows shuffled: P K = K."""
+SWAPS = ((), ((0, 2), (2, 0)))  # attributes 0 and 2 (both of size 2) are interchangeable in CLIQUES
+
+
+def test_every_element_maps_F_onto_itself():
+    """P·F = F·Q exactly for all 48 elements (24 value permutations, with and without the
+    swap of attributes 0 and 2), with F's rows shuffled: P K = K."""
     F = shuffled(clique_marginals(SHAPE, CLIQUES))
     match = recognise(F)
-    assert match is not None
+    assert match is not None and match.structure.shape == SHAPE
     count = 0
-    for perm in group_elements(match.structure.shape):
-        P, Q = row_and_cell_permutations(match, perm)
+    for element in group_elements(SHAPE, SWAPS):
+        P, Q = row_and_cell_permutations(match, element)
         assert np.array_equal(P @ F, F @ Q)
         count += 1
-    assert count == 24
+    assert count == 48
 
 
 def test_average_is_the_group_average_brute_force():
-    """R(S) = (1/|G|) Σ_g P_g S P_gᵀ over all 24 elements, to rounding, for a random S."""
+    """R(S) = (1/|G|) Σ_g P_g S P_gᵀ over all 48 elements, to rounding, for a random S."""
     F = shuffled(clique_marginals(SHAPE, CLIQUES), seed=1)
     K = SymmetricHull(F)
     sym = K.symmetry
@@ -70,17 +86,31 @@ def test_average_is_the_group_average_brute_force():
     A = np.random.default_rng(2).standard_normal((d, d))
     S = A + A.T
     brute = np.zeros((d, d))
-    elements = list(group_elements(SHAPE))
-    for perm in elements:
-        P, _ = row_and_cell_permutations(recognise(F), perm)
+    elements = list(group_elements(SHAPE, SWAPS))
+    for element in elements:
+        P, _ = row_and_cell_permutations(recognise(F), element)
         brute += P @ S @ P.T
     brute /= len(elements)
     assert np.allclose(sym.average(S), brute, rtol=0, atol=1e-12)
     # a projection: idempotent, and its result commutes with every P_g
     R = sym.average(S)
     assert np.allclose(sym.average(R), R, atol=1e-12)
-    P, _ = row_and_cell_permutations(recognise(F), elements[7])
-    assert np.allclose(P @ R, R @ P, atol=1e-12)
+    for element in (elements[7], elements[30]):
+        P, _ = row_and_cell_permutations(recognise(F), element)
+        assert np.allclose(P @ R, R @ P, atol=1e-12)
+
+
+def test_attributes_are_swapped_only_when_the_tables_allow_it():
+    """Without the table (2,) the swap of 0 and 2 maps (0,) to a missing table: the
+    average over value permutations alone (brute force, 24 elements) is the one used."""
+    cliques = [(0, 1), (1, 2), (0,), ()]
+    F = shuffled(clique_marginals(SHAPE, cliques), seed=5)
+    sym = SymmetricHull(F).symmetry
+    d = F.shape[0]
+    A = np.random.default_rng(6).standard_normal((d, d))
+    S = A + A.T
+    brute = sum(P @ S @ P.T for P, _ in (row_and_cell_permutations(recognise(F), e) for e in group_elements(SHAPE)))
+    assert np.allclose(sym.average(S), brute / 24, rtol=0, atol=1e-12)
 
 
 def test_span_average_matches_the_ambient_one():
