@@ -135,17 +135,16 @@ class Recommendation:
         head = f"expected error at ε = {self.epsilon:g}" + (f", δ = {self.delta:g}" if self.delta else "")
         lines = [f"{head} ({self.d} queries, {self.n} cells); rms = √E‖noise‖₂² on the answers, "
                  "per query = rms/√d:",
-                 f"  {'mechanism':13s} {'rms':>12s} {'± SE':>9s} {'per query':>11s} {'seconds':>8s}  notion       how"]
+                 f"  {'mechanism':13s} {'rms':>12s} {'± SE':>9s} {'per query':>11s}  notion       how"]
         for name, r in self.table.items():
             mark = "*" if name == self.best else " "
-            secs = "" if r.seconds is None else f"{r.seconds:.2g}"
             if r.rms is None:
-                lines.append(f"{mark} {name:13s} {'—':>12s} {'':>9s} {'—':>11s} {secs:>8s}  {r.notion:12s} "
+                lines.append(f"{mark} {name:13s} {'—':>12s} {'':>9s} {'—':>11s}  {r.notion:12s} "
                              f"skipped: {r.skipped}")
                 continue
             se = "exact" if r.exact else f"{r.stderr:.2g}"
-            lines.append(f"{mark} {name:13s} {r.rms:12.5g} {se:>9s} {r.per_query_rmse:11.5g} {secs:>8s}  "
-                         f"{r.notion:12s} {r.method}")
+            lines.append(f"{mark} {name:13s} {r.rms:12.5g} {se:>9s} {r.per_query_rmse:11.5g}  {r.notion:12s} "
+                         f"{r.method}")
         lines.append(f"recommended: {self.best} ({self.reason})")
         return "\n".join(lines)
 
