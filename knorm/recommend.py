@@ -394,9 +394,13 @@ def _one_line(exc):
 def _check_budget(budget_s):
     if budget_s is None:
         return None
-    if not is_real(budget_s) or not np.isfinite(budget_s) or budget_s <= 0:
+    try:
+        value = float(budget_s) if is_real(budget_s) else np.nan
+    except OverflowError:  # an int past float64
+        value = np.inf
+    if not 0.0 < value < np.inf:
         raise ValueError(f"budget_s must be None or a positive number of seconds, got {short_repr(budget_s)}")
-    return float(budget_s)
+    return value
 
 
 def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float | None = None,
