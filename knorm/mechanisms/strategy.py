@@ -559,41 +559,53 @@ def _p_identity_solver(theta: NDArray[np.float64], gram: NDArray[np.float64]
 
 
 def _check_starts(starts: int | None, n: int) -> int:
-    """Starting points of the p-Identity search: ``None`` is 4 for n <= 512 (each a few seconds at most;
-    the best of 4 at prefix 256 is 0.7% below the first) and 1 above (the starts' spread is 0.3% at n = 1024)."""
+    """Starting points of the p-Identity search: ``None`` is 8 for n <= 256, 4 for n <= 512 (a few
+    seconds in all; the landscape has many local minima: on prefix 256 the first start ends 0.8%
+    above the best of 8, on all ranges over 64 cells 19% above) and 1 above (the starts' spread is
+    0.3% at n = 1024, and each costs 13 s or more)."""
     if starts is None:
-        return 4 if n <= 512 else 1
+        return 8 if n <= 256 else 4 if n <= 512 else 1
     return positive_int("starts", starts)
 
 
 def _search_p_identity(gram: NDArray[np.float64], p: int, maxiter: int,
                        starts: int) -> tuple[NDArray[np.float64], float, dict[str, Any]]:
     """Θ (p × n, >= 0) minimising :func:`p_identity_objective` on ``gram`` by L-BFGS-B from ``starts``
-    fixed starts (uniform [0, 1) entries, seeds 0, 1, …, as HDMM's), the best kept; Θ = 0 (the
-    identity) if no start ends below it. Returns ``(Θ, f(Θ), details)``."""
+    fixed starts, the best kept; Θ = 0 (the identity) if no start ends below it. Returns
+    ``(Θ, f(Θ), details)``.
+
+    Start k begins at uniform [0, 1) entries (seed k // 2, as HDMM's) and searches on
+    ``gram/max|gram|`` (k even) or on ``gram`` as given (k odd: at unit scale, a 0/1 workload's own,
+    as HDMM): the same minimiser, but L-BFGS-B's first projected step depends on the gradient's
+    size, so the two reach different local minima (all ranges over 64 cells: 33227 and 32063 from
+    the same start; over 32 cells the other way round)."""
     n = gram.shape[0]
+    gdiag = np.diag(gram).copy()
     top = float(np.abs(gram).max())
-    G = gram / top if top > 0 else gram  # Θ does not depend on the Gram's scale
 
-    gdiag = np.diag(G).copy()
+    def objective(scale: float) -> Callable[[NDArray[np.float64]], tuple[float, NDArray[np.float64]]]:
+        G, gd = gram * scale, gdiag * scale
 
-    def fun(t: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-        f, g = _p_identity_fg(t.reshape(p, n), G, gdiag)
-        return f, g.ravel()
-    identity = float(np.trace(G))  # Θ = 0: ‖F‖_F²
+        def fun(t: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+            f, g = _p_identity_fg(t.reshape(p, n), G, gd)
+            return f, g.ravel()
+        return fun
+    identity = float(np.trace(gram))  # Θ = 0: ‖F‖_F²
     theta, value = np.zeros((p, n)), identity
     info: dict[str, Any] = {"iterations": 0, "converged": True, "message": "identity", "start_objectives": []}
-    for seed in range(starts):
-        res = optimize.minimize(fun, np.random.default_rng(seed).random(p * n), jac=True, method="L-BFGS-B",
-                                bounds=[(0.0, None)] * (p * n), options={"maxiter": maxiter})
+    for k in range(starts):
+        scale = 1.0 / top if k % 2 == 0 and top > 0 else 1.0
+        res = optimize.minimize(objective(scale), np.random.default_rng(k // 2).random(p * n), jac=True,
+                                method="L-BFGS-B", bounds=[(0.0, None)] * (p * n),
+                                options={"maxiter": maxiter, "gtol": 0.0})
         t = np.maximum(res.x.reshape(p, n), 0.0)
-        v = _p_identity_fg(t, G, gdiag)[0]
-        info["start_objectives"].append(v * top)
+        v = _p_identity_fg(t, gram, gdiag)[0]
+        info["start_objectives"].append(v)
         info["iterations"] += int(res.nit)
         if v < value:
             theta, value = t, v
-            info.update(converged=bool(res.success), message=str(res.message), best_start=seed)
-    return theta, value * top, {"identity_objective": identity * top, **info}
+            info.update(converged=bool(res.success), message=str(res.message), best_start=k)
+    return theta, value, {"identity_objective": identity, **info}
 
 
 class PIdentityMechanism(_Strategy):
@@ -602,8 +614,8 @@ class PIdentityMechanism(_Strategy):
 
     Θ minimises the exact error factor ``‖F A⁺‖_F² = tr(FᵀF (AᵀA)⁻¹)`` (:func:`p_identity_objective`),
     from FᵀF alone (at unit scale: Θ does not depend on F's scale), by L-BFGS-B with bounds Θ >= 0
-    from ``starts`` fixed starts (uniform [0, 1) entries, seeds 0, 1, …, as HDMM; None: 4 for
-    n <= 512, else 1), the best kept: the same F gives the same strategy. Θ = 0 (the identity
+    from ``starts`` fixed starts (uniform [0, 1) entries as HDMM, each seed searched at two scales of
+    the Gram matrix; None: 8 for n <= 256, 4 for n <= 512, else 1), the best kept: the same F gives the same strategy. Θ = 0 (the identity
     strategy) is kept if every search ends worse. Answers ``F x̂``, ``x̂ = A⁺y`` (from A's QR
     decomposition); noise ``F A⁺ z`` with ``E‖F A⁺ z‖₂² = 2/ε² ‖F A⁺‖_F²`` exactly. ``p=None``:
     max(1, n // 16) (HDMM's choice); at most n.
@@ -768,8 +780,11 @@ class KroneckerPIdentityMechanism(KroneckerStrategyMechanism):
             before = total
             for i in range(len(shape)):
                 cs = w * np.prod(np.delete(C, i, axis=0), axis=0)
-                Gh = sum(c * Gs[i] for c, (_, Gs) in zip(cs, terms))
-                Gh = Gh / np.abs(Gh).max()
+                if len(terms) == 1:  # one product: each attribute's own Gram (unit scale), as HDMM
+                    Gh = terms[0][1][i]
+                else:  # a union: the weighted sum with mean entry 1 (as HDMM)
+                    Gh = sum(c * Gs[i] for c, (_, Gs) in zip(cs, terms))
+                    Gh = Gh / np.abs(Gh).mean()
                 hit = [t for q, G, t in cache if q == ps[i] and G.shape == Gh.shape and np.array_equal(G, Gh)]
                 if hit:
                     theta = hit[0]

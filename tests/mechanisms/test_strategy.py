@@ -226,7 +226,8 @@ def test_p_identity_keeps_the_best_of_its_starts():
     assert four.optimization["objective"] == pytest.approx(min(objs), rel=1e-5)  # search: Woodbury; kept: QR
     assert four.optimization["objective"] == pytest.approx(dense_error_factor(F, four.strategy_matrix()), rel=1e-9)
     assert PIdentityMechanism(W.prefix(600), epsilon=1.0, maxiter=1).starts == 1  # one start above n = 512
-    assert PIdentityMechanism(W.prefix(64), epsilon=1.0, maxiter=1).starts == 4
+    assert PIdentityMechanism(W.prefix(300), epsilon=1.0, maxiter=1).starts == 4
+    assert PIdentityMechanism(W.prefix(64), epsilon=1.0, maxiter=1).starts == 8
 
 
 def test_p_identity_beats_hierarchical_on_prefix_and_never_loses_to_identity():
