@@ -20,11 +20,12 @@ The Monte Carlo of the table uses the fixed seed ``mc_seed`` (reproducible; it d
 F only and releases nothing, so it costs no privacy). The chosen mechanism
 (``Recommendation.mechanism``) is built with the caller's ``rng`` (None is OS entropy,
 private; an int a reproducible run that is NOT private): the exact rows' mechanisms draw
-nothing to fill the table and are kept as built; K-norm and NIM are built afresh.
+nothing to fill the table (the least-error searched strategy's is kept as built, the O(dn)
+ones are built again); K-norm and NIM are built afresh (the same body; NIM the same plan).
 
-Cost: before a row runs, its time and memory are estimated from the shapes (``ROW_COSTS``:
-flop counts at ``FLOP_RATE``; MCMC steps at ``MCMC_RATE``); rows run cheapest first, a row
-whose memory estimate exceeds :func:`~knorm._validate.memory_limit` is skipped with that
+Cost: before a row runs, its time and memory are estimated from the shapes (:func:`row_cost`:
+flop counts at ``FLOP_RATE``; MCMC work at ``MCMC_STEP``); rows run cheapest first, a row
+whose memory estimate exceeds half the physical memory is skipped with that
 reason, and with ``budget_s`` a row whose estimate exceeds the time left is dropped
 (``Recommendation.dropped`` says which and why). Every computed row records its measured
 ``seconds``.
@@ -62,6 +63,8 @@ CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "
 # rows that need W's entries (an implicit workload skips them) and the one for product domains only
 NEED_W = ("laplace", "gaussian", "knorm", "nim")
 PRODUCT_ONLY = ("kron-p-identity",)
+# exact rows whose mechanism searches its strategy: the least-error one is kept for the answer
+SEARCHED = ("hierarchical", "p-identity", "kron-p-identity")
 TIE = 1e-6  # relative: rows this close are equal (K-norm of an injective F *is* the identity strategy)
 MECHANISM_OPTIONS = ("walk", "bank_size", "sampler_options", "accept_uncertified")
 # the cost model of the estimates (one core): dense linear algebra at FLOP_RATE flop/s; an MCMC
@@ -250,8 +253,8 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
 
 
 class _Builder:
-    """The rows, from F alone; keeps what the chosen mechanism can reuse (the body, the best
-    exact row's mechanism)."""
+    """The rows, from F alone; keeps what the chosen mechanism can reuse (the body, the
+    least-error searched strategy's mechanism)."""
 
     def __init__(self, F, epsilon, delta, n_samples, walk, mc_seed, p_identity_max_n, options, rng, accountant,
                  workers=None, prepared=None):
@@ -265,6 +268,7 @@ class _Builder:
         self.common = {"epsilon": epsilon, "rng": rng, "accountant": accountant}
         self.built: dict[str, Any] = {}
         self.built_rms: dict[str, float] = {}
+        self.last: Any = None  # the exact row's mechanism built last
         self.d, self.n = (F.d, F.n) if self.workload is not None else F.shape
         self.n_samples, self.walk, self.mc_seed = n_samples, walk, mc_seed
         self.p_identity_max_n, self.options = p_identity_max_n, options
@@ -304,7 +308,9 @@ class _Builder:
 
     def _exact(self, name, m, how, notion="pure ε-DP"):
         row = self.row(name, m.rms_error(), 0.0, True, how, notion)
-        self.keep(name, m, row.rms)
+        self.last = m
+        if name in SEARCHED:  # the others cost O(dn) to build again, and each holds a copy of F
+            self.keep(name, m, row.rms)
         return row
 
     @property
@@ -525,8 +531,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
         mech = KNormMechanism(W, body=b._body(), **options, **b.common)
     elif best == "nim":  # the table's plan (a function of F), fresh levels with the caller's rng
         mech = NIMechanism(W, **options, **b.common, plan_of=b.nim_plan)
-    else:  # an exact row whose mechanism was let go (a row within TIE ran before it): built again
-        b.built_rms = {}
-        getattr(b, best.replace("-", "_"))()  # (never K-norm or NIM: handled above)
-        mech = b.built[best]
+    else:  # an exact row whose mechanism was not kept: built again (never K-norm or NIM: handled above)
+        getattr(b, best.replace("-", "_"))()
+        mech = b.last
     return Recommendation(table, best, mech, epsilon, delta, b.d, b.n, reason, dropped, budget_s)
