@@ -200,8 +200,10 @@ def from_matrix(W: ArrayLike) -> ImplicitWorkload:
 
 
 def from_gram(gram: ArrayLike, *, queries: int) -> ImplicitWorkload:
-    """A one-attribute workload known only by ``WᵀW`` (symmetric positive semi-definite, n × n) and its
-    number of queries: errors need nothing more; answers ``W x`` cannot be computed."""
+    """A one-attribute workload known only by ``WᵀW`` (n × n) and its number of queries: errors need
+    nothing more; answers ``W x`` cannot be computed. Checked: finite, square, symmetric (to 10⁻¹²
+    of its largest entry), non-negative diagonal, not 0; positive semi-definiteness (O(n³) to
+    check) is the caller's."""
     G = as_real_array("gram", gram).astype(np.float64)
     if G.ndim != 2 or G.shape[0] != G.shape[1] or G.size == 0 or not np.all(np.isfinite(G)):
         raise ValueError(f"gram must be a finite non-empty square matrix WᵀW, got shape {G.shape}")

@@ -767,10 +767,10 @@ class KroneckerPIdentityMechanism(KroneckerStrategyMechanism):
         self.p = ps
         self.maxiter = positive_int("maxiter", maxiter)
         self.rounds = positive_int("rounds", rounds)
-        check_memory("p", p, 8 * sum(8 * s * s + 4 * q * s + 3 * q * q for q, s in zip(ps, shape)))
+        check_memory("p", ps, 8 * sum(8 * s * s + 4 * q * s + 3 * q * q for q, s in zip(ps, shape)))
         terms = self._unit_terms()
         thetas = [np.zeros((q, s)) for q, s in zip(ps, shape)]
-        C = np.array([[float(np.trace(G)) for _, Gs in terms for G in [Gs[i]]] for i in range(len(shape))])
+        C = np.array([[float(np.trace(Gs[i])) for _, Gs in terms] for i in range(len(shape))])  # ⟨G_ji, X_i⟩
         w = np.array([t[0] for t in terms])
         total = float(np.sum(w * C.prod(axis=0)))
         identity, done, iterations = total, 0, 0
