@@ -93,8 +93,15 @@ class ImplicitWorkload:
 
     def __init__(self, terms: Sequence[Sequence[Factor]]) -> None:
         if not terms or any(not t for t in terms):
-            raise ValueError("an implicit workload needs at least one term of at least one factor")
+            raise ValueError("terms: an implicit workload needs at least one term of at least one factor")
         self.terms: tuple[tuple[Factor, ...], ...] = tuple(tuple(t) for t in terms)
+        for t in self.terms:
+            for f in t:
+                if not isinstance(f, Factor) or not isinstance(f.gram, np.ndarray) or f.gram.ndim != 2 or \
+                        f.gram.shape[0] != f.gram.shape[1] or f.gram.size == 0 or not np.all(np.isfinite(f.gram)):
+                    raise ValueError(f"terms must hold Factor objects with finite square Gram matrices, got "
+                                     f"{short_repr(f)}")
+                positive_int("rows", f.rows)
         self.shape: tuple[int, ...] = tuple(f.n for f in self.terms[0])
         if any(tuple(f.n for f in t) != self.shape for t in self.terms):
             raise ValueError(f"the terms of a union must share one domain shape, got "

@@ -205,6 +205,8 @@ def test_gram_only_workload_gives_estimates_not_answers():
     (lambda: I.from_matrix("abc"), "W"), (lambda: I.ranges([]), "shape"), (lambda: I.ranges((3, -1)), "shape"),
     (lambda: I.marginals((2, 2), [(0, 0)]), "cliques"), (lambda: I.marginals((2, 2), [(5,)]), "cliques"),
     (lambda: I.union(I.prefix(3), I.prefix(4)), "shape"), (lambda: I.kron(), "kron"),
+    (lambda: I.ImplicitWorkload([]), "terms"), (lambda: I.ImplicitWorkload([[np.eye(2)]]), "terms"),
+    (lambda: I.ImplicitWorkload([[I.Factor(np.ones((2, 3)), 2, 0, "bad")]]), "terms"),
     (lambda: I.prefix(4).apply(np.ones(5)), "x"), (lambda: I.prefix(4).kron_trace([]), "inverses"),
     (lambda: KroneckerStrategyMechanism(I.ranges((2, 3)), epsilon=1.0, strategies=[np.eye(2)]), "strategies"),
     (lambda: KroneckerStrategyMechanism(I.ranges((2, 3)), epsilon=1.0, strategies=[np.eye(2), np.eye(2)]),
