@@ -68,10 +68,11 @@ SEARCHED = ("hierarchical", "p-identity", "kron-p-identity")
 TIE = 1e-6  # relative: rows this close are equal (K-norm of an injective F *is* the identity strategy)
 MECHANISM_OPTIONS = ("walk", "bank_size", "sampler_options", "accept_uncertified")
 # the cost model of the estimates (one core): dense linear algebra at FLOP_RATE flop/s; an MCMC
-# estimate of E‖z‖² from m uniform draws in dimension r with n generators ≈ m·r·n·MCMC_STEP s
-# (billiard steps per released draw ≈ r/8, each an O(r·n) oracle update), plus its rounding
+# estimate of E‖z‖² from m uniform draws in dimension r with n generators ≈ m·r²·n·MCMC_STEP s
+# (about r billiard steps per released draw, each an O(r·n) oracle update; fitted on width-16
+# ranges over 128 cells, random ±1 40×200 and 2-way marginals of 8 binary attributes)
 FLOP_RATE = 5e9
-MCMC_STEP = 1.5e-8
+MCMC_STEP = 5e-9
 P_IDENTITY_MAXITER = 500  # PIdentityMechanism's default
 
 
@@ -210,14 +211,16 @@ def _p_identity_flops(n: int, p: int | None = None) -> float:
 
 
 def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | None = None,
-             p: int | None = None, shape: Sequence[int] | None = None) -> tuple[float, float]:
+             p: int | None = None, shape: Sequence[int] | None = None,
+             exact: bool = False) -> tuple[float, float]:
     """``(seconds, bytes)``: the estimated time (one core) and peak memory of recommend's row
     ``name`` on a d × n workload of the given rank (default min(d, n)), before it runs.
 
     A model from the shapes alone (:data:`FLOP_RATE`, :data:`MCMC_STEP`): e.g. p-Identity
     ``starts·maxiter·(8n²p + 6p²n + p³)`` flops for its search plus ``2dn² + 20n³`` for FᵀF and
-    A⁺; K-norm the SVD of F plus ``n_samples·r²·n`` MCMC steps' work (0 when K turns out to have
-    exact structure: an upper estimate); NIM twice K-norm's (its plan and its levels' draws).
+    A⁺; K-norm the SVD of F plus ``n_samples·r²·n·MCMC_STEP`` seconds of MCMC (none when K has
+    exact structure, ``exact``); NIM twice K-norm's (its plan and its levels' draws; with an exact
+    K its MCMC levels are taken to have 2√r dimensions).
     ``shape``: the attribute sizes of an implicit workload (nothing of size d·n is then held or
     computed: its Gram matrices are); None: an explicit d × n matrix.
     """
@@ -245,7 +248,9 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
         nbytes = 8.0 * sum(10 * s * s for s in sizes) + 8.0 * 4 * n
     else:
         svd = 4 * dn * min(d, n)
-        mcmc = m * r * r * n * MCMC_STEP
+        # K with exact structure: K-norm draws nothing, NIM's MCMC levels are below (≈ 2√r dimensions)
+        k = 0 if exact and name == "knorm" else min(r, 2 * int(np.sqrt(r))) if exact else r
+        mcmc = m * k * k * n * MCMC_STEP
         flops = svd * (2 if name == "nim" else 1)
         nbytes = 8 * (6 * dn + 4 * m * d) * (2 if name == "nim" else 1)
         return flops / FLOP_RATE + mcmc * (2 if name == "nim" else 1), nbytes
@@ -292,8 +297,10 @@ class _Builder:
     def cost(self, name):
         """``(seconds, bytes)`` estimated for the row (:func:`row_cost`)."""
         rank = None if self.body is None else self.body.dim
+        exact = self.body is not None and self.body.exact_structure is not None
         shape = None if self.workload is None else self.workload.shape
-        seconds, nbytes = row_cost(name, self.d, self.n, n_samples=self.n_samples, rank=rank, shape=shape)
+        seconds, nbytes = row_cost(name, self.d, self.n, n_samples=self.n_samples, rank=rank, shape=shape,
+                                   exact=exact)
         if self.workload is not None and len(self.workload.terms) > 1 and name == "kron-p-identity":
             seconds *= 10  # a union: up to 10 rounds of per-attribute searches
         return seconds, nbytes

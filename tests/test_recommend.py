@@ -314,6 +314,10 @@ def test_row_cost_orders_the_rows():
     # an implicit workload holds no d × n matrix: no FᵀF to form, nothing of size dn in memory
     assert row_cost("p-identity", d, n, shape=(16, 16))[1] < row_cost("p-identity", d, n)[1]
     assert row_cost("kron-p-identity", d, n, shape=(16, 16))[0] < row_cost("p-identity", d, n, shape=(16, 16))[0]
+    # K with exact structure: K-norm draws nothing (its SVD alone: 4·d·n·min(d, n) flops); NIM's MCMC
+    # levels are smaller than r
+    assert row_cost("knorm", d, n, exact=True)[0] == pytest.approx(4 * d * n * n / 5e9, rel=1e-12)
+    assert row_cost("nim", d, n, exact=True)[0] < row_cost("nim", d, n)[0]
     with pytest.raises(ValueError, match="name"):
         row_cost("exponential", d, n)
 
