@@ -232,7 +232,7 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
     gram = 0.0 if shape is not None else 2 * dn * min(d, n)  # FᵀF of an explicit F
     held = 0.0 if shape is not None else 16 * dn  # a mechanism's copy of F and one temporary
     if name in ("laplace", "gaussian"):
-        flops, nbytes = 3 * dn, 16 * dn
+        flops, nbytes = 3 * dn, 32 * dn  # a copy of F, |F| at unit scale, temporaries
     elif name == "identity":
         flops, nbytes = (3 * dn, 24 * dn) if shape is None else (float(sum(s * s for s in shape)), 0.0)
     elif name == "hierarchical":  # all b from FᵀF (HB) in O(n² log n)
