@@ -375,3 +375,14 @@ def knorm_prepare(F):
     from knorm import prepare
 
     return prepare(F)
+
+
+def test_a_matrix_too_large_for_any_row_is_refused_before_it_is_copied(monkeypatch):
+    """The least a row needs (recommend's validated copy plus Laplace's or identity's copies and
+    temporaries, 8·(1 + 3)·dn bytes) is checked on the caller's array before anything is copied."""
+    validate = importlib.import_module("knorm._validate")
+    monkeypatch.setattr(validate, "memory_limit", lambda: 8.0 * 64 * 3)  # 3 copies of prefix(8): too few
+    with pytest.raises(ValueError) as info:
+        recommend(W.prefix(8), epsilon=1.0)
+    msg = str(info.value)
+    assert msg.startswith("F needs about") and "\n" not in msg
