@@ -228,7 +228,7 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
         raise ValueError(f"name must be one of {list(CANDIDATES)}, got {name!r}")
     d, n = positive_int("d", d), positive_int("n", n)
     r = min(d, n) if rank is None else positive_int("rank", rank)
-    dn, m, tall = float(d) * n, float(n_samples), d > n
+    dn, m = float(d) * n, float(n_samples)
     gram = 0.0 if shape is not None else 2 * dn * min(d, n)  # FᵀF of an explicit F
     held = 0.0 if shape is not None else 16 * dn  # a mechanism's copy of F and one temporary
     if name in ("laplace", "gaussian"):
