@@ -11,8 +11,8 @@ from . import audit, bounds, data, diagnostics, discrete, functional, implicit, 
 from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
-                         KroneckerPIdentityMechanism, KroneckerStrategyMechanism, LaplaceMechanism, NIMechanism,
-                         PIdentityMechanism, PrivacyClaim)
+                         KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, KroneckerStrategyMechanism,
+                         LaplaceMechanism, NIMechanism, PIdentityMechanism, PrivacyClaim)
 from .mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
 from .recommend import Recommendation, recommend
 from .walks import WALKS, ConvergenceError, ConvergenceWarning, Sampler, SamplingInfo, sample_uniform
@@ -28,7 +28,7 @@ __all__ = [
     # mechanisms
     "LaplaceMechanism", "GaussianMechanism", "KNormMechanism", "NIMechanism", "BoundedLaplaceMechanism",
     "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism",
-    "KroneckerStrategyMechanism", "KroneckerPIdentityMechanism", "PrivacyClaim",
+    "KroneckerStrategyMechanism", "KroneckerPIdentityMechanism", "KroneckerHierarchicalMechanism", "PrivacyClaim",
     "ErrorEstimate", "recommend", "Recommendation",
     # modules
     "diagnostics", "workloads", "implicit", "bounds", "discrete", "functional", "privacy", "audit", "postprocess",

@@ -9,9 +9,9 @@ import pytest
 from knorm import implicit as I
 from knorm import workloads as W
 from knorm.mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
-                              KroneckerPIdentityMechanism, KroneckerStrategyMechanism, LaplaceMechanism, NIMechanism,
-                              PIdentityMechanism)
-from knorm.mechanisms.strategy import Hierarchy, p_identity_inverse
+                              KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, KroneckerStrategyMechanism,
+                              LaplaceMechanism, NIMechanism, PIdentityMechanism)
+from knorm.mechanisms.strategy import Hierarchy, hierarchy_errors, p_identity_inverse
 from knorm.privacy import BudgetAccountant
 
 
@@ -34,7 +34,8 @@ def test_one_attribute_builders_are_the_explicit_workloads(n):
         assert np.array_equal(imp.gram(), F.T @ F)
         assert imp.frobenius_squared() == np.sum(F**2)
         x = np.arange(n) - 2.5
-        assert np.allclose(imp.apply(x), F @ x) and np.allclose(imp.apply(np.vstack([x, -x])), np.vstack([F @ x, -F @ x]))
+        assert np.allclose(imp.apply(x), F @ x)
+        assert np.allclose(imp.apply(np.vstack([x, -x])), np.vstack([F @ x, -F @ x]))
 
 
 def test_kronecker_products_and_unions():
@@ -162,6 +163,28 @@ def test_kronecker_p_identity_on_a_product_and_a_union():
     assert np.allclose(p_identity_inverse(theta), np.linalg.inv(A1.T @ A1))
 
 
+def test_kronecker_hierarchical_is_exact_and_its_branchings_minimise_one_product():
+    """Δ₁ = Π levels_i; the error is the dense pinv's of ⊗ trees; for one product each b_i is the exact
+    argmin of levels² · tr(G_i (A_iᵀA_i)⁻¹) over 2..n_i (the attributes separate), on a union never above
+    the identity."""
+    imp = I.ranges((9, 12))
+    m = KroneckerHierarchicalMechanism(imp, epsilon=0.8)
+    A = m.strategy_matrix()
+    assert m.sensitivity == np.abs(A).sum(axis=0).max()
+    dense = 2 * (m.sensitivity / 0.8) ** 2 * dense_error_factor(imp.matrix(), A)
+    assert m.expected_squared_error() == pytest.approx(dense, rel=1e-9)
+    for n, b in zip((9, 12), m.branchings):
+        F = W.all_range(n)
+        errs = hierarchy_errors(F.T @ F)
+        assert errs[b][0] ** 2 * errs[b][1] == min(lv**2 * tr for lv, tr in errs.values())
+    union = I.union(I.kron(I.prefix(8), I.all_range(6)), I.kron(I.identity(8), I.total(6)))
+    u = KroneckerHierarchicalMechanism(union, epsilon=1.0)
+    A = u.strategy_matrix()
+    assert u.expected_squared_error() == pytest.approx(2 * u.sensitivity**2 * dense_error_factor(union.matrix(), A),
+                                                       rel=1e-9)
+    assert u.expected_squared_error() <= IdentityMechanism(union, epsilon=1.0).expected_squared_error() * (1 + 1e-12)
+
+
 def test_monte_carlo_agrees_with_the_exact_error_on_an_implicit_workload():
     """noise = F A⁺ z, z Laplace iid: E‖noise‖² = 2(Δ₁/ε)²‖F A⁺‖_F², within 5 Monte-Carlo SEs of the
     draws' mean squared norm (sample_noise, computed through the workload's operator)."""
@@ -218,6 +241,7 @@ def test_gram_only_workload_gives_estimates_not_answers():
     (lambda: KroneckerPIdentityMechanism(I.ranges((2, 3)), epsilon=0), "epsilon"),
     (lambda: HierarchicalMechanism(I.prefix(4), epsilon=1.0, root="no"), "root"),
     (lambda: PIdentityMechanism(I.prefix(4), epsilon=1.0, starts=0), "starts"),
+    (lambda: KroneckerHierarchicalMechanism(I.ranges((2, 3)), epsilon=1.0, rounds=0), "rounds"),
 ])
 def test_bad_inputs_are_one_line_errors_naming_the_argument(call, name):
     with pytest.raises(ValueError) as info:

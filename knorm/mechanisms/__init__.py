@@ -10,10 +10,11 @@ from ._base import ErrorEstimate, Mechanism
 from .additive import GaussianMechanism, LaplaceMechanism, analytic_gaussian_sigma, l1_sensitivity, l2_sensitivity
 from .knorm_mechanism import KNormMechanism
 from .nim import NIMechanism, NIMLevel
-from .strategy import (HierarchicalMechanism, IdentityMechanism, KroneckerPIdentityMechanism,
-                       KroneckerStrategyMechanism, PIdentityMechanism)
+from .strategy import (HierarchicalMechanism, IdentityMechanism, KroneckerHierarchicalMechanism,
+                       KroneckerPIdentityMechanism, KroneckerStrategyMechanism, PIdentityMechanism)
 
 __all__ = ["Mechanism", "PrivacyClaim", "ErrorEstimate", "LaplaceMechanism", "GaussianMechanism",
            "KNormMechanism", "NIMechanism", "NIMLevel", "analytic_gaussian_sigma", "l1_sensitivity",
            "l2_sensitivity", "IdentityMechanism", "HierarchicalMechanism",
-           "PIdentityMechanism", "KroneckerStrategyMechanism", "KroneckerPIdentityMechanism"]
+           "PIdentityMechanism", "KroneckerStrategyMechanism", "KroneckerPIdentityMechanism",
+           "KroneckerHierarchicalMechanism"]

@@ -40,8 +40,8 @@ from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_e
                     check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled, unit_exponent)
 
 __all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "KroneckerStrategyMechanism",
-           "KroneckerPIdentityMechanism", "Hierarchy", "BRANCHINGS", "p_identity_objective", "p_identity_inverse",
-           "hierarchy_errors"]
+           "KroneckerPIdentityMechanism", "KroneckerHierarchicalMechanism", "Hierarchy", "BRANCHINGS",
+           "p_identity_objective", "p_identity_inverse", "hierarchy_errors"]
 
 BRANCHINGS = tuple(range(2, 17))  # branching factors tried with the root (``root=True, branching=None``)
 
@@ -613,10 +613,10 @@ class PIdentityMechanism(_Strategy):
     ``D`` scaling every column to ℓ₁ norm 1, so Δ₁(A) = 1 and ``y = Ax + Lap(1/ε)^{n+p}``.
 
     Θ minimises the exact error factor ``‖F A⁺‖_F² = tr(FᵀF (AᵀA)⁻¹)`` (:func:`p_identity_objective`),
-    from FᵀF alone (at unit scale: Θ does not depend on F's scale), by L-BFGS-B with bounds Θ >= 0
-    from ``starts`` fixed starts (uniform [0, 1) entries as HDMM, each seed searched at two scales of
-    the Gram matrix; None: 8 for n <= 256, 4 for n <= 512, else 1), the best kept: the same F gives the same strategy. Θ = 0 (the identity
-    strategy) is kept if every search ends worse. Answers ``F x̂``, ``x̂ = A⁺y`` (from A's QR
+    from FᵀF alone (at unit scale: F and 2^k·F give the same Θ), by L-BFGS-B with bounds Θ >= 0 from
+    ``starts`` fixed starts (uniform [0, 1) entries as HDMM, each seed searched at two scales of the
+    Gram matrix; None: 8 for n <= 256, 4 for n <= 512, else 1), the best kept: the same F gives the
+    same strategy. Θ = 0 (the identity strategy) is kept if every search ends worse. Answers ``F x̂``, ``x̂ = A⁺y`` (from A's QR
     decomposition); noise ``F A⁺ z`` with ``E‖F A⁺ z‖₂² = 2/ε² ‖F A⁺‖_F²`` exactly. ``p=None``:
     max(1, n // 16) (HDMM's choice); at most n.
 
@@ -691,7 +691,8 @@ class KroneckerStrategyMechanism(_Strategy):
                              f"domain {self.shape}), got {short_repr(strategies)}")
         mats = []
         for i, S in enumerate(strategies):
-            A = validate_matrix(S.toarray() if sparse.issparse(S) else S, f"strategies[{i}]")  # type: ignore[union-attr]
+            dense = S.toarray() if sparse.issparse(S) else S  # type: ignore[union-attr]
+            A = validate_matrix(dense, f"strategies[{i}]")
             if A.shape[1] != self.shape[i]:
                 raise ValueError(f"strategies[{i}] must have {self.shape[i]} columns, got shape {A.shape}")
             mats.append(A)
@@ -735,6 +736,43 @@ class KroneckerStrategyMechanism(_Strategy):
         return _kron_apply(self._pinvs, z, [A.shape[0] for A in self.strategies])
 
 
+def _kron_descent(terms: list[tuple[float, list[NDArray[np.float64]]]], rounds: int,
+                  choose: Callable[[int, NDArray[np.float64]], tuple[Any, NDArray[np.float64], float]]
+                  ) -> tuple[list[Any], float, int]:
+    """Block coordinate descent (as HDMM's Kronecker templates) of ``Π_i s_i² · Σ_j w_j Π_i ⟨G_ji, X_i⟩``
+    over per-attribute strategies, from the identity (X_i = I, s_i = 1): for attribute i with the
+    others fixed the objective is ``s_i²⟨Ĝ_i, X_i⟩``, ``Ĝ_i = Σ_j w_j Π_{l≠i} ⟨G_jl, X_l⟩ G_ji`` (one
+    product: G_i itself; a union: scaled to mean entry 1), and ``choose(i, Ĝ_i)`` returns a strategy
+    ``(payload, X_i = (A_iᵀA_i)⁻¹, s_i = Δ₁(A_i))``, kept when it lowers the total. One round for one
+    product, up to ``rounds`` for a union (stopping when a round gains under 10⁻⁶). Returns
+    ``(payloads (None: identity), objective, rounds done)``."""
+    m = len(terms[0][1])
+    w = np.array([t[0] for t in terms])
+    C = np.array([[float(np.trace(Gs[i])) for _, Gs in terms] for i in range(m)])  # ⟨G_ji, X_i⟩
+    sens = np.ones(m)
+    total = float(np.sum(w * C.prod(axis=0)))
+    payloads: list[Any] = [None] * m
+    done = 0
+    for _ in range(rounds if len(terms) > 1 else 1):
+        before = total
+        for i in range(m):
+            rest = w * np.prod(np.delete(C, i, axis=0), axis=0)
+            if len(terms) == 1:
+                Gh = terms[0][1][i]
+            else:
+                Gh = sum(c * Gs[i] for c, (_, Gs) in zip(rest, terms))
+                Gh = Gh / np.abs(Gh).mean()
+            payload, X, s = choose(i, Gh)
+            Ci = np.array([float(np.vdot(Gs[i], X)) for _, Gs in terms])
+            new = float(s**2 * np.prod(np.delete(sens, i)) ** 2 * np.sum(rest * Ci))
+            if new < total:
+                payloads[i], C[i], sens[i], total = payload, Ci, s, new
+        done += 1
+        if not total < before * (1 - 1e-6):
+            break
+    return payloads, total, done
+
+
 class KroneckerPIdentityMechanism(KroneckerStrategyMechanism):
     """HDMM's Kronecker p-Identity: ``A = ⊗_i A_i`` with one p-Identity strategy ``A_i = [I; Θ_i]/c_i``
     per attribute (Δ₁ = 1), pure ε-DP; release and errors as :class:`KroneckerStrategyMechanism`.
@@ -767,44 +805,60 @@ class KroneckerPIdentityMechanism(KroneckerStrategyMechanism):
         self.p = ps
         self.maxiter = positive_int("maxiter", maxiter)
         self.rounds = positive_int("rounds", rounds)
-        check_memory("p", ps, 8 * sum(8 * s * s + 4 * q * s + 3 * q * q for q, s in zip(ps, shape)))
-        terms = self._unit_terms()
-        thetas = [np.zeros((q, s)) for q, s in zip(ps, shape)]
-        C = np.array([[float(np.trace(Gs[i])) for _, Gs in terms] for i in range(len(shape))])  # ⟨G_ji, X_i⟩
-        w = np.array([t[0] for t in terms])
-        total = float(np.sum(w * C.prod(axis=0)))
-        identity, done, iterations = total, 0, 0
         self.starts = [_check_starts(starts, s) for s in shape]
+        check_memory("p", ps, 8 * sum(8 * s * s + 4 * q * s + 3 * q * q for q, s in zip(ps, shape)))
         cache: list[tuple[int, NDArray[np.float64], NDArray[np.float64]]] = []
-        for _ in range(self.rounds if len(terms) > 1 else 1):
-            before = total
-            for i in range(len(shape)):
-                cs = w * np.prod(np.delete(C, i, axis=0), axis=0)
-                if len(terms) == 1:  # one product: each attribute's own Gram (unit scale), as HDMM
-                    Gh = terms[0][1][i]
-                else:  # a union: the weighted sum with mean entry 1 (as HDMM)
-                    Gh = sum(c * Gs[i] for c, (_, Gs) in zip(cs, terms))
-                    Gh = Gh / np.abs(Gh).mean()
-                hit = [t for q, G, t in cache if q == ps[i] and G.shape == Gh.shape and np.array_equal(G, Gh)]
-                if hit:
-                    theta = hit[0]
-                else:
-                    theta, _, info = _search_p_identity(Gh, ps[i], self.maxiter, self.starts[i])
-                    iterations += info["iterations"]
-                    cache.append((ps[i], Gh, theta))
-                X = p_identity_inverse(theta)
-                Ci = np.array([float(np.vdot(Gs[i], X)) for _, Gs in terms])
-                new = float(np.sum(w * Ci * np.prod(np.delete(C, i, axis=0), axis=0)))
-                if new < total:
-                    thetas[i], C[i], total = theta, Ci, new
-            done += 1
-            if not total < before * (1 - 1e-6):
-                break
-        self.thetas = thetas
-        self.optimization = {"objective": total, "identity_objective": identity, "scale_exponent": self._exp,
-                             "rounds": done, "iterations": iterations}
-        mats = [np.vstack([np.eye(s), t]) / (1.0 + t.sum(axis=0)) for s, t in zip(shape, thetas)]
+        iterations = 0
+
+        def choose(i: int, Gh: NDArray[np.float64]) -> tuple[Any, NDArray[np.float64], float]:
+            nonlocal iterations
+            hit = [t for q, G, t in cache if q == ps[i] and G.shape == Gh.shape and np.array_equal(G, Gh)]
+            if hit:
+                theta = hit[0]
+            else:
+                theta, _, info = _search_p_identity(Gh, ps[i], self.maxiter, self.starts[i])
+                iterations += info["iterations"]
+                cache.append((ps[i], Gh, theta))
+            return theta, p_identity_inverse(theta), 1.0
+        terms = self._unit_terms()
+        found, total, done = _kron_descent(terms, self.rounds, choose)
+        self.thetas = [np.zeros((q, s)) if t is None else t for q, s, t in zip(ps, shape, found)]
+        self.optimization = {"objective": total, "scale_exponent": self._exp, "rounds": done,
+                             "iterations": iterations}
+        mats = [np.vstack([np.eye(s), t]) / (1.0 + t.sum(axis=0)) for s, t in zip(shape, self.thetas)]
         self._set_strategies(mats, "Kronecker p-Identity strategy",
                              {"strategy": "kronecker p-identity", "p": list(ps), "rounds": done})
 
 
+class KroneckerHierarchicalMechanism(KroneckerStrategyMechanism):
+    """One hierarchical tree per attribute (:class:`Hierarchy` without its root, HB), combined by
+    Kronecker product: ``A = ⊗_i A_i``, Δ₁ = Π_i levels_i, pure ε-DP; release and errors as
+    :class:`KroneckerStrategyMechanism` (the tree over flattened cells ignores a product domain).
+
+    The branchings minimise the exact error ``Π_i levels_i² · Σ_j w_j Π_i tr(G_ji (A_iᵀA_i)⁻¹)`` by
+    block coordinate descent over the attributes (as :class:`KroneckerPIdentityMechanism`), each
+    step exact over every b in 2..n_i (:func:`hierarchy_errors`; b >= n_i: that attribute's identity).
+    ``branchings``: the per-attribute b found.
+    """
+
+    def __init__(self, F: ArrayLike | ImplicitWorkload, *, epsilon: float, rounds: int = 10,
+                 rng: np.random.Generator | int | None = None, accountant: BudgetAccountant | None = None) -> None:
+        self._init_workload(F, rng, accountant)
+        self.epsilon = check_epsilon(epsilon)
+        self.rounds = positive_int("rounds", rounds)
+        shape = self.shape
+        check_memory("F", None, 8 * sum(12 * s * s for s in shape))
+
+        def choose(i: int, Gh: NDArray[np.float64]) -> tuple[Any, NDArray[np.float64], float]:
+            errs = hierarchy_errors(Gh)
+            b = min(errs, key=lambda c: (errs[c][0] ** 2 * errs[c][1], c))
+            tree = Hierarchy(shape[i], b, root=False)
+            return tree, tree.inverse_gram(), float(tree.measured)
+        found, total, done = _kron_descent(self._unit_terms(), self.rounds, choose)
+        trees = [Hierarchy(s, max(2, s), root=False) if t is None else t  # b >= n: the identity
+                 for s, t in zip(shape, found)]
+        self.branchings = [t.branching for t in trees]
+        self.optimization = {"objective": total, "scale_exponent": self._exp, "rounds": done}
+        self._set_strategies([t.matrix().toarray() for t in trees], "Kronecker hierarchical strategy",
+                             {"strategy": "kronecker hierarchical", "branchings": self.branchings,
+                              "levels": [t.measured for t in trees], "rounds": done})
