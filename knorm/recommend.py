@@ -51,7 +51,7 @@ from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMecha
 from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check_epsilon, check_n_samples,
                                in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
-from .mechanisms.strategy import KroneckerPIdentityMechanism, _check_starts
+from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts
 from .implicit import ImplicitWorkload, from_matrix
 from .walks.chains import check_workers, walk_id
 from .walks.prepared import PreparedWorkload, check_prepared
@@ -59,12 +59,13 @@ from .walks.prepared import PreparedWorkload, check_prepared
 __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "row_cost"]
 
 # the order also breaks ties (within TIE of each other): the simpler, exact mechanism first
-CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "kron-p-identity", "knorm", "nim")
+CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "kron-hierarchical", "kron-p-identity",
+              "knorm", "nim")
 # rows that need W's entries (an implicit workload skips them) and the one for product domains only
 NEED_W = ("laplace", "gaussian", "knorm", "nim")
-PRODUCT_ONLY = ("kron-p-identity",)
+PRODUCT_ONLY = ("kron-hierarchical", "kron-p-identity")
 # exact rows whose mechanism searches its strategy: the least-error one is kept for the answer
-SEARCHED = ("hierarchical", "p-identity", "kron-p-identity")
+SEARCHED = ("hierarchical", "p-identity", "kron-hierarchical", "kron-p-identity")
 TIE = 1e-6  # relative: rows this close are equal (K-norm of an injective F *is* the identity strategy)
 MECHANISM_OPTIONS = ("walk", "bank_size", "sampler_options", "accept_uncertified")
 # the cost model of the estimates (one core): dense linear algebra at FLOP_RATE flop/s; an MCMC
@@ -242,6 +243,10 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
         p = max(1, n // 16) if p is None else p
         flops = _p_identity_flops(n, p) + gram
         nbytes = held + 8.0 * (8 * n * n + 4 * p * n + 3 * p * p) + 8.0 * n * (n + p)
+    elif name == "kron-hierarchical":  # an HB tree per attribute, every b (a union: up to 10 rounds)
+        sizes = list(shape) if shape is not None else [n]
+        flops = sum(50.0 * s * s * np.log2(s + 1) for s in sizes) + 4.0 * n * max(sizes)
+        nbytes = 8.0 * sum(12 * s * s for s in sizes) + 8.0 * 4 * n
     elif name == "kron-p-identity":  # a p-Identity per attribute (a union: up to 10 rounds of them)
         sizes = list(shape) if shape is not None else [n]
         flops = sum(_p_identity_flops(s) for s in sizes) + 4.0 * n * max(sizes)
@@ -301,7 +306,7 @@ class _Builder:
         shape = None if self.workload is None else self.workload.shape
         seconds, nbytes = row_cost(name, self.d, self.n, n_samples=self.n_samples, rank=rank, shape=shape,
                                    exact=exact)
-        if self.workload is not None and len(self.workload.terms) > 1 and name == "kron-p-identity":
+        if self.workload is not None and len(self.workload.terms) > 1 and name in PRODUCT_ONLY:
             seconds *= 10  # a union: up to 10 rounds of per-attribute searches
         return seconds, nbytes
 
@@ -343,6 +348,10 @@ class _Builder:
             return self.skipped("p-identity", f"n = {self.n} > p_identity_max_n = {self.p_identity_max_n}")
         m = PIdentityMechanism(self.strategy_F, **self.common)
         return self._exact("p-identity", m, f"exact: √2/ε·‖F A⁺‖_F, p = {m.p}, {m.starts} start(s)")
+
+    def kron_hierarchical(self):
+        m = KroneckerHierarchicalMechanism(self.strategy_F, **self.common)
+        return self._exact("kron-hierarchical", m, f"exact: √2·Π levels/ε·‖F A⁺‖_F, A = ⊗ HB trees, b = {m.branchings}")
 
     def kron_p_identity(self):
         m = KroneckerPIdentityMechanism(self.strategy_F, **self.common)
@@ -430,7 +439,8 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     ``n_samples`` draws seeded by ``mc_seed``), in :data:`CANDIDATES` order, each with the
     ``seconds`` it took. ``candidates`` (default: all of :data:`CANDIDATES`; ``"gaussian"``
     only with ``delta``, then marked (ε, δ)-DP and competing: giving δ says (ε, δ)-DP is
-    acceptable); ``"kron-p-identity"`` (HDMM's Kronecker p-Identity) only on a product domain.
+    acceptable); ``"kron-hierarchical"`` (an HB tree per attribute) and ``"kron-p-identity"``
+    (HDMM's Kronecker p-Identity) only on a product domain.
     A row that cannot be built (too large, an oracle error) says why (``skipped``) instead of
     failing the call. ``F``: an explicit d × n matrix, or a :class:`knorm.implicit.ImplicitWorkload`
     (Gram matrix, Kronecker products or unions of them; W is never built): then the strategy

@@ -33,7 +33,8 @@ def test_exact_rows_equal_the_formulas(prefix4):
     F·Lap(1/ε)ⁿ too: the same 20/ε² (and NIM, one level, is K-norm).
     """
     t = prefix4.table
-    assert "kron-p-identity" not in t  # a product domain's row (an explicit F is one attribute)
+    assert "kron-p-identity" not in t and "kron-hierarchical" not in t  # product domains' rows (an explicit F
+    # is one attribute)
     assert all(t[k].exact and t[k].stderr == 0 for k in t)
     assert t["laplace"].rms == pytest.approx(np.sqrt(8) * 4 / EPS, rel=1e-12)
     sigma = analytic_gaussian_sigma(2.0, EPS, 1e-6)
@@ -271,7 +272,7 @@ def test_every_scale_gives_shifted_rows_or_skips(k, e):
 
 def test_rows_run_cheapest_first_and_record_their_seconds():
     r = recommend(W.prefix(8), epsilon=1.0, rng=0)
-    assert list(r.table) == [c for c in CANDIDATES if c not in ("gaussian", "kron-p-identity")]  # in order
+    assert list(r.table) == [c for c in CANDIDATES if c not in ("gaussian", "kron-hierarchical", "kron-p-identity")]
     assert all(row.seconds is not None and row.seconds >= 0 for row in r.table.values())
     assert r.dropped == {} and r.budget_s is None
     assert r.as_dict()["table"]["identity"]["seconds"] == r.table["identity"].seconds
@@ -290,7 +291,7 @@ def test_the_budget_drops_rows_estimated_to_be_too_slow():
     says so."""
     r = recommend(W.prefix(8), epsilon=1.0, rng=0, budget_s=1e-12)
     assert [k for k, row in r.table.items() if row.rms is not None] == ["laplace"]
-    assert set(r.dropped) == set(CANDIDATES) - {"laplace", "gaussian", "kron-p-identity"}
+    assert set(r.dropped) == set(CANDIDATES) - {"laplace", "gaussian", "kron-hierarchical", "kron-p-identity"}
     for name in r.dropped:
         assert r.table[name].skipped.startswith("budget_s = 1e-12: estimated") and r.table[name].seconds is None
     assert r.best == "laplace" and "not computed" in r.reason and r.as_dict()["dropped"] == r.dropped
@@ -340,7 +341,7 @@ def test_an_implicit_workload_gets_the_strategy_rows_and_skips_the_rest():
     """2-D ranges over 4×4 given implicitly (⊗ of 1-D all ranges, W never built) and explicitly: the
     strategy rows agree (both from FᵀF); Laplace, K-norm and NIM need W's entries and are skipped;
     the Kronecker p-Identity row is the mechanism's own exact error."""
-    from knorm import KroneckerPIdentityMechanism
+    from knorm import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism
     from knorm import implicit as I
 
     wl = I.ranges((4, 4))
@@ -352,8 +353,9 @@ def test_an_implicit_workload_gets_the_strategy_rows_and_skips_the_rest():
         assert imp.table[name].rms == pytest.approx(exp.table[name].rms, rel=1e-9), name
     for name in ("laplace", "knorm", "nim"):
         assert "implicit workload" in imp.table[name].skipped
-    kron = KroneckerPIdentityMechanism(wl, epsilon=EPS).rms_error()
-    assert imp.table["kron-p-identity"].rms == pytest.approx(kron, rel=1e-12) and imp.table["kron-p-identity"].exact
+    for name, cls in (("kron-p-identity", KroneckerPIdentityMechanism), ("kron-hierarchical",
+                                                                        KroneckerHierarchicalMechanism)):
+        assert imp.table[name].rms == pytest.approx(cls(wl, epsilon=EPS).rms_error(), rel=1e-12) and imp.table[name].exact
     # the chosen mechanism answers the d queries (W x̂, by the workload's operator)
     x = np.arange(16.0)
     assert imp.mechanism.release(x).shape == (dense.shape[0],)
@@ -365,7 +367,7 @@ def test_implicit_workload_refusals():
     with pytest.raises(ValueError, match="prepared"):
         recommend(I.prefix(8), epsilon=1.0, prepared=knorm_prepare(W.prefix(8)))
     with pytest.raises(ValueError, match="candidates"):  # an explicit F is one attribute: no product domain
-        recommend(W.prefix(8), epsilon=1.0, candidates=["kron-p-identity"])
+        recommend(W.prefix(8), epsilon=1.0, candidates=["kron-p-identity", "kron-hierarchical"])
     with pytest.raises(ValueError, match="^F: no candidate") as info:  # only rows that need W's entries
         recommend(I.prefix(8), epsilon=1.0, candidates=["knorm", "laplace"])
     assert "\n" not in str(info.value)
