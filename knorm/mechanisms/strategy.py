@@ -41,9 +41,15 @@ from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_e
 
 __all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "KroneckerStrategyMechanism",
            "KroneckerPIdentityMechanism", "KroneckerHierarchicalMechanism", "Hierarchy", "BRANCHINGS",
-           "p_identity_objective", "p_identity_inverse", "hierarchy_errors"]
+           "p_identity_objective", "p_identity_inverse", "hierarchy_errors", "MAX_BRANCHING"]
 
 BRANCHINGS = tuple(range(2, 17))  # branching factors tried with the root (``root=True, branching=None``)
+MAX_BRANCHING = 8192  # without the root, b in 2..min(n, MAX_BRANCHING) and b = n (the identity) are tried
+
+
+def _branchings(n: int) -> list[int]:
+    """The b tried without the root: every b in 2..min(n, MAX_BRANCHING), and n (the identity)."""
+    return list(range(2, min(max(2, n), MAX_BRANCHING) + 1)) + ([n] if n > MAX_BRANCHING else [])
 
 
 def _vectors(name: str, value: ArrayLike, width: int) -> NDArray[np.float64]:
@@ -386,30 +392,34 @@ def _tree_levels(n: int, b: int) -> int:
     return levels
 
 
-def hierarchy_errors(gram: ArrayLike, branchings: Sequence[int] | None = None) -> dict[int, tuple[int, float]]:
+def hierarchy_errors(gram: ArrayLike, branchings: Sequence[int] | None = None, *,
+                     rows: bool = False) -> dict[int, tuple[int, float]]:
     """``{b: (Δ₁, tr(G (AᵀA)⁻¹))}`` for the trees ``Hierarchy(n, b, root=False)`` (default: every b in
-    2..n; b >= n is the identity strategy), exact, from the Gram matrix ``G = FᵀF`` alone.
+    2..min(n, :data:`MAX_BRANCHING`) and n; b >= n is the identity strategy), exact, from the Gram matrix ``G = FᵀF`` alone, or from
+    F itself (``rows=True``: ``gram`` is then F, d × n, and FᵀF is never formed: for d < n).
 
     Without the root, AᵀA is block diagonal over the top-level blocks B_k, each carrying the subtree
     ``Hierarchy(|B_k|, b, depth=levels − 1)`` (its own root measured), so ``tr(G (AᵀA)⁻¹) =
     Σ_k ⟨G[B_k, B_k], M_|B_k|⟩`` with at most two distinct sizes: M_s from one tree solve of s
-    vectors, the sum over equal-size blocks in O(n·s). When the top blocks split straight into
-    cells (⌈n/b⌉ <= b: two measured levels), ``M_s = I − 11ᵀ/(s + 1)`` and the trace is
-    ``tr G − Σ_k 1ᵀG[B_k, B_k]1/(|B_k| + 1)``, from a 2-D cumulative sum of G in O(b). All b up
-    to n cost O(n² log n) in all.
+    vectors, the sum over equal-size blocks in O(n·s) (``rows``: O(d·n·s)). When the top blocks
+    split straight into cells (⌈n/b⌉ <= b: two measured levels), ``M_s = I − 11ᵀ/(s + 1)`` and the
+    trace is ``tr G − Σ_k 1ᵀG[B_k, B_k]1/(|B_k| + 1)``, from a 2-D cumulative sum of G (``rows``: of
+    F along its rows, ``1ᵀG[B, B]1 = ‖F[:, B]1‖²``) in O(b) (O(d·b)). All b up to n cost O(n² log n).
     """
-    G = as_real_array("gram", gram).astype(np.float64)
-    if G.ndim != 2 or G.shape[0] != G.shape[1] or G.size == 0 or not np.all(np.isfinite(G)):
-        raise ValueError(f"gram must be a finite non-empty square matrix FᵀF, got shape {G.shape}")
-    n = G.shape[0]
+    name = "F" if rows else "gram"
+    G = as_real_array(name, gram).astype(np.float64)
+    if G.ndim != 2 or (not rows and G.shape[0] != G.shape[1]) or G.size == 0 or not np.all(np.isfinite(G)):
+        raise ValueError(f"{name} must be a finite non-empty {'matrix' if rows else 'square matrix FᵀF'}, "
+                         f"got shape {G.shape}")
+    n = G.shape[1]
     if branchings is None:
-        branchings = range(2, max(2, n) + 1)
+        branchings = _branchings(n)
     bs = [positive_int("branchings", b) for b in branchings]
     if any(b < 2 for b in bs):
         raise ValueError(f"branchings must hold integers >= 2, got {short_repr(list(branchings))}")
-    trace = float(np.trace(G))
+    trace = float(np.sum(G * G)) if rows else float(np.trace(G))
     out: dict[int, tuple[int, float]] = {}
-    C: NDArray[np.float64] | None = None
+    C: NDArray[np.float64] | None = None  # cumulative sums: of G in 2-D, or of F along its rows
     for b in bs:
         if n == 1:
             out[b] = (1, trace)
@@ -421,22 +431,29 @@ def hierarchy_errors(gram: ArrayLike, branchings: Sequence[int] | None = None) -
             out[b] = (1, trace)
         elif q + (r > 0) <= b:
             if C is None:
-                check_memory("gram", None, 8 * 3 * (n + 1) ** 2)
-                C = np.zeros((n + 1, n + 1))
-                np.cumsum(np.cumsum(G, axis=0), axis=1, out=C[1:, 1:])
+                check_memory(name, None, 8 * 3 * (n + 1) * (G.shape[0] + 1))
+                C = np.zeros((G.shape[0] + (not rows), n + 1))
+                if rows:
+                    np.cumsum(G, axis=1, out=C[:, 1:])
+                else:
+                    np.cumsum(np.cumsum(G, axis=0), axis=1, out=C[1:, 1:])
             sizes = q + (np.arange(k) < r)
             st = np.concatenate([[0], np.cumsum(sizes)[:-1]])
             en = st + sizes
-            S = C[en, en] - C[st, en] - C[en, st] + C[st, st]
+            S = np.sum((C[:, en] - C[:, st]) ** 2, axis=0) if rows else C[en, en] - C[st, en] - C[en, st] + C[st, st]
             out[b] = (2, trace - float(np.sum(S / (sizes + 1.0))))
         else:
             total, offset = 0.0, 0
             for s, count in ((q + 1, r), (q, k - r)):
                 if count == 0:
                     continue
-                M = Hierarchy(s, b, depth=levels - 1).inverse_gram()
-                block = G[offset:offset + count * s, offset:offset + count * s].reshape(count, s, count, s)
-                total += float(np.einsum("iaib,ab->", block, M))
+                tree = Hierarchy(s, b, depth=levels - 1)
+                if rows:  # Σ_blocks tr(F_B M F_Bᵀ) by tree solves of F_B's rows: no s × s matrix
+                    R = G[:, offset:offset + count * s].reshape(-1, s)
+                    total += tree._trace(R, False)
+                else:
+                    block = G[offset:offset + count * s, offset:offset + count * s].reshape(count, s, count, s)
+                    total += float(np.einsum("iaib,ab->", block, tree.inverse_gram()))
                 offset += count * s
             out[b] = (levels - 1, total)
     return out
@@ -451,8 +468,9 @@ class HierarchicalMechanism(_Strategy):
 
     ``root=False`` (default): Qardaji et al.'s HB (ektelo's hierarchical), the tree without its
     root (whose total is the sum of its children's), one level less of sensitivity;
-    ``branching=None`` then chooses b in 2..n minimising the exact error (:func:`hierarchy_errors`,
-    from FᵀF alone: O(n² log n) for all b; b >= n is the identity). ``root=True``: the tree with
+    ``branching=None`` then chooses b in 2..min(n, 8192) and n minimising the exact error
+    (:func:`hierarchy_errors`, from FᵀF alone, or from F's rows when d < n: O(n² log n) for all b;
+    b >= n is the identity). ``root=True``: the tree with
     its root (Hay et al.), b chosen in :data:`BRANCHINGS`. ``branching_errors`` holds every
     candidate's squared error (inf where it overflows float64; ties go to the smaller b).
     """
@@ -465,7 +483,7 @@ class HierarchicalMechanism(_Strategy):
         if not isinstance(root, (bool, np.bool_)):
             raise ValueError(f"root must be True or False, got {short_repr(root)}")
         if branching is None:
-            candidates = list(range(2, max(2, self.n) + 1)) if not root else \
+            candidates = _branchings(self.n) if not root else \
                 [b for b in BRANCHINGS if b <= max(2, self.n)]  # b >= n: the same 2-level tree
         else:
             candidates = [positive_int("branching", branching)]
@@ -477,6 +495,8 @@ class HierarchicalMechanism(_Strategy):
             for b in candidates:
                 tree = Hierarchy(self.n, b)
                 found[b] = (tree.levels, tree._trace(*rows))
+        elif self.workload is None and self.d < self.n:  # a wide F: FᵀF (n × n) is never formed
+            found = hierarchy_errors(self._unit_F(), candidates, rows=True)
         else:
             found = hierarchy_errors(self._unit_gram(), candidates)
         unit = {b: 2.0 * lv**2 * tr for b, (lv, tr) in found.items()}  # the squared error at unit scale, ε = 1

@@ -80,6 +80,9 @@ def test_hierarchy_errors_without_root_equal_the_dense_pseudo_inverse(n):
     F = np.random.default_rng(n).normal(size=(7, n))
     errs = hierarchy_errors(F.T @ F, range(2, n + 2))
     assert sorted(errs) == list(range(2, n + 2))
+    from_rows = hierarchy_errors(F, range(2, n + 2), rows=True)  # FᵀF never formed
+    assert all(from_rows[b][0] == errs[b][0] and from_rows[b][1] == pytest.approx(errs[b][1], rel=1e-10)
+               for b in errs)
     for b, (levels, trace) in errs.items():
         A = Hierarchy(n, b, root=False).matrix().toarray()
         assert levels == np.abs(A).sum(axis=0).max()
@@ -93,6 +96,18 @@ def test_hierarchy_errors_validates():
     for gram in (np.ones((2, 3)), np.array([[np.nan]]), "x"):
         with pytest.raises(ValueError, match="gram"):
             hierarchy_errors(gram)
+    with pytest.raises(ValueError, match="F"):
+        hierarchy_errors(np.ones(3), rows=True)
+
+
+def test_a_wide_matrix_never_forms_its_gram():
+    """d = 3 queries over 40,000 cells: the Gram matrix would be 12.8 GB; the tree's exact error comes
+    from F's rows (identity strategy for b >= n: 2/ε²‖F‖_F², checked; the chosen tree is no worse)."""
+    F = np.zeros((3, 40_000))
+    F[0, :10], F[1, 5:20_000], F[2] = 1.0, 1.0, 1.0
+    m = HierarchicalMechanism(F, epsilon=1.0, branching=None)
+    assert m.branching_errors[40_000] == pytest.approx(2 * np.sum(F**2))
+    assert m.expected_squared_error() == min(m.branching_errors.values()) <= 2 * np.sum(F**2)
 
 
 def test_tree_validates():
