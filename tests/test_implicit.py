@@ -163,6 +163,21 @@ def test_kronecker_p_identity_on_a_product_and_a_union():
     assert np.allclose(p_identity_inverse(theta), np.linalg.inv(A1.T @ A1))
 
 
+def test_one_attribute_kronecker_strategies_are_the_plain_ones():
+    """An explicit F is one attribute: Kronecker p-Identity runs p-Identity's search on the same Gram
+    (same starts) and Kronecker hierarchical picks HB's b; the strategy mechanism on [A] is A's."""
+    F = W.prefix(20)
+    kp, p = KroneckerPIdentityMechanism(F, epsilon=1.0, p=2), PIdentityMechanism(F, epsilon=1.0, p=2)
+    assert np.allclose(kp.thetas[0], p.theta) and kp.expected_squared_error() == pytest.approx(
+        p.expected_squared_error(), rel=1e-9)
+    kh, h = KroneckerHierarchicalMechanism(F, epsilon=1.0), HierarchicalMechanism(F, epsilon=1.0)
+    assert kh.branchings == [h.branching] and kh.expected_squared_error() == pytest.approx(
+        h.expected_squared_error(), rel=1e-9)
+    ks = KroneckerStrategyMechanism(F, epsilon=1.0, strategies=[h.strategy_matrix()])
+    assert ks.sensitivity == h.levels and ks.expected_squared_error() == pytest.approx(h.expected_squared_error(),
+                                                                                         rel=1e-9)
+
+
 def test_kronecker_hierarchical_is_exact_and_its_branchings_minimise_one_product():
     """Δ₁ = Π levels_i; the error is the dense pinv's of ⊗ trees; for one product each b_i is the exact
     argmin of levels² · tr(G_i (A_iᵀA_i)⁻¹) over 2..n_i (the attributes separate), on a union never above
