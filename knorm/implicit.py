@@ -22,7 +22,8 @@ of a Kronecker strategy from the per-attribute ``(A_iᵀA_i)⁻¹``), :meth:`~Im
 (``W x`` for the answers, when every factor has an operator) and :meth:`~ImplicitWorkload.matrix`.
 
 The strategy mechanisms (``IdentityMechanism``, ``HierarchicalMechanism``, ``PIdentityMechanism``,
-``KroneckerStrategyMechanism``, ``KroneckerPIdentityMechanism``) accept one as ``F``: their exact
+``KroneckerStrategyMechanism``, ``KroneckerPIdentityMechanism``, ``KroneckerHierarchicalMechanism``)
+accept one as ``F`` (the Kronecker ones use its attributes; the others its flattened cells): their exact
 errors come from the Gram matrices; ``release(x)`` returns the d answers ``W x̂`` computed by
 :meth:`~ImplicitWorkload.apply` (refused before anything is drawn when W has no operator or the
 answers do not fit in memory), and ``release_estimate(x)`` returns the consistent estimate
