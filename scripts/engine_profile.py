@@ -1,6 +1,7 @@
 """Where a facet-walk pivot's time goes (the oracle's kernels, piece by piece).
 
-For random ±1 F at n = 5d (default d = 40, 60, 80, 100) on the first rounded frame
+For random ±1 F at n = 5d (default d = 40, 60, 80, 100), or 2-way marginals over a
+domain (``--marginals 2 3 4 5 6 7``: the marginal operator's ``row_alpha``), on the first rounded frame
 (``chol(F Fᵀ/n)``; random ±1 bodies are near-isotropic already, so the full rounding is
 skipped), it times, in numba loops over realistic inputs taken from a billiard chain:
 
@@ -65,9 +66,10 @@ def _t_row_alpha(A, RHO, alpha, reps):
 @njit(cache=False, nogil=True)
 def _t_ratio(ALPHA, g, unit, atol, reps):
     m = ALPHA.shape[0]
+    cand = np.empty(ALPHA.shape[1], np.int64)
     s = 0
     for t in range(reps):
-        s += sx._ratio_test(ALPHA[t % m], g, unit, unit, atol, False)
+        s += sx._ratio_test(ALPHA[t % m], g, unit, unit, atol, False, cand)
     return s
 
 
@@ -186,10 +188,13 @@ def _walk_pivot_us(frame, x0s, seconds, workers):
 
 
 def profile(d, seconds=0.3, walk_seconds=3.0, seed=0):
-    n = 5 * d
-    K = SymmetricHull(W.random_pm1(d, n, rng=seed + d))
+    return profile_body(SymmetricHull(W.random_pm1(d, 5 * d, rng=seed + d)), f"{d}×{5 * d}", seconds, walk_seconds,
+                        seed)
+
+
+def profile_body(K, label, seconds=0.3, walk_seconds=3.0, seed=0):
     base = K.frame
-    r = base.r
+    r, n = base.r, base.n
     T = np.linalg.cholesky(base.Ft.T @ base.Ft / n + 1e-12 * np.eye(r))
     frame = _frame_for(base, T)
     x0s = _start_points(frame, 2, np.random.default_rng(seed))
@@ -207,7 +212,7 @@ def profile(d, seconds=0.3, walk_seconds=3.0, seed=0):
     # u = B⁻¹a_q for the entering columns of real ratio tests
     U = np.empty((m, r))
     for i in range(m):
-        q = sx._ratio_test(ALPHA[i], g, unit, unit, atol, False)
+        q = sx._ratio_test(ALPHA[i], g, unit, unit, atol, False, np.empty(n, np.int64))
         col = Ft[q] if q < n else -Ft[q - n]
         U[i] = Binv @ col
         if abs(U[i, i % r]) < 1e-3:
@@ -217,7 +222,7 @@ def profile(d, seconds=0.3, walk_seconds=3.0, seed=0):
     rho = np.empty(r)
     alpha = np.empty(n)
     u = np.empty(r)
-    res = {"d×n": f"{d}×{n}", "r": r, "Ft KiB": Ft.nbytes / 1024, "B⁻¹ KiB": Binv.nbytes / 1024}
+    res = {"d×n": label, "r": r, "structured": int(base.cols.structured), "Ft KiB": Ft.nbytes / 1024, "B⁻¹ KiB": Binv.nbytes / 1024}
     res["row"] = _timed(_t_row, Binv, rho, seconds=seconds)[0]
     res["row_alpha"] = _timed(_t_row_alpha, A, RHO, alpha, seconds=seconds)[0]
     res["ratio_test"] = _timed(_t_ratio, ALPHA, g, unit, atol, seconds=seconds)[0]
@@ -247,6 +252,7 @@ def profile(d, seconds=0.3, walk_seconds=3.0, seed=0):
     res["walk µs/pivot (2 threads)"] = us2
     res["walk minus pieces"] = us1 * 1e-6 - res["sum of pieces"]
     res["pivots/step"] = pps
+    res["n"] = n
     return res
 
 
@@ -255,9 +261,15 @@ if __name__ == "__main__":
     p.add_argument("--d", type=int, nargs="+", default=[40, 60, 80, 100])
     p.add_argument("--seconds", type=float, default=0.3, help="per timed piece")
     p.add_argument("--walk-seconds", type=float, default=3.0)
+    p.add_argument("--marginals", type=int, nargs="+", default=None, metavar="SIZE",
+                   help="profile 2-way marginals over this domain instead of ±1 F (e.g. 2 3 4 5 6 7)")
     a = p.parse_args()
     results = []
-    for d in a.d:
+    if a.marginals:
+        shape = tuple(a.marginals)
+        K = SymmetricHull(W.marginals(shape, 2))
+        results.append(profile_body(K, "marginals " + "×".join(map(str, shape)), a.seconds, a.walk_seconds))
+    for d in ([] if a.marginals else a.d):
         results.append(profile(d, a.seconds, a.walk_seconds))
         print(f"done d={d}", file=sys.stderr, flush=True)
     keys = list(results[0])
@@ -275,6 +287,6 @@ if __name__ == "__main__":
         print(f"| {k} | " + " | ".join(cells) + " |")
     if ratio:
         r0, r1 = results[0], results[-1]
-        nr = (r1["r"] * 5 * r1["r"]) / (r0["r"] * 5 * r0["r"])
+        nr = (r1["r"] * r1["n"]) / (r0["r"] * r0["n"])
         r2, r3 = r1["r"] ** 2 / r0["r"] ** 2, r1["r"] ** 3 / r0["r"] ** 3
         print(f"\nn·r grows {nr:.2f}×, r² {r2:.2f}×, r³ {r3:.2f}×")
