@@ -1,7 +1,7 @@
 """knorm against HDMM's own optimiser, side by side on identical workloads (issue 20, item 5).
 
     .venv/bin/python scripts/compare_hdmm.py [--workloads KEY ...] [--out compare_hdmm.md]
-        [--hdmm-path /tmp/hdmm/src] [--restarts 25] [--hdmm-seconds 60] [--quick] [--side both|hdmm|knorm]
+        [--hdmm-path /tmp/hdmm/src] [--restarts 25] [--hdmm-seconds S] [--quick] [--side both|hdmm|knorm]
 
 HDMM (McKenna et al., VLDB 2018; https://github.com/dpcomp-org/hdmm) is AGPL and never a
 dependency of knorm: this script imports it only when it is importable (``--hdmm-path``, the
@@ -16,9 +16,9 @@ Measure: per-query RMSE ``√(E‖noise‖₂²/d)`` at ε = √2 (HDMM's ``erro
   ``p = max(1, n // 16)`` on a 1-D domain; on a product domain Kronecker p-Identity
   (``KronPIdentity``, ``p_i = max(1, n_i // 16)``) and the ``Marginals`` template, plus
   p-Identity (``p = n // 16``) on the flattened cells when n ≤ 1024 (it wins on 2-D ranges) —
-  each optimised from up to ``--restarts`` seeded random starts (25, HDMM's default; no new
-  start after ``--hdmm-seconds`` on a template: at n = 2048 one start takes minutes), keeping
-  the least loss. Its best is the least exact error among them:
+  each optimised from ``--restarts`` seeded random starts (25, HDMM's default) up to n = 512 and
+  ``max(1, 4096 // n)`` beyond (one start at n = 2048 takes minutes), keeping the least loss
+  (``--hdmm-seconds`` can also stop starting new ones). Its best is the least exact error among them:
   ``2Δ₁(A)²/ε² · tr(WᵀW (AᵀA)⁺) / d`` with dense n × n matrices (HDMM's formula; its
   ``rootmse`` approximates WᵀW for a marginals strategy, so it is only cross-checked).
   The workloads are built from HDMM's classes (``Prefix``, ``AllRange``, ``Kronecker``,
@@ -160,17 +160,23 @@ def exact_rmse(G: np.ndarray, AtA: np.ndarray, sens: float, d: int) -> float:
     return math.sqrt(2.0 * sens**2 / EPS**2 * float(np.trace(X)) / d)
 
 
-def run_hdmm(hd: Any, wl: Workload, restarts: int, seconds_cap: float, seed: int) -> dict[str, Any]:
+def starts_for(n: int, restarts: int) -> int:
+    """Random starts of a template over n cells: ``restarts`` up to n = 512, then ``max(1, 4096 // n)``
+    (4 at 1024, 2 at 2048: one L-BFGS start of p-Identity at n = 2048 takes minutes)."""
+    return restarts if n <= 512 else max(1, min(restarts, 4096 // n))
+
+
+def run_hdmm(hd: Any, wl: Workload, restarts: int, seconds_cap: float | None, seed: int) -> dict[str, Any]:
     """HDMM's templates on wl (module docstring), its best by exact error, and the wall time."""
     t0 = time.perf_counter()
     Wh = wl.hdmm(hd.workload, wl.explicit)
     G = Wh.gram().dense_matrix()
     cands: dict[str, tuple[float, Any, int]] = {}  # template -> (least loss, template object, starts)
 
-    def keep(name: str, make: Callable[[int], Any]) -> None:
+    def keep(name: str, make: Callable[[int], Any], cells: int) -> None:
         start = time.perf_counter()
-        for r in range(restarts):
-            if r and time.perf_counter() - start > seconds_cap:
+        for r in range(starts_for(cells, restarts)):
+            if r and seconds_cap is not None and time.perf_counter() - start > seconds_cap:
                 break
             t = make(seed + r)
             loss = t.optimize(Wh)
@@ -181,7 +187,7 @@ def run_hdmm(hd: Any, wl: Workload, restarts: int, seconds_cap: float, seed: int
 
     p = max(1, wl.n // 16)
     if isinstance(wl.domain, int):
-        keep(f"p-Identity, p = {p}", lambda s: hd.templates.PIdentity(p, wl.n, seed=s))
+        keep(f"p-Identity, p = {p}", lambda s: hd.templates.PIdentity(p, wl.n, seed=s), wl.n)
     else:
         ns = list(wl.domain)
         ps = [max(1, k // 16) for k in ns]
@@ -190,10 +196,11 @@ def run_hdmm(hd: Any, wl: Workload, restarts: int, seconds_cap: float, seed: int
             np.random.seed(s)  # KronPIdentity's inner templates draw their seeds from numpy's global state
             return hd.templates.KronPIdentity(ps, ns)
 
-        keep(f"Kronecker p-Identity, p = {ps}".replace(" ", " "), kron)
-        keep("Marginals", lambda s: hd.templates.Marginals(ns, seed=s))
+        keep(f"Kronecker p-Identity, p = {ps}", kron, max(ns))
+        keep("Marginals", lambda s: hd.templates.Marginals(ns, seed=s), max(ns))
         if wl.n <= 1024:  # p-Identity on the flattened domain: O(n²p) per step
-            keep(f"p-Identity on the {wl.n} cells, p = {p}", lambda s: hd.templates.PIdentity(p, wl.n, seed=s))
+            keep(f"p-Identity on the {wl.n} cells, p = {p}", lambda s: hd.templates.PIdentity(p, wl.n, seed=s),
+                 wl.n)
     seconds = time.perf_counter() - t0
     errors, starts = {}, {}
     for name, (_, t, k) in cands.items():
@@ -310,9 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="compare_hdmm.md", help="markdown table (default compare_hdmm.md)")
     p.add_argument("--json", default=None, help="also write the numbers as JSON here")
     p.add_argument("--hdmm-path", default=None, help="folder holding HDMM's hdmm package (its src/)")
-    p.add_argument("--restarts", type=int, default=25, help="HDMM's random starts per template (default 25, its own)")
-    p.add_argument("--hdmm-seconds", type=float, default=60.0,
-                   help="no further HDMM start of a template after this many seconds on it (default 60)")
+    p.add_argument("--restarts", type=int, default=25,
+                   help="HDMM's random starts per template up to n = 512 (default 25, its own); beyond, "
+                        "max(1, 4096 // n)")
+    p.add_argument("--hdmm-seconds", type=float, default=None,
+                   help="no further HDMM start of a template after this many seconds on it (default: no limit)")
     p.add_argument("--seed", type=int, default=0, help="HDMM's starts' seed")
     p.add_argument("--side", choices=("both", "hdmm", "knorm"), default="both")
     p.add_argument("--quick", action="store_true", help="K-norm / NIM Monte Carlo with 200 draws, not 2000")
@@ -360,8 +369,10 @@ def main(argv: list[str] | None = None) -> int:
             commit = "?"
         parts = [f"measured {when} at knorm {commit or '?'}"]
         if a.side != "knorm":
-            parts.append(f"{hnote}" + ("" if hd is None else f"; HDMM: up to {a.restarts} starts per template, "
-                                       f"none begun after {a.hdmm_seconds:g} s"))
+            parts.append(f"{hnote}" + ("" if hd is None else f"; HDMM: {a.restarts} starts per template "
+                                       "up to n = 512, 4096 // n beyond (seeds from "
+                                       f"{a.seed})" + ("" if a.hdmm_seconds is None else
+                                                       f", none begun after {a.hdmm_seconds:g} s")))
         if a.side != "hdmm":
             parts.append(f"recommend: n_samples {samples}, workers {a.workers}"
                          + (f", budget_s {a.budget_s:g}" if a.budget_s is not None else ""))
