@@ -262,6 +262,26 @@ def _f(v: float | None) -> str:
     return "—" if v is None else ("∞" if math.isinf(v) else f"{v:.4g}")
 
 
+def _ratio(h: dict[str, Any] | None, k: dict[str, Any] | None) -> str:
+    """knorm/HDMM ± SE; bold when knorm is worse by more than 2 SE and 0.05%."""
+    if h is None or k is None or not math.isfinite(h["rmse"]):
+        return ""
+    ratio = f"{k['rmse'] / h['rmse']:.3f}" + (f" ± {k['se'] / h['rmse']:.3f}" if k["se"] else "")
+    return f"**{ratio}**" if k["rmse"] > h["rmse"] * 1.0005 + 2 * k["se"] else ratio
+
+
+def brief(results: dict[str, dict[str, Any]]) -> str:
+    """The short table (README): workload, HDMM's best, knorm's best and mechanism, the ratio."""
+    lines = ["| workload (d × n) | HDMM | knorm (mechanism) | knorm/HDMM |", "|---|---|---|---|"]
+    for key, r in results.items():
+        wl, h, k = WORKLOADS[key], r.get("hdmm"), r.get("knorm")
+        hcell = _f(h["rmse"]) if h else r.get("hdmm_note", "—")
+        kcell = (f"{_f(k['rmse'])}" + (f" ± {k['se']:.2g}" if k["se"] else "") + f" ({k['mechanism']})" if k
+                 else r.get("knorm_note", "—"))
+        lines.append(f"| {wl.label} ({wl.d} × {wl.n}) | {hcell} | {kcell} | {_ratio(h, k)} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(results: dict[str, dict[str, Any]], header: str) -> str:
     lines = [header, "",
              "| workload (d × n) | HDMM best (template) | HDMM s | knorm best (mechanism) | knorm s | knorm/HDMM |",
@@ -277,14 +297,7 @@ def markdown(results: dict[str, dict[str, Any]], header: str) -> str:
         else:
             se = f" ± {k['se']:.2g}" if k["se"] else ""
             kcell, ks = f"{_f(k['rmse'])}{se} ({k['mechanism']})", f"{k['seconds']:.1f}"
-        ratio = ""
-        if h is not None and k is not None and math.isfinite(h["rmse"]):
-            ratio = f"{k['rmse'] / h['rmse']:.3f}"
-            if k["se"]:
-                ratio += f" ± {k['se'] / h['rmse']:.3f}"
-            if k["rmse"] > h["rmse"] * 1.0005 + 2 * k["se"]:
-                ratio = f"**{ratio}**"
-        lines.append(f"| {wl.label} ({wl.d} × {wl.n}) | {hcell} | {hs} | {kcell} | {ks} | {ratio} |")
+        lines.append(f"| {wl.label} ({wl.d} × {wl.n}) | {hcell} | {hs} | {kcell} | {ks} | {_ratio(h, k)} |")
     lines.append("")
     lines.append("HDMM, published (McKenna et al., VLDB 2018; ε = √2, n = 1024; cited, not rerun): "
                  + "; ".join(f"{k.replace('-', ' ').replace('allrange', 'all ranges')}: "
@@ -330,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=None, help="recommend's budget_s, where it has one")
     p.add_argument("--max-entries", type=int, default=MAX_ENTRIES,
                    help=f"largest explicit F given to recommend (default {MAX_ENTRIES:.0e})")
+    p.add_argument("--brief", default=None, metavar="PATH", help="also write the short table (README's) here")
     p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                    help="write one table from earlier runs' --json files (runs nothing)")
     a = p.parse_args(argv)
@@ -343,10 +357,14 @@ def main(argv: list[str] | None = None) -> int:
                 if k in WORKLOADS:
                     merged.setdefault(k, {}).update({f: x for f, x in v.items() if x is not None})
         order = {k: i for i, k in enumerate(WORKLOADS)}
-        md = markdown(dict(sorted(merged.items(), key=lambda kv: order[kv[0]])), "\n\n".join(
-            f"Run {i + 1}: {h}" for i, h in enumerate(headers)) if len(headers) > 1 else headers[0])
+        merged = dict(sorted(merged.items(), key=lambda kv: order[kv[0]]))
+        md = markdown(merged, "\n\n".join(f"Run {i + 1}: {h}" for i, h in enumerate(headers))
+                      if len(headers) > 1 else headers[0])
         with open(a.out, "w") as f:
             f.write(md)
+        if a.brief:
+            with open(a.brief, "w") as f:
+                f.write(brief(merged))
         print(md)
         return 0
     if a.restarts < 1:
@@ -381,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         md = markdown(results, header)
         with open(a.out, "w") as f:
             f.write(md)
+        if a.brief:
+            with open(a.brief, "w") as f:
+                f.write(brief(results))
         if a.json:
             with open(a.json, "w") as f:
                 json.dump({"header": header, "results": results}, f, indent=1, default=str)
