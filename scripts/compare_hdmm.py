@@ -22,8 +22,9 @@ Measure: per-query RMSE ``√(E‖noise‖₂²/d)`` at ε = √2 (HDMM's ``erro
   ``2Δ₁(A)²/ε² · tr(WᵀW (AᵀA)⁺) / d`` with dense n × n matrices (HDMM's formula; its
   ``rootmse`` approximates WᵀW for a marginals strategy, so it is only cross-checked).
   The workloads are built from HDMM's classes (``Prefix``, ``AllRange``, ``Kronecker``,
-  ``DimKMarginals``, ``WidthKRange``; the random ±1 matrix is knorm's, wrapped), and their
-  Gram matrix WᵀW is checked against knorm's (``FᵀF``) wherever knorm's side is built.
+  ``DimKMarginals``, ``WidthKRange``; the random ±1 matrix is knorm's, wrapped); their query
+  count and Gram matrix WᵀW are checked against knorm's F (``FᵀF``) wherever knorm's side runs
+  and HDMM is importable (also with ``--side knorm``).
 * **knorm**: :func:`knorm.recommend` at ε = √2 with its defaults (``n_samples`` 2000, or 200
   with ``--quick``), on one BLAS thread and ``workers=1`` (``--workers``), as HDMM runs;
   its best row, the mechanism, and ± SE for a Monte-Carlo row. A workload whose explicit F is
@@ -251,7 +252,8 @@ def run_knorm(F: Any, samples: int, workers: int, budget: float | None) -> dict[
     rec = recommend(F, **kw)
     seconds = time.perf_counter() - t0
     row = rec.table[rec.best]
-    rows = {k: (r.per_query_rmse, r.per_query_stderr, r.skipped) for k, r in rec.table.items()}
+    rows = {k: (r.per_query_rmse, r.per_query_stderr, r.skipped, getattr(r, "seconds", None))
+            for k, r in rec.table.items()}
     return {"rmse": float(row.per_query_rmse), "se": float(row.per_query_stderr or 0.0), "mechanism": rec.best,
             "seconds": seconds, "rows": rows, "dropped": dict(getattr(rec, "dropped", None) or {})}
 
@@ -371,8 +373,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--restarts must be at least 1")
     samples = a.samples or (200 if a.quick else 2000)
 
-    hd, hnote = (None, "not run (--side knorm)") if a.side == "knorm" else load_hdmm(a.hdmm_path)
+    hd, hnote = load_hdmm(a.hdmm_path)  # with --side knorm only to check the Gram matrices
     print(hnote, flush=True)
+    if a.side == "knorm":
+        hnote = "HDMM not run (--side knorm)"
     results: dict[str, dict[str, Any]] = {}
 
     def write(final: bool) -> str:
@@ -410,13 +414,13 @@ def main(argv: list[str] | None = None) -> int:
     for key in a.workloads:
         wl = WORKLOADS[key]
         r: dict[str, Any] = {}
-        if hd is not None:
+        if hd is not None and a.side != "knorm":
             r["hdmm"] = run_hdmm(hd, wl, a.restarts, a.hdmm_seconds, a.seed)
             h = r["hdmm"]
             print(f"{key}: HDMM {h['rmse']:.4f} ({h['template']}; starts {h['starts']}) in {h['seconds']:.1f} s; "
                   f"templates {h['templates']}", flush=True)
         else:
-            r["hdmm_note"] = "not run" if a.side == "knorm" else "HDMM not importable"
+            r["hdmm_note"] = "not run" if a.side == "knorm" or hd is not None else "HDMM not importable"
         if a.side != "hdmm":
             F, how = knorm_input(wl, a.max_entries)
             if F is None:
@@ -424,11 +428,14 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 G = knorm_gram(F)
                 if hd is not None and G is not None:
-                    ok = G.shape == r["hdmm"]["gram"].shape and np.allclose(G, r["hdmm"]["gram"], rtol=1e-9,
-                                                                           atol=1e-9)
-                    r["gram_note"] = None if ok else "WᵀW of HDMM's workload DIFFERS from knorm's FᵀF"
-                    if not ok:
-                        print(f"{key}: {r['gram_note']}", flush=True)
+                    Wh = wl.hdmm(hd.workload, wl.explicit)
+                    H = r["hdmm"]["gram"] if "hdmm" in r else Wh.gram().dense_matrix()
+                    d = F.shape[0] if isinstance(F, np.ndarray) else getattr(F, "d", None)
+                    ok = (d == Wh.shape[0] == wl.d and G.shape == H.shape
+                          and np.allclose(G, H, rtol=1e-9, atol=1e-9))
+                    r["gram_note"] = None if ok else "HDMM's workload DIFFERS from knorm's (query count or WᵀW)"
+                    r["gram_checked"] = ok
+                    print(f"{key}: " + (f"knorm's F and HDMM's W: {d} queries, FᵀF = WᵀW" if ok else r["gram_note"]), flush=True)
                 try:
                     r["knorm"] = run_knorm(F, samples, a.workers, a.budget_s)
                 except (ValueError, TypeError, MemoryError) as exc:  # e.g. recommend refusing F
