@@ -139,7 +139,8 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     independent halves differ by √2 times the noise of each, which is √2 times that of
     the whole: in log-spread, twice the whole's). Stop rule (2) becomes: the spread of
     the averaged S is below ``spread_factor·√s₂``, judged once √s₂ ≤ ``spread_factor``
-    (else the next iteration records twice as many steps, up to 8×).
+    (else the next iteration records twice as many steps, up to 8×; one chain has no
+    halves and runs ``max_iter`` iterations).
 
     ``progress``: None, or a callable ``progress(done, max_iter)``: ``done`` counts
     iterations in quarters (``PROGRESS_PIECES`` reports per iteration, the steps run in
@@ -187,8 +188,8 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         else:  # and the two halves' disagreement, the estimate's noise (see above)
             S = _averaged_cov(symmetry, T, Z)
             half = chains // 2
-            sym_noise = np.sqrt(_relative_spread(_averaged_cov(symmetry, T, rec[:half].reshape(-1, r)),
-                                                 _averaged_cov(symmetry, T, rec[half:].reshape(-1, r))))
+            sym_noise = np.inf if half == 0 else np.sqrt(_relative_spread(
+                _averaged_cov(symmetry, T, rec[:half].reshape(-1, r)), _averaged_cov(symmetry, T, rec[half:].reshape(-1, r))))
         ev = np.linalg.eigvalsh(S)
         spread = float(ev[-1] / ev[0])
         L = np.linalg.cholesky(S)

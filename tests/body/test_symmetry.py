@@ -158,3 +158,10 @@ def test_rounding_uses_the_symmetry_whatever_the_row_order(seed):
     F = marginals((2, 3, 4), 2)
     a, b = SymmetricHull(F).symmetry, SymmetricHull(shuffled(F, seed)).symmetry
     assert a is not None and b is not None and a.n_classes == b.n_classes
+
+
+def test_symmetric_rounding_with_one_chain_has_no_halves_and_runs_max_iter(recwarn):
+    K = SymmetricHull(marginals((2, 3, 2), 2))
+    rnd = round_body(K.frame, chains=1, max_iter=2, symmetry=K.symmetry)
+    assert rnd.iterations == 2 and np.all(np.isfinite(rnd.T)) and np.all(np.linalg.eigvalsh(rnd.covariance) > 0)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
