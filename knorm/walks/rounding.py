@@ -88,11 +88,10 @@ def chain_tau(rec):
     return max(1.0, total / e)
 
 
-def _averaged_cov(symmetry, T, Z):
+def _averaged_cov(symmetry, T, Ti, Z):
     """The group average of the sample covariance of frame points Z (rows), in the frame:
-    ``T⁻¹ R(T S Tᵀ) T⁻ᵀ`` (T: frame → span coordinates)."""
+    ``T⁻¹ R(T S Tᵀ) T⁻ᵀ`` (T: frame → span coordinates, ``Ti = T⁻¹``)."""
     S = np.atleast_2d(np.cov(Z, rowvar=False))
-    Ti = np.linalg.inv(T)
     out = Ti @ symmetry.average_span(T @ S @ T.T) @ Ti.T
     return (out + out.T) / 2.0
 
@@ -186,10 +185,12 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         if symmetry is None:
             S = np.cov(Z, rowvar=False).reshape(r, r)
         else:  # and the two halves' disagreement, the estimate's noise (see above)
-            S = _averaged_cov(symmetry, T, Z)
+            Ti = np.linalg.inv(T)
+            S = _averaged_cov(symmetry, T, Ti, Z)
             half = chains // 2
             sym_noise = np.inf if half == 0 else np.sqrt(_relative_spread(
-                _averaged_cov(symmetry, T, rec[:half].reshape(-1, r)), _averaged_cov(symmetry, T, rec[half:].reshape(-1, r))))
+                _averaged_cov(symmetry, T, Ti, rec[:half].reshape(-1, r)),
+                _averaged_cov(symmetry, T, Ti, rec[half:].reshape(-1, r))))
         ev = np.linalg.eigvalsh(S)
         spread = float(ev[-1] / ev[0])
         L = np.linalg.cholesky(S)
