@@ -43,13 +43,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._rng import as_generator
-from ._validate import check_memory, check_options, is_int, is_real, memory_limit, positive_int, short_repr
+from ._validate import check_memory, check_options, is_int, memory_limit, positive_int, short_repr
 from .body import SymmetricHull
 from .body.hull import validate_matrix
 from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
                          LaplaceMechanism, NIMechanism, PIdentityMechanism)
 from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check_epsilon, check_n_samples,
-                               in_float_range, scaled)
+                               finite_real, in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
 from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts
 from .implicit import ImplicitWorkload, from_matrix
@@ -416,12 +416,10 @@ def _one_line(exc):
 def _check_budget(budget_s):
     if budget_s is None:
         return None
-    try:
-        value = float(budget_s) if is_real(budget_s) else np.nan
-    except OverflowError:  # an int past float64
-        value = np.inf
-    if not 0.0 < value < np.inf:
-        raise ValueError(f"budget_s must be None or a positive number of seconds, got {short_repr(budget_s)}")
+    what = "None or a positive number of seconds"
+    value = finite_real("budget_s", budget_s, what)
+    if not value > 0.0:
+        raise ValueError(f"budget_s must be {what}, got {short_repr(budget_s)}")
     return value
 
 
