@@ -377,10 +377,8 @@ class NIMechanism(Mechanism):
             if any(abs(tj - u) <= T_SPACING * u for u in tried):
                 continue
             tried.append(tj)
-            U = st.vec[:, :tj]
-            body = SymmetricHull(U.T @ self.F)
-            self.covariance_estimates += int(body.exact_structure is None)
-            nxt = self._stage(body, U)
+            nxt = self._sub_stage(st, tj)
+            self.covariance_estimates += int(not nxt.exact)
             c = nxt.cost()
             if not nxt.exact and guess[j] > 0:
                 ratio = c / guess[j] if ratio == 0.0 else min(ratio, c / guess[j])
