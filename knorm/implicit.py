@@ -50,6 +50,19 @@ __all__ = ["ImplicitWorkload", "Factor", "from_matrix", "from_gram", "identity",
 Apply = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
 
 
+def _matmul_along(M: NDArray[np.float64], X: NDArray[np.float64], axis: int) -> NDArray[np.float64]:
+    """M (r × n) multiplied along axis ``axis`` of X (whose size there is n)."""
+    return np.moveaxis(np.tensordot(M, X, axes=(1, axis)), 0, axis)
+
+
+def _kron_all(mats: Sequence[NDArray[np.float64]]) -> NDArray[np.float64]:
+    """``M_1 ⊗ M_2 ⊗ …`` (dense)."""
+    out = mats[0]
+    for M in mats[1:]:
+        out = np.asarray(np.kron(out, M), dtype=np.float64)
+    return out
+
+
 def _along(fun: Callable[[NDArray[np.float64]], NDArray[np.float64]]) -> Apply:
     """An operator on axis ``axis`` of an array from one acting on its last axis."""
     def apply(X: NDArray[np.float64], axis: int) -> NDArray[np.float64]:
@@ -151,10 +164,7 @@ class ImplicitWorkload:
         check_memory("F", None, 8 * 3 * self.n * self.n)
         out = np.zeros((self.n, self.n))
         for w, Gs in self.unit_terms():
-            K: NDArray[np.float64] = Gs[0]
-            for G in Gs[1:]:
-                K = np.asarray(np.kron(K, G), dtype=np.float64)
-            out += w * K
+            out += w * _kron_all(Gs)
         return out if unit else np.ldexp(out, 2 * self.exponent)
 
     def apply(self, x: ArrayLike) -> NDArray[np.float64]:
@@ -203,7 +213,7 @@ def from_matrix(W: ArrayLike) -> ImplicitWorkload:
     check_memory("W", None, 8 * 2 * W.shape[1] ** 2)
 
     def apply(X: NDArray[np.float64], axis: int) -> NDArray[np.float64]:
-        return np.moveaxis(np.tensordot(W, X, axes=(1, axis)), 0, axis)
+        return _matmul_along(W, X, axis)
     return _single(_factor(U.T @ U, W.shape[0], f"matrix{W.shape}", apply, e))
 
 

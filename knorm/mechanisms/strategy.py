@@ -35,7 +35,7 @@ from ..privacy import BudgetAccountant
 from .._rng import as_generator
 from .._validate import as_real_array, check_memory, positive_int, short_repr
 from ..body.hull import validate_matrix
-from ..implicit import ImplicitWorkload
+from ..implicit import ImplicitWorkload, _kron_all, _matmul_along
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
                     check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled, unit_exponent)
 
@@ -685,7 +685,7 @@ def _kron_apply(mats: Sequence[NDArray[np.float64]], z: NDArray[np.float64],
     """``(⊗_i M_i) z`` for every row of z (of length Π shape): M_i along axis i of the C-order array."""
     Z = z.reshape((len(z),) + tuple(shape))
     for i, M in enumerate(mats):
-        Z = np.moveaxis(np.tensordot(M, Z, axes=(1, i + 1)), 0, i + 1)
+        Z = _matmul_along(M, Z, i + 1)
     return Z.reshape(len(z), -1)
 
 
@@ -747,10 +747,7 @@ class KroneckerStrategyMechanism(_Strategy):
     def strategy_matrix(self) -> NDArray[np.float64]:
         """The strategy ``⊗_i A_i`` (dense; memory checked)."""
         check_memory("strategies", None, 8 * 2 * self._rows * self.n)
-        out = self.strategies[0]
-        for A in self.strategies[1:]:
-            out = np.asarray(np.kron(out, A), dtype=np.float64)
-        return out
+        return _kron_all(self.strategies)
 
     def _solve(self, z: NDArray[np.float64]) -> NDArray[np.float64]:
         return _kron_apply(self._pinvs, z, [A.shape[0] for A in self.strategies])
