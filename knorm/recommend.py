@@ -23,6 +23,15 @@ private; an int a reproducible run that is NOT private): the exact rows' mechani
 nothing to fill the table (the least-error searched strategy's is kept as built, the O(dn)
 ones are built again); K-norm and NIM are built afresh (the same body; NIM the same plan).
 
+A prepared workload (``prepared=``, :func:`knorm.prepare`) keeps the table: every pure ε-DP
+row scales exactly as 1/ε (the strategy searches, the body, the NIM plan and the Monte
+Carlo draws are functions of F and fixed seeds), so recommend stores ``rms·ε`` and
+``stderr·ε`` of each row it computes in the prepared workload (with what rebuilding the
+chosen mechanism needs: a hierarchy's branching, a searched p-Identity's Θ), and a later
+call with it — any ε, the same ``n_samples``, ``walk`` and ``mc_seed`` — divides them by
+its ε instead of computing the row again (the row's method says "prepared"). Gaussian
+rows (which depend on δ) are always computed; ``PreparedWorkload.save`` writes the rows.
+
 Cost: before a row runs, its time and memory are estimated from the shapes (:func:`row_cost`:
 flop counts at ``FLOP_RATE``; MCMC work at ``MCMC_STEP``); rows run cheapest first, a row
 whose memory estimate exceeds half the physical memory is skipped with that
@@ -284,6 +293,56 @@ class _Builder:
         self.p_identity_max_n, self.options = p_identity_max_n, options
         self.body = None if prepared is None else prepared.body
         self.nim_levels, self.nim_plan = None, None
+        self.key = {"n_samples": int(n_samples), "walk": str(walk), "mc_seed": int(mc_seed)}  # what the rows depend on
+        stored = None if prepared is None else prepared.rows
+        self.stored: dict[str, Any] = stored["rows"] if stored and stored.get("options") == self.key else {}
+
+    def from_stored(self, name):
+        """The row kept in the prepared workload (ε-free: ``rms·ε``), at this ε."""
+        u = self.stored[name]
+        with np.errstate(over="ignore", under="ignore"):
+            rms, se = np.float64(u["unit_rms"]) / self.epsilon, np.float64(u["unit_stderr"]) / self.epsilon
+        row = self.row(name, rms, se if np.isfinite(se) else 0.0, u["exact"],
+                       f"{u['method']} (prepared)", u["notion"])
+        return row
+
+    def store(self, name, row):
+        """Keep a computed pure ε-DP row in the prepared workload (ε-free), with what rebuilding
+        its mechanism needs; rows computed under other options are replaced."""
+        if self.prepared is None or row.rms is None or name == "gaussian":
+            return
+        with np.errstate(over="ignore", under="ignore"):
+            unit, use = np.float64(row.rms) * self.epsilon, np.float64(row.stderr) * self.epsilon
+        if not (np.isfinite(unit) and unit > 0.0 and np.isfinite(use)):
+            return  # not representable at ε = 1: computed again next time
+        rows = self.prepared.rows
+        if rows.get("options") != self.key:
+            rows.clear()
+            rows.update(options=dict(self.key), rows={})
+            self.prepared.row_arrays.clear()
+        entry = {"unit_rms": float(unit), "unit_stderr": float(use), "exact": bool(row.exact),
+                 "method": row.method, "notion": row.notion, "params": {}}
+        m = self.last  # the exact row's mechanism just built (strategies)
+        if name == "hierarchical" and isinstance(m, HierarchicalMechanism):
+            entry["params"] = {"branching": int(m.branching), "root": bool(m.root)}
+        elif name == "p-identity" and isinstance(m, PIdentityMechanism):
+            entry["params"] = {"p": int(m.p)}
+            self.prepared.row_arrays["p-identity.theta"] = m.theta
+        rows["rows"][name] = entry
+        self.stored = rows["rows"]
+
+    def rebuild(self, name):
+        """The mechanism of a row taken from the prepared workload, from its kept parameters
+        (a searched strategy is not searched again), with the caller's rng and accountant."""
+        params = self.stored[name]["params"]
+        if name == "hierarchical" and params:
+            return HierarchicalMechanism(self.strategy_F, branching=params["branching"], root=params["root"],
+                                         **self.common)
+        theta = self.prepared.row_arrays.get("p-identity.theta")
+        if name == "p-identity" and params and theta is not None:
+            return PIdentityMechanism(self.strategy_F, theta=theta, **self.common)
+        getattr(self, name.replace("-", "_"))()  # laplace, identity: cheap to build again
+        return self.last
 
     def row(self, name, rms, stderr, exact, method, notion="pure ε-DP"):
         """A ranked row; a ValueError (the row is skipped with it) where rms leaves float64."""
@@ -462,7 +521,10 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     the process may use, :func:`~knorm.walks.chains.default_workers`; an int; or an
     executor); it may also be given as ``mechanism_options['sampler_options']['workers']``.
     ``prepared``: a :class:`~knorm.walks.prepared.PreparedWorkload` of this F (its body and
-    rounding are reused by the K-norm and NIM rows and the chosen mechanism).
+    rounding are reused by the K-norm and NIM rows and the chosen mechanism); the rows computed
+    are kept in it ε-free and a later call with it takes them instead of computing them again
+    (same ``n_samples``, ``walk`` and ``mc_seed``; module docstring); ``prepared.save(path)``
+    writes them.
     """
     W: ImplicitWorkload | NDArray[np.float64]
     if isinstance(F, ImplicitWorkload):
@@ -500,6 +562,14 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     t0 = time.perf_counter()
     for name in sorted(names, key=lambda k: costs[k][0]):  # cheapest first (stable: CANDIDATES order)
         seconds, nbytes = b.cost(name)  # again: K-norm's rank is known once its body is built
+        if name in b.stored and name != "gaussian":
+            t = time.perf_counter()
+            try:
+                row = b.from_stored(name)
+            except ValueError as exc:  # leaves float64 at this ε
+                row = b.skipped(name, _one_line(exc))
+            table[name] = replace(row, seconds=time.perf_counter() - t)
+            continue
         if implicit and name in NEED_W:
             table[name] = b.skipped(name, "needs W's entries: F is an implicit workload (Gram/Kronecker terms)")
             continue
@@ -519,6 +589,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
         except Exception as exc:  # one mechanism failing must not lose the others' rows
             row = b.skipped(name, _one_line(exc))
         table[name] = replace(row, seconds=time.perf_counter() - t)
+        b.store(name, table[name])
     table = {name: table[name] for name in names}  # CANDIDATES order
     rms = {r.mechanism: float(r.rms) for r in table.values() if r.rms is not None}
     if not rms:
@@ -545,7 +616,10 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     elif best == "knorm":  # the table's K-norm drew seeded uniform draws: a fresh one (same body)
         mech = KNormMechanism(W, body=b._body(), **options, **b.common)
     elif best == "nim":  # the table's plan (a function of F), fresh levels with the caller's rng
-        mech = NIMechanism(W, **options, **b.common, plan_of=b.nim_plan)
+        mech = (NIMechanism(W, **options, **b.common, plan_of=b.nim_plan) if b.nim_plan is not None else
+                NIMechanism(W, **options, **b.common, prepared=prepared))  # a prepared row: the plan searched again
+    elif best in b.stored:
+        mech = b.rebuild(best)
     else:  # an exact row whose mechanism was not kept: built again (never K-norm or NIM: handled above)
         getattr(b, best.replace("-", "_"))()
         mech = b.last

@@ -55,3 +55,25 @@ def test_bad_prepared_use_is_one_line(prepared, tmp_path, capsys):
     for argv, status, text in cases:
         rc, stdout, err = run([*argv, "--count", "3"] if argv[0] == "sample" else argv, capsys)
         assert rc == status and err.count("\n") == 1 and text in err and "Traceback" not in err, (argv, rc, err)
+
+
+def test_prepare_with_recommend_keeps_the_table_for_mechanism_auto(tmp_path, capsys, monkeypatch):
+    """``--recommend`` keeps recommend's ε-free rows in the file; ``sample --mechanism auto
+    --prepared`` then chooses from them (the K-norm and NIM rows are made to fail: they must not be
+    computed) and releases what a run without the file releases (the same seeded mechanism)."""
+    import importlib
+
+    R = importlib.import_module("knorm.recommend")  # the module (knorm.recommend is also the function)
+
+    out = tmp_path / "w.knorm"
+    rc, stdout, err = run(["prepare", *WORKLOAD, "--out", str(out), "--json", "--recommend"], capsys)
+    assert rc == 0, err
+    assert {"knorm", "nim", "identity", "laplace"} <= set(json.loads(stdout)["recommend_rows"])
+    seeded = ["--nonprivate-seed", "5", "--count", "4", "--quiet", "--mechanism", "auto"]
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    assert run(["sample", *WORKLOAD, *seeded, "--out", str(a)], capsys)[0] == 0
+    for row in ("knorm", "nim", "p_identity", "hierarchical"):
+        monkeypatch.setattr(R._Builder, row, lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+    rc, _, err = run(["sample", *WORKLOAD, *seeded, "--out", str(b), "--prepared", str(out)], capsys)
+    assert rc == 0, err
+    assert np.array_equal(np.load(a), np.load(b))

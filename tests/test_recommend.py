@@ -388,3 +388,72 @@ def test_a_matrix_too_large_for_any_row_is_refused_before_it_is_copied(monkeypat
         recommend(W.prefix(8), epsilon=1.0)
     msg = str(info.value)
     assert msg.startswith("F needs about") and "\n" not in msg
+
+
+# -- a prepared workload keeps the table -------------------------------------------------------------
+def test_prepared_rows_are_reused_at_any_epsilon_and_equal_a_fresh_table(monkeypatch, tmp_path):
+    """Every pure ε-DP row scales exactly as 1/ε (the searches, the body, the plan and the Monte
+    Carlo draws depend on F and fixed seeds only), so a row kept ε-free must equal the row computed
+    afresh at another ε; and the second call must compute nothing: the searches and the sampler
+    are made to fail, and every row still comes back (from the prepared workload)."""
+    from knorm import load_prepared, prepare
+    from knorm.mechanisms import strategy
+
+    F = W.marginals((2, 2, 3), 2)  # K-norm by MCMC (no exact structure)
+    P = prepare(F)
+    first = recommend(F, epsilon=1.0, prepared=P, n_samples=300)
+    assert set(P.rows["rows"]) == set(first.table) - {"gaussian"}
+    fresh = recommend(F, epsilon=3.0, delta=1e-6, n_samples=300)
+    P.save(tmp_path / "w.knorm")
+    loaded = load_prepared(tmp_path / "w.knorm", F)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(strategy, "_search_p_identity", fail)
+    monkeypatch.setattr(strategy, "hierarchy_errors", fail)
+    monkeypatch.setattr(KNormMechanism, "sample_uniform", fail)
+    for prepared in (P, loaded):
+        again = recommend(F, epsilon=3.0, delta=1e-6, prepared=prepared, n_samples=300)
+        for name, row in fresh.table.items():
+            got = again.table[name]
+            assert got.rms == pytest.approx(row.rms, rel=1e-12) and got.stderr == pytest.approx(row.stderr, rel=1e-12)
+            assert got.exact == row.exact and got.notion == row.notion
+            assert got.method.endswith("(prepared)") == (name != "gaussian")
+        assert again.best == fresh.best == "knorm" and isinstance(again.mechanism, KNormMechanism)
+    monkeypatch.undo()
+    # other Monte Carlo options: the rows are computed again (and replace the kept ones)
+    other = recommend(F, epsilon=1.0, prepared=P, n_samples=200, candidates=["identity", "knorm"])
+    assert not other.table["knorm"].method.endswith("(prepared)")
+    assert P.rows["options"]["n_samples"] == 200 and set(P.rows["rows"]) == {"identity", "knorm"}
+
+
+def test_a_prepared_searched_strategy_is_rebuilt_from_its_kept_parameters(monkeypatch):
+    """p-Identity wins on prefix sums; from a prepared table its mechanism is built from the kept Θ
+    (no search: the search is made to fail) and has the searched mechanism's exact error."""
+    from knorm import prepare
+    from knorm.mechanisms import strategy
+
+    F = W.prefix(16)
+    P = prepare(F)
+    first = recommend(F, epsilon=1.0, prepared=P, candidates=["identity", "hierarchical", "p-identity"])
+    assert first.best == "p-identity"
+    monkeypatch.setattr(strategy, "_search_p_identity", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+    again = recommend(F, epsilon=2.0, prepared=P, candidates=["identity", "hierarchical", "p-identity"], rng=3)
+    m = again.mechanism
+    assert isinstance(m, PIdentityMechanism) and np.array_equal(m.theta, first.mechanism.theta)
+    assert m.rms_error() == pytest.approx(first.mechanism.rms_error() / 2.0, rel=1e-12)
+    assert again.table["p-identity"].rms == pytest.approx(m.rms_error(), rel=1e-12)
+
+
+def test_p_identity_with_a_given_theta():
+    F = W.prefix(16)
+    m = PIdentityMechanism(F, epsilon=1.0, rng=0)
+    g = PIdentityMechanism(F, epsilon=1.0, rng=0, theta=m.theta)
+    assert g.p == m.p and g.starts == 0 and g.rms_error() == pytest.approx(m.rms_error(), rel=1e-12)
+    assert g.sensitivity == pytest.approx(1.0)
+    for bad, p, match in ((np.ones((2, 15)), None, "theta must have shape"), (-np.ones((1, 16)), None, "theta must hold"),
+                          (np.full((1, 16), np.nan), None, "theta must hold"),
+                          (np.ones((2, 16)), 1, r"shape \(1, 16\)"), ([["a"] * 16], None, "theta must be real")):
+        with pytest.raises(ValueError, match=match):
+            PIdentityMechanism(F, epsilon=1.0, theta=bad, p=p)

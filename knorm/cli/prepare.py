@@ -30,24 +30,33 @@ def cmd_prepare(args):
     progress = Progress(not args.quiet and sys.stderr.isatty(), "prepare")
     t0 = time.perf_counter()
     try:
-        w = prepare(F, out, workers=args.workers, progress=progress)
+        w = prepare(F, None if args.recommend else out, workers=args.workers, progress=progress)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     finally:
         progress.close()
+    rows = []
+    if args.recommend:  # the table's rows, ε-free, kept in the file (the mechanism it builds draws nothing)
+        from ..recommend import recommend
+
+        table = recommend(F, epsilon=1.0, prepared=w, workers=args.workers).table
+        rows = [k for k, r in table.items() if r.rms is not None and k in w.rows.get("rows", {})]
+        w.save(out)
     summary = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "dim": int(w.body.dim),
                "fingerprint": w.fingerprint, "rounding": w.rounding is not None,
                "rounding_iterations": None if w.rounding is None else w.rounding.iterations,
                "tau": None if w.rounding is None else w.rounding.tau,
-               "seconds": time.perf_counter() - t0, "out": str(out)}
+               "recommend_rows": rows, "seconds": time.perf_counter() - t0, "out": str(out)}
     if args.json:
         print(json.dumps(summary, indent=2))
     elif not args.quiet:
         how = ("exact structure: nothing to round" if w.rounding is None else
                f"rounded in {w.rounding.iterations} iteration(s), τ = {w.rounding.tau:.2f}")
+        if rows:
+            how += f"; recommend's rows {', '.join(rows)}"
         print(f"knorm prepare: {label}, rank {w.body.dim}; {how}; {summary['seconds']:.2f} s")
-        print(f"wrote {out} (public: F's fingerprint and the rounding, a function of F only; no data, no noise); "
-              "use it with knorm sample --prepared")
+        print(f"wrote {out} (public: F's fingerprint, the rounding" + (" and recommend's rows" if rows else "") + ": functions of F only; no data, no noise); "
+              "use it with knorm sample --prepared (and --mechanism auto, with --recommend)")
     return 0
 
 
@@ -63,6 +72,10 @@ def add_parser(sub):
     _add_debug(s, argparse.SUPPRESS)
     s.add_argument("--out", required=True, help="the prepared-workload file to write (.knorm or .npz)")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    s.add_argument("--recommend", action="store_true",
+                   help="also compute knorm.recommend's table (each mechanism's expected error, ε-free: a function "
+                        "of F and fixed seeds) and keep it in the file, so that knorm sample --mechanism auto "
+                        "--prepared FILE chooses without computing it again")
     s.add_argument("--json", action="store_true", help="print a machine-readable summary")
     s.add_argument("--quiet", action="store_true", help="no progress bar and no summary (unless --json)")
     _add_workers(s)

@@ -588,6 +588,17 @@ def _check_starts(starts: int | None, n: int) -> int:
     return positive_int("starts", starts)
 
 
+def _check_theta(theta: ArrayLike, n: int, p: int | None) -> NDArray[np.float64]:
+    """A given Θ: finite, >= 0, shape (p, n) (p as given, if given)."""
+    t = as_real_array("theta", theta).astype(np.float64)
+    if t.ndim != 2 or t.shape[1] != n or t.shape[0] < 1 or t.shape[0] > n or (p is not None and t.shape[0] != p):
+        want = f"({p}, {n})" if p is not None else f"(p, {n}) with 1 <= p <= {n}"
+        raise ValueError(f"theta must have shape {want}, got {t.shape}")
+    if not np.all(np.isfinite(t)) or np.any(t < 0):
+        raise ValueError("theta must hold finite entries >= 0")
+    return np.ascontiguousarray(t, dtype=np.float64)
+
+
 def _search_p_identity(gram: NDArray[np.float64], p: int, maxiter: int,
                        starts: int) -> tuple[NDArray[np.float64], float, dict[str, Any]]:
     """Θ (p × n, >= 0) minimising :func:`p_identity_objective` on ``gram`` by L-BFGS-B from ``starts``
@@ -640,6 +651,9 @@ class PIdentityMechanism(_Strategy):
     decomposition); noise ``F A⁺ z`` with ``E‖F A⁺ z‖₂² = 2/ε² ‖F A⁺‖_F²`` exactly. ``p=None``:
     max(1, n // 16) (HDMM's choice); at most n.
 
+    ``theta``: a Θ found before (``m.theta`` of an earlier search on this F, as a prepared workload
+    keeps it for :func:`knorm.recommend`): used as it is, no search (``starts`` 0).
+
     Cost: O(n²p) per L-BFGS-B step, at most ``maxiter`` steps per start, and about 8n² floats of
     memory (the Gram matrix and its working copies): with p = n/16 and one BLAS thread, one start
     took 0.7 s at n = 256, 2.9 s at 512, 13 s at 1024 and 74 s at 2048 (prefix, 500 steps;
@@ -648,9 +662,12 @@ class PIdentityMechanism(_Strategy):
 
     def __init__(self, F: ArrayLike | ImplicitWorkload, *, epsilon: float, p: int | None = None, maxiter: int = 500,
                  starts: int | None = None, rng: np.random.Generator | int | None = None,
-                 accountant: BudgetAccountant | None = None) -> None:
+                 accountant: BudgetAccountant | None = None, theta: ArrayLike | None = None) -> None:
         self._init_workload(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
+        if theta is not None:
+            theta = _check_theta(theta, self.n, p)
+            p = theta.shape[0]
         self.p = max(1, self.n // 16) if p is None else positive_int("p", p)
         if self.p > self.n:
             raise ValueError(f"p must be an integer in [1, n = {self.n}] (extra strategy rows; the search costs "
@@ -660,7 +677,11 @@ class PIdentityMechanism(_Strategy):
         n, p = self.n, self.p
         check_memory("p", self.p, 8 * (8 * n * n + 4 * p * n + 3 * p * p))
         gram = self._unit_gram()
-        theta, _, info = _search_p_identity(gram, p, self.maxiter, self.starts)
+        if theta is None:
+            theta, _, info = _search_p_identity(gram, p, self.maxiter, self.starts)
+        else:  # given (an earlier search's, e.g. a prepared workload's): no search
+            self.starts = 0
+            info = {"iterations": 0, "converged": True, "message": "given theta", "start_objectives": []}
         self.theta = theta
         value, self._solver = _p_identity_solver(theta, gram)
         # ‖F A⁺‖_F² at unit scale (times 4^scale_exponent in F's units)

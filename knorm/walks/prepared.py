@@ -11,6 +11,7 @@ starts from the rounding's (public) end points and runs its full ⌈20τ⌉-step
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import Executor
 from pathlib import Path
@@ -26,6 +27,7 @@ from .rounding import Rounding
 from .sampler import cache_rounding, rounding_of, rounding_progress
 
 FORMAT = "knorm-prepared-workload/1"
+ROW_ARRAY = "row_array:"  # prefix of the saved arrays of recommend's rows
 _ROUNDING_KEYS = ("T", "points", "tau", "iterations", "eigen_spread", "span_basis", "unit")
 
 
@@ -51,16 +53,23 @@ class PreparedWorkload:
     validated F; ``rounding``: None when K has exact structure (no MCMC, nothing to round).
     """
 
-    def __init__(self, body: SymmetricHull, fingerprint: str, shape: tuple[int, int], rounding: Rounding | None
+    def __init__(self, body: SymmetricHull, fingerprint: str, shape: tuple[int, int], rounding: Rounding | None,
+                 rows: dict[str, Any] | None = None, row_arrays: dict[str, NDArray[np.float64]] | None = None
                  ) -> None:
         self.body, self.fingerprint, self.rounding = body, fingerprint, rounding
         self.shape = shape  # (d, n) of the F it was prepared for
+        # knorm.recommend's ε-free rows ({"options": …, "rows": {name: …}}, JSON-ready) and the arrays
+        # they need (a searched p-Identity's Θ): filled by recommend(…, prepared=self), saved with it
+        self.rows: dict[str, Any] = {} if rows is None else rows
+        self.row_arrays: dict[str, NDArray[np.float64]] = {} if row_arrays is None else row_arrays
         if rounding is not None:
             cache_rounding(body, rounding)
 
     def __repr__(self) -> str:
+        rows = sorted(self.rows.get("rows", {}))
         return (f"PreparedWorkload(shape={self.shape}, dim={self.body.dim}, fingerprint={self.fingerprint[:12]}…, "
-                f"rounding={'none (exact structure)' if self.rounding is None else 'T, τ and end points'})")
+                f"rounding={'none (exact structure)' if self.rounding is None else 'T, τ and end points'}"
+                + (f", recommend rows {rows}" if rows else "") + ")")
 
     def body_for(self, F: NDArray[np.float64], name: str = "prepared") -> SymmetricHull:
         """The prepared body, if it was prepared for ``F`` (already validated); else a ValueError."""
@@ -72,10 +81,11 @@ class PreparedWorkload:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the file (numpy ``.npz``, no pickles), atomically; returns its path.
 
-        It holds the format, the knorm version, F's fingerprint and shape, and (unless K has
+        It holds the format, the knorm version, F's fingerprint and shape, (unless K has
         exact structure) the rounding: T, its chains' end points, τ, iterations, eigenvalue
-        spread, and the span basis and unit it was computed in. All public: functions of F
-        and a fixed seed.
+        spread, and the span basis and unit it was computed in; and the ε-free rows of
+        :func:`knorm.recommend` computed with this workload so far (:attr:`rows`, with a
+        searched p-Identity's Θ). All public: functions of F and fixed seeds.
         """
         path = Path(path)
         arrays: dict[str, Any] = {"format": np.array(FORMAT), "knorm": np.array(_version()),
@@ -86,6 +96,9 @@ class PreparedWorkload:
             arrays.update(T=rnd.T, points=rnd.points, tau=np.array(rnd.tau), iterations=np.array(rnd.iterations),
                           eigen_spread=np.array(rnd.eigen_spread), span_basis=self.body.span_basis,
                           unit=np.array(self.body._unit))
+        if self.rows:
+            arrays["recommend_rows"] = np.array(json.dumps(self.rows, sort_keys=True))
+            arrays.update({ROW_ARRAY + k: v for k, v in self.row_arrays.items()})
         atomic_write(path, lambda f: np.savez(f, **arrays))  # public: the usual permissions
         return path
 
@@ -173,7 +186,29 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
                          f"this F {F.shape} ({fp[:12]}…): prepare this F")
     body = SymmetricHull(F)
     rnd = _rounding(z, body, path) if bool(z.get("has_rounding", False)) else None
-    return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd)
+    rows, arrays = _rows(z, path)
+    return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays)
+
+
+def _rows(z: dict[str, NDArray[Any]], path: Path) -> tuple[dict[str, Any], dict[str, NDArray[np.float64]]]:
+    """The saved rows of recommend (checked: a JSON object of rows, each with a finite positive
+    ε-free rms) and their arrays (finite)."""
+    damaged = ValueError(f"prepared: {str(path)!r} is damaged (its recommend rows cannot be read)")
+    arrays = {k[len(ROW_ARRAY):]: np.asarray(v, dtype=np.float64) for k, v in z.items() if k.startswith(ROW_ARRAY)}
+    if "recommend_rows" not in z:
+        if arrays:
+            raise damaged
+        return {}, {}
+    try:
+        rows = json.loads(str(z["recommend_rows"]))
+        ok = (isinstance(rows, dict) and isinstance(rows.get("options"), dict) and isinstance(rows.get("rows"), dict)
+              and all(isinstance(r, dict) and isinstance(r.get("unit_rms"), float) and 0.0 < r["unit_rms"] < np.inf
+                      for r in rows["rows"].values()))
+    except (ValueError, TypeError):
+        raise damaged from None
+    if not ok or not all(np.all(np.isfinite(a)) for a in arrays.values()):
+        raise damaged
+    return rows, arrays
 
 
 def check_prepared(prepared: Any, F: NDArray[np.float64], name: str = "prepared") -> SymmetricHull:
