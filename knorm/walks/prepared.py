@@ -190,6 +190,14 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
     return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays)
 
 
+def _row_ok(r: Any) -> bool:
+    """A kept row of recommend: finite rms·ε > 0, stderr·ε >= 0, its flags, texts and parameters."""
+    return (isinstance(r, dict) and isinstance(r.get("unit_rms"), float) and 0.0 < r["unit_rms"] < np.inf
+            and isinstance(r.get("unit_stderr"), float) and 0.0 <= r["unit_stderr"] < np.inf
+            and isinstance(r.get("exact"), bool) and isinstance(r.get("method"), str)
+            and isinstance(r.get("notion"), str) and isinstance(r.get("params"), dict))
+
+
 def _rows(z: dict[str, NDArray[Any]], path: Path) -> tuple[dict[str, Any], dict[str, NDArray[np.float64]]]:
     """The saved rows of recommend (checked: a JSON object of rows, each with a finite positive
     ε-free rms) and their arrays (finite)."""
@@ -202,8 +210,7 @@ def _rows(z: dict[str, NDArray[Any]], path: Path) -> tuple[dict[str, Any], dict[
     try:
         rows = json.loads(str(z["recommend_rows"]))
         ok = (isinstance(rows, dict) and isinstance(rows.get("options"), dict) and isinstance(rows.get("rows"), dict)
-              and all(isinstance(r, dict) and isinstance(r.get("unit_rms"), float) and 0.0 < r["unit_rms"] < np.inf
-                      for r in rows["rows"].values()))
+              and all(_row_ok(r) for r in rows["rows"].values()))
     except (ValueError, TypeError):
         raise damaged from None
     if not ok or not all(np.all(np.isfinite(a)) for a in arrays.values()):

@@ -111,6 +111,23 @@ def test_stale_or_foreign_files_are_refused(saved, tmp_path, monkeypatch):
     for key, value in bad.items():
         with pytest.raises(ValueError, match="damaged"):
             load_prepared(_rewrite(path, tmp_path / f"d-{key}.knorm", **{key: value}), F)
+    # recommend's kept rows: not JSON, a non-positive rms, a missing field, a non-finite Θ
+    import json
+
+    good = {"options": {"n_samples": 10, "walk": "billiard", "mc_seed": 0},
+            "rows": {"identity": {"unit_rms": 2.0, "unit_stderr": 0.0, "exact": True, "method": "m",
+                                  "notion": "pure ε-DP", "params": {}}}}
+    ok = load_prepared(_rewrite(path, tmp_path / "r-ok.knorm", recommend_rows=np.array(json.dumps(good))), F)
+    assert ok.rows == good
+    bad_rows = [np.array("{"), np.array(json.dumps({**good, "rows": {"identity": {**good["rows"]["identity"],
+                                                                                   "unit_rms": -1.0}}})),
+                np.array(json.dumps({**good, "rows": {"identity": {"unit_rms": 2.0}}}))]
+    for i, value in enumerate(bad_rows):
+        with pytest.raises(ValueError, match="damaged"):
+            load_prepared(_rewrite(path, tmp_path / f"r-{i}.knorm", recommend_rows=value), F)
+    with pytest.raises(ValueError, match="damaged"):
+        load_prepared(_rewrite(path, tmp_path / "r-t.knorm", recommend_rows=np.array(json.dumps(good)),
+                               **{P.ROW_ARRAY + "p-identity.theta": np.full((1, 3), np.inf)}), F)
     monkeypatch.setattr(knorm, "__version__", "9.9.9")  # this knorm is newer than the file
     with pytest.raises(ValueError, match="prepare it again"):
         load_prepared(path, F)
