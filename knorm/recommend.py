@@ -295,7 +295,7 @@ class _Builder:
         self.nim_levels, self.nim_plan = None, None
         self.key = {"n_samples": int(n_samples), "walk": str(walk), "mc_seed": int(mc_seed)}  # what the rows depend on
         stored = None if prepared is None else prepared.rows
-        self.stored: dict[str, Any] = stored["rows"] if stored and stored.get("options") == self.key else {}
+        self.stored = stored["rows"] if stored and stored.get("options") == self.key else {}
 
     def from_stored(self, name):
         """The row kept in the prepared workload (ε-free: ``rms·ε``), at this ε."""

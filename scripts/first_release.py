@@ -2,7 +2,7 @@
 
 For each checkout given (this one by default), in a fresh process each, alternating:
 the body of ``knorm.workloads.marginals(shape, 2)`` with its rows shuffled (as a user's
-file might hold them), its rounding, and the first release of a fresh
+file might hold them; ``--order`` seeds the shuffle), its rounding, and the first release of a fresh
 ``KNormMechanism(F, epsilon=1, rng=0)`` (warm-up and one certified run that banks 1000
 draws). Prints one line per run: rounding seconds (wall, CPU), iterations and eigenvalue
 spread, the first run's steps, thinning, pivots per step and min ESS, and the total.
@@ -41,7 +41,9 @@ if dask:
 else:
     pool = workers
 F = W.marginals(shape, 2)
-F = F[np.random.default_rng(1).permutation(F.shape[0])]
+order = int(sys.argv[5])
+if order:
+    F = F[np.random.default_rng(order).permutation(F.shape[0])]
 t0, c0 = time.perf_counter(), time.process_time()
 K = SymmetricHull(F)
 rnd = rounding_of(K, pool)
@@ -67,6 +69,8 @@ if __name__ == "__main__":
                    help="knorm checkouts to compare (each imported from its own directory)")
     p.add_argument("--repeat", type=int, default=1, help="rounds over the checkouts")
     p.add_argument("--workers", type=int, nargs="+", default=[2], help="worker counts to run in turn (default 2)")
+    p.add_argument("--order", type=int, default=1,
+                   help="seed of the rows' shuffle (default 1; 0: the rows as knorm.workloads.marginals builds them)")
     p.add_argument("--dask", action="store_true", help="workers are processes of a Dask LocalCluster, not threads")
     a = p.parse_args()
     if any(k < 1 for k in a.shape) or len(a.shape) < 2:
@@ -77,4 +81,4 @@ if __name__ == "__main__":
         for root in a.checkout:
             for w in a.workers:
                 subprocess.run([sys.executable, "-c", CHILD, os.path.abspath(root), ",".join(map(str, a.shape)),
-                                str(w), "dask" if a.dask else "threads"], check=True)
+                                str(w), "dask" if a.dask else "threads", str(a.order)], check=True)

@@ -283,7 +283,32 @@ def test_runs_continue_the_chains_exactly(F):
 def test_warm_up_of_at_least_20_tau_before_the_first_record(F, walk):
     x, info = sample_uniform(F, 100, walk=walk, rng=2, return_info=True)
     assert info.warmup >= 20 * info.extra["tau"]
-    assert info.steps == info.chains * (info.warmup + info.thin * info.draws // info.chains)
+    dropped = 0 if info.extra["pilot_kept"] else info.extra["pilot"]  # a dropped pilot adds steps, no records
+    assert info.steps == info.chains * (info.warmup + dropped + info.thin * info.draws // info.chains)
+
+
+def test_a_pessimistic_tau_plan_is_corrected_by_the_thinning_1_pilot(F, monkeypatch):
+    """The rounding's τ sets the planned thinning; made pessimistic (τ = 3: thinning 2, while the
+    billiard walk's τ here is ≈ 1), the first run's pilot at thinning 1 must reach 0.6 ESS per
+    record, be kept as the start of the pool and certify at thinning 1; with a too optimistic
+    τ nothing is piloted. A walk that mixes slowly at thinning 1 (the ball walk, τ ≫ 2) must
+    drop its pilot: its steps count, its records never enter the pool."""
+    from knorm import Sampler
+    from knorm.walks import sampler as S
+    from knorm.walks.sampler import rounding_of
+
+    K = SymmetricHull(F)
+    rnd = rounding_of(K)
+    monkeypatch.setattr(rnd, "tau", 3.0)
+    assert S.thinning_for(3.0) == 2
+    x, info = Sampler(K, rng=5, min_draws=800).run(400)
+    assert info.extra["pilot"] == 26 and info.extra["pilot_kept"]  # 100 records per chain: a quarter, made even
+    assert info.thin == 1 and info.converged and info.steps == info.chains * (info.warmup + info.draws // 8)
+    monkeypatch.setattr(rnd, "tau", 1.0)
+    _, info = Sampler(K, rng=5, min_draws=800).run(400)
+    assert info.extra["pilot"] == 0 and info.thin == 1
+    _, info = Sampler(K, walk="ball", rng=5, min_draws=800).run(400)
+    assert info.extra["pilot"] > 0 and not info.extra["pilot_kept"] and info.thin > 1
 
 
 def test_released_draws_never_repeat_though_the_pool_does():
