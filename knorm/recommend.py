@@ -297,9 +297,29 @@ class _Builder:
         stored = None if prepared is None else prepared.rows
         self.stored = stored["rows"] if stored and stored.get("options") == self.key else {}
 
-    def from_stored(self, name):
-        """The row kept in the prepared workload (ε-free: ``rms·ε``), at this ε."""
+    def usable(self, name):
+        """Whether the prepared workload holds ``name``'s row and what rebuilding its mechanism
+        needs (and p-Identity is not capped off by ``p_identity_max_n``, as a fresh row would be)."""
+        if name not in self.stored or name == "gaussian":
+            return False
+        params = self.stored[name]["params"]
+        if name == "hierarchical":
+            return "branching" in params and "root" in params
+        if name == "p-identity":
+            theta = self.prepared.row_arrays.get("p-identity.theta")
+            capped = self.p_identity_max_n is not None and self.n > self.p_identity_max_n
+            return not capped and theta is not None and theta.shape == (params.get("p"), self.n)
+        return True
+
+    def from_stored(self, name, table):
+        """The row kept in the prepared workload (ε-free: ``rms·ε``), at this ε; a one-level NIM
+        row is K-norm's when the table has one (as when it is computed)."""
         u = self.stored[name]
+        knorm_row = table.get("knorm")
+        if name == "nim" and u["params"].get("levels") == 1 and knorm_row is not None and knorm_row.rms is not None:
+            return ErrorRow("nim", knorm_row.rms, knorm_row.stderr, knorm_row.exact,
+                            "its plan has one level: the K-norm mechanism (K-norm's row) (prepared)", "pure ε-DP",
+                            self.d)
         with np.errstate(over="ignore", under="ignore"):
             rms, se = np.float64(u["unit_rms"]) / self.epsilon, np.float64(u["unit_stderr"]) / self.epsilon
         row = self.row(name, rms, se if np.isfinite(se) else 0.0, u["exact"],
@@ -328,21 +348,23 @@ class _Builder:
         elif name == "p-identity" and isinstance(m, PIdentityMechanism):
             entry["params"] = {"p": int(m.p)}
             self.prepared.row_arrays["p-identity.theta"] = m.theta
+        elif name == "nim" and self.nim_levels is not None:
+            entry["params"] = {"levels": int(self.nim_levels)}
         rows["rows"][name] = entry
         self.stored = rows["rows"]
 
     def rebuild(self, name):
         """The mechanism of a row taken from the prepared workload, from its kept parameters
         (a searched strategy is not searched again), with the caller's rng and accountant."""
-        params = self.stored[name]["params"]
-        if name == "hierarchical" and params:
+        params = self.stored[name]["params"]  # complete: usable(name) was checked
+        if name == "hierarchical":
             return HierarchicalMechanism(self.strategy_F, branching=params["branching"], root=params["root"],
                                          **self.common)
-        theta = self.prepared.row_arrays.get("p-identity.theta")
-        if name == "p-identity" and params and theta is not None:
-            return PIdentityMechanism(self.strategy_F, theta=theta, **self.common)
-        getattr(self, name.replace("-", "_"))()  # laplace, identity: cheap to build again
-        return self.last
+        if name == "p-identity":
+            return PIdentityMechanism(self.strategy_F, theta=self.prepared.row_arrays["p-identity.theta"],
+                                      **self.common)
+        return {"laplace": LaplaceMechanism, "identity": IdentityMechanism}[name](
+            self.F if name == "laplace" else self.strategy_F, **self.common)  # cheap to build again
 
     def row(self, name, rms, stderr, exact, method, notion="pure ε-DP"):
         """A ranked row; a ValueError (the row is skipped with it) where rms leaves float64."""
@@ -562,10 +584,10 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     t0 = time.perf_counter()
     for name in sorted(names, key=lambda k: costs[k][0]):  # cheapest first (stable: CANDIDATES order)
         seconds, nbytes = b.cost(name)  # again: K-norm's rank is known once its body is built
-        if name in b.stored and name != "gaussian":
+        if b.usable(name):
             t = time.perf_counter()
             try:
-                row = b.from_stored(name)
+                row = b.from_stored(name, table)
             except ValueError as exc:  # leaves float64 at this ε
                 row = b.skipped(name, _one_line(exc))
             table[name] = replace(row, seconds=time.perf_counter() - t)
@@ -618,7 +640,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     elif best == "nim":  # the table's plan (a function of F), fresh levels with the caller's rng
         mech = (NIMechanism(W, **options, **b.common, plan_of=b.nim_plan) if b.nim_plan is not None else
                 NIMechanism(W, **options, **b.common, prepared=prepared))  # a prepared row: the plan searched again
-    elif best in b.stored:
+    elif b.usable(best):
         mech = b.rebuild(best)
     else:  # an exact row whose mechanism was not kept: built again (never K-norm or NIM: handled above)
         getattr(b, best.replace("-", "_"))()

@@ -454,6 +454,30 @@ def test_p_identity_with_a_given_theta():
     assert g.sensitivity == pytest.approx(1.0)
     for bad, p, match in ((np.ones((2, 15)), None, "theta must have shape"), (-np.ones((1, 16)), None, "theta must hold"),
                           (np.full((1, 16), np.nan), None, "theta must hold"),
-                          (np.ones((2, 16)), 1, r"shape \(1, 16\)"), ([["a"] * 16], None, "theta must be real")):
+                          (np.ones((2, 16)), 1, r"shape \(1, 16\)"), ([["a"] * 16], None, "theta must be real"),
+                          (np.ones((1, 16), bool), None, "dtype bool"), (np.full((2, 16), 1e308), None, "column sums")):
         with pytest.raises(ValueError, match=match):
             PIdentityMechanism(F, epsilon=1.0, theta=bad, p=p)
+
+
+def test_prepared_rows_follow_the_rules_a_fresh_table_follows():
+    """A kept row is used only where a fresh call would compute it the same way: p-Identity capped
+    off by ``p_identity_max_n`` is skipped as in a fresh call (never a kept row without its Θ),
+    and a one-level NIM row kept from a call without K-norm becomes K-norm's row once K-norm is
+    in the table (so NIM never beats K-norm by Monte Carlo noise)."""
+    from knorm import prepare
+
+    F = W.prefix(16)
+    P = prepare(F)
+    recommend(F, epsilon=1.0, prepared=P, candidates=["identity", "p-identity"])
+    capped = recommend(F, epsilon=1.0, prepared=P, candidates=["identity", "p-identity"], p_identity_max_n=8)
+    assert capped.table["p-identity"].rms is None and "p_identity_max_n" in capped.table["p-identity"].skipped
+    assert capped.best == "identity" and isinstance(capped.mechanism, IdentityMechanism)
+
+    G = W.marginals((2, 2, 3), 2)
+    Q = prepare(G)
+    alone = recommend(G, epsilon=1.0, prepared=Q, n_samples=300, candidates=["nim"])
+    both = recommend(G, epsilon=1.0, prepared=Q, n_samples=300, candidates=["knorm", "nim"])
+    assert Q.rows["rows"]["nim"]["params"] == {"levels": 1}
+    assert both.table["nim"].rms == both.table["knorm"].rms and both.best == "knorm"
+    assert alone.table["nim"].rms != both.table["knorm"].rms  # its own Monte Carlo: the rule mattered

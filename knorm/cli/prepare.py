@@ -39,7 +39,10 @@ def cmd_prepare(args):
     if args.recommend:  # the table's rows, ε-free, kept in the file (the mechanism it builds draws nothing)
         from ..recommend import recommend
 
-        table = recommend(F, epsilon=1.0, prepared=w, workers=args.workers).table
+        try:
+            table = recommend(F, epsilon=1.0, prepared=w, workers=args.workers).table
+        except ValueError as exc:
+            raise CLIError(f"--recommend: {exc}".splitlines()[0]) from None
         rows = [k for k, r in table.items() if r.rms is not None and k in w.rows.get("rows", {})]
         w.save(out)
     summary = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "dim": int(w.body.dim),
@@ -75,7 +78,8 @@ def add_parser(sub):
     s.add_argument("--recommend", action="store_true",
                    help="also compute knorm.recommend's table (each mechanism's expected error, ε-free: a function "
                         "of F and fixed seeds) and keep it in the file, so that knorm sample --mechanism auto "
-                        "--prepared FILE chooses without computing it again")
+                        "--prepared FILE takes the table from it (a chosen multi-level NIM still searches its "
+                        "plan again)")
     s.add_argument("--json", action="store_true", help="print a machine-readable summary")
     s.add_argument("--quiet", action="store_true", help="no progress bar and no summary (unless --json)")
     _add_workers(s)

@@ -589,13 +589,20 @@ def _check_starts(starts: int | None, n: int) -> int:
 
 
 def _check_theta(theta: ArrayLike, n: int, p: int | None) -> NDArray[np.float64]:
-    """A given Θ: finite, >= 0, shape (p, n) (p as given, if given)."""
-    t = as_real_array("theta", theta).astype(np.float64)
+    """A given Θ: real (not bool), finite, >= 0, shape (p, n) (p as given, if given), with a finite
+    column scaling ``1 + 1ᵀΘ``."""
+    t = as_real_array("theta", theta)
+    if t.dtype.kind == "b":
+        raise ValueError("theta must be real numbers (a float array), got dtype bool")
+    t = t.astype(np.float64)
     if t.ndim != 2 or t.shape[1] != n or t.shape[0] < 1 or t.shape[0] > n or (p is not None and t.shape[0] != p):
         want = f"({p}, {n})" if p is not None else f"(p, {n}) with 1 <= p <= {n}"
         raise ValueError(f"theta must have shape {want}, got {t.shape}")
     if not np.all(np.isfinite(t)) or np.any(t < 0):
         raise ValueError("theta must hold finite entries >= 0")
+    with np.errstate(over="ignore"):
+        if not np.all(np.isfinite(1.0 + t.sum(axis=0))):
+            raise ValueError("theta's column sums must be finite (its strategy scales columns by 1 + 1ᵀΘ)")
     return np.ascontiguousarray(t, dtype=np.float64)
 
 
@@ -652,7 +659,8 @@ class PIdentityMechanism(_Strategy):
     max(1, n // 16) (HDMM's choice); at most n.
 
     ``theta``: a Θ found before (``m.theta`` of an earlier search on this F, as a prepared workload
-    keeps it for :func:`knorm.recommend`): used as it is, no search (``starts`` 0).
+    keeps it for :func:`knorm.recommend`): used as it is, no search (``starts`` 0; ``maxiter`` and
+    ``starts`` are then not used).
 
     Cost: O(n²p) per L-BFGS-B step, at most ``maxiter`` steps per start, and about 8n² floats of
     memory (the Gram matrix and its working copies): with p = n/16 and one BLAS thread, one start

@@ -186,34 +186,54 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
                          f"this F {F.shape} ({fp[:12]}…): prepare this F")
     body = SymmetricHull(F)
     rnd = _rounding(z, body, path) if bool(z.get("has_rounding", False)) else None
-    rows, arrays = _rows(z, path)
+    rows, arrays = _rows(z, path, int(F.shape[1]))
     return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays)
 
 
-def _row_ok(r: Any) -> bool:
-    """A kept row of recommend: finite rms·ε > 0, stderr·ε >= 0, its flags, texts and parameters."""
-    return (isinstance(r, dict) and isinstance(r.get("unit_rms"), float) and 0.0 < r["unit_rms"] < np.inf
-            and isinstance(r.get("unit_stderr"), float) and 0.0 <= r["unit_stderr"] < np.inf
-            and isinstance(r.get("exact"), bool) and isinstance(r.get("method"), str)
-            and isinstance(r.get("notion"), str) and isinstance(r.get("params"), dict))
+def _is_int(v: Any, low: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low
 
 
-def _rows(z: dict[str, NDArray[Any]], path: Path) -> tuple[dict[str, Any], dict[str, NDArray[np.float64]]]:
-    """The saved rows of recommend (checked: a JSON object of rows, each with a finite positive
-    ε-free rms) and their arrays (finite)."""
+def _row_ok(name: Any, r: Any, arrays: dict[str, NDArray[np.float64]], n: int) -> bool:
+    """A kept row of recommend: finite rms·ε > 0, stderr·ε >= 0, its flags and texts, and the
+    parameters its mechanism is rebuilt from (a hierarchy's branching; p-Identity's p with a
+    Θ of shape (p, n), finite, >= 0; NIM's level count)."""
+    if not (isinstance(name, str) and isinstance(r, dict) and isinstance(r.get("unit_rms"), float)
+            and 0.0 < r["unit_rms"] < np.inf and isinstance(r.get("unit_stderr"), float)
+            and 0.0 <= r["unit_stderr"] < np.inf and isinstance(r.get("exact"), bool)
+            and isinstance(r.get("method"), str) and isinstance(r.get("notion"), str)
+            and isinstance(r.get("params"), dict)):
+        return False
+    params = r["params"]
+    if name == "hierarchical" and params:
+        return _is_int(params.get("branching"), 2) and isinstance(params.get("root"), bool)
+    if name == "p-identity" and params:
+        theta = arrays.get("p-identity.theta")
+        return (_is_int(params.get("p"), 1) and theta is not None and theta.shape == (params["p"], n)
+                and bool(np.all(theta >= 0.0)))
+    if name == "nim" and params:
+        return _is_int(params.get("levels"), 1)
+    return True
+
+
+def _rows(z: dict[str, NDArray[Any]], path: Path, n: int) -> tuple[dict[str, Any], dict[str, NDArray[np.float64]]]:
+    """The saved rows of recommend (checked: :func:`_row_ok`) and their arrays (real, finite)."""
     damaged = ValueError(f"prepared: {str(path)!r} is damaged (its recommend rows cannot be read)")
-    arrays = {k[len(ROW_ARRAY):]: np.asarray(v, dtype=np.float64) for k, v in z.items() if k.startswith(ROW_ARRAY)}
+    saved = {k[len(ROW_ARRAY):]: v for k, v in z.items() if k.startswith(ROW_ARRAY)}
     if "recommend_rows" not in z:
-        if arrays:
+        if saved:
             raise damaged
         return {}, {}
+    if not all(v.dtype.kind in "iuf" and np.all(np.isfinite(v)) for v in saved.values()):
+        raise damaged
+    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in saved.items()}
     try:
         rows = json.loads(str(z["recommend_rows"]))
         ok = (isinstance(rows, dict) and isinstance(rows.get("options"), dict) and isinstance(rows.get("rows"), dict)
-              and all(_row_ok(r) for r in rows["rows"].values()))
+              and all(_row_ok(k, r, arrays, n) for k, r in rows["rows"].items()))
     except (ValueError, TypeError):
         raise damaged from None
-    if not ok or not all(np.all(np.isfinite(a)) for a in arrays.values()):
+    if not ok:
         raise damaged
     return rows, arrays
 

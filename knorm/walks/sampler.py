@@ -223,9 +223,9 @@ class Sampler:
 
     **Records.** A run keeps every ``thin``-th state (:func:`thinning_for`, 0.6 ESS per
     record under AR(1)), ``max(2·size, min_draws)`` records in all (an even number per
-    chain). Where τ plans ``thin > 1`` the first run first tries thinning 1 on a quarter of
-    its pool and keeps it if that reaches 0.6 ESS per record on the ambient coordinates
-    (:meth:`_pilot`: the rounding's τ is an overestimate). Steps are counted, never accepted moves: the ball walk's jump chain (accepted
+    chain). Where the rounding's τ plans ``thin > 1`` the first run first tries thinning 1 on
+    a quarter of its pool and keeps it if that reaches 0.6 ESS per record on the ambient
+    coordinates (:meth:`_pilot`: the rounding's τ is an overestimate). Steps are counted, never accepted moves: the ball walk's jump chain (accepted
     moves only) has stationary density ∝ the acceptance probability, not uniform.
 
     **Certification.** Min bulk ESS ≥ records/2 and max split R-hat < 1.01 over the
@@ -283,6 +283,7 @@ class Sampler:
         self.tau: Any = None  # float and int from the first run's warm-up on
         self.thin: Any = None
         self.warm = False
+        self._tau_from_rounding = False  # τ (and the thinning plan) from the rounding: see _pilot
         self._records = 0  # records per chain made so far (all runs, discarded pools included)
         self.last_info: SamplingInfo | None = None
         self._kept: Any = None  # (records, index of the first) of the last run's pool: get_chain
@@ -319,7 +320,8 @@ class Sampler:
         """Measure τ (unless the rounding did) and run ⌈20τ⌉ steps in all; returns steps per chain."""
         cs, walk, r = self.chains, self.walk, self.frame.r
         used = 0
-        if self._warm_start and walk == "billiard":
+        self._tau_from_rounding = self._warm_start and walk == "billiard"
+        if self._tau_from_rounding:
             tau = self.rounding.tau  # chains start from the rounding's states, whose τ was measured there
         else:
             # pilot: the first half is discarded (unless warm-started), the rest estimates τ
@@ -341,7 +343,9 @@ class Sampler:
 
     def _pilot(self, per_chain: int, offset: int) -> tuple[NDArray[np.float64], int, int, int]:
         """Thinning 1 tried on a quarter of the first pool: kept if its ESS per record on the
-        ambient coordinates (the certificate's functionals) reaches TARGET_ESS_FRACTION.
+        ambient coordinates (the certificate's functionals) reaches TARGET_ESS_FRACTION. Only
+        where τ is the rounding's (the warm-started billiard walk; other walks measure τ on
+        their own chains in the warm-up's pilot).
 
         The plan ``thinning_for(τ)`` uses the rounding's τ, the largest over every coordinate and
         the squared radius estimated from few records: an overestimate, and a coin flip at the
@@ -416,13 +420,14 @@ class Sampler:
             for c, st in zip(cs, snap["chains"]):
                 c.load_state_dict(st)
             used, warmup, need, offset = (int(snap[k]) for k in ("used", "warmup", "need", "offset"))
+            pilot, pilot_kept = int(snap.get("pilot", 0)), bool(snap.get("pilot_kept", 0))
             self.tau, self.thin, self.warm = float(snap["tau"]), int(snap["thin"]), True
             draws = np.array(snap["draws"])
             before = float(snap["seconds"])
         else:
             used = warmup = self._warm_up(budget) if not self.warm else 0
             draws, need, offset = np.empty((nchains, 0, r)), per_chain, self._records
-            if warmup and self.thin > 1:
+            if warmup and self.thin > 1 and self._tau_from_rounding:
                 draws, need, offset, pilot = self._pilot(per_chain, offset)
                 used += pilot
                 pilot_kept = draws.shape[1] > 0
@@ -430,7 +435,8 @@ class Sampler:
         def save() -> None:
             if self.checkpoint is not None:
                 self.checkpoint.save(fp, cs, {"used": used, "warmup": warmup, "tau": self.tau, "thin": self.thin,
-                                              "need": need, "offset": offset,
+                                              "need": need, "offset": offset, "pilot": pilot,
+                                              "pilot_kept": int(pilot_kept),
                                               "seconds": before + time.perf_counter() - t0}, draws)
 
         short_runs = 0

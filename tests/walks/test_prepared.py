@@ -121,7 +121,11 @@ def test_stale_or_foreign_files_are_refused(saved, tmp_path, monkeypatch):
     assert ok.rows == good
     bad_rows = [np.array("{"), np.array(json.dumps({**good, "rows": {"identity": {**good["rows"]["identity"],
                                                                                    "unit_rms": -1.0}}})),
-                np.array(json.dumps({**good, "rows": {"identity": {"unit_rms": 2.0}}}))]
+                np.array(json.dumps({**good, "rows": {"identity": {"unit_rms": 2.0}}})),
+                np.array(json.dumps({**good, "rows": {"hierarchical": {**good["rows"]["identity"],
+                                                                       "params": {"x": 1}}}})),
+                np.array(json.dumps({**good, "rows": {"p-identity": {**good["rows"]["identity"],
+                                                                     "params": {"p": 2}}}}))]  # no Θ
     for i, value in enumerate(bad_rows):
         with pytest.raises(ValueError, match="damaged"):
             load_prepared(_rewrite(path, tmp_path / f"r-{i}.knorm", recommend_rows=value), F)

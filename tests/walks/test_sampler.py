@@ -291,10 +291,12 @@ def test_a_pessimistic_tau_plan_is_corrected_by_the_thinning_1_pilot(F, monkeypa
     """The rounding's τ sets the planned thinning; made pessimistic (τ = 3: thinning 2, while the
     billiard walk's τ here is ≈ 1), the first run's pilot at thinning 1 must reach 0.6 ESS per
     record, be kept as the start of the pool and certify at thinning 1; with a too optimistic
-    τ nothing is piloted. A walk that mixes slowly at thinning 1 (the ball walk, τ ≫ 2) must
-    drop its pilot: its steps count, its records never enter the pool."""
+    τ nothing is piloted. Billiard trajectories of a tenth of the default length mix slowly
+    at thinning 1 (τ ≫ 2): that pilot must be dropped (its steps count, its records never enter
+    the pool). Walks that measure τ on their own chains (the ball walk) are never piloted."""
     from knorm import Sampler
     from knorm.walks import sampler as S
+    from knorm.walks.chains import default_params
     from knorm.walks.sampler import rounding_of
 
     K = SymmetricHull(F)
@@ -307,8 +309,39 @@ def test_a_pessimistic_tau_plan_is_corrected_by_the_thinning_1_pilot(F, monkeypa
     monkeypatch.setattr(rnd, "tau", 1.0)
     _, info = Sampler(K, rng=5, min_draws=800).run(400)
     assert info.extra["pilot"] == 0 and info.thin == 1
+    monkeypatch.setattr(rnd, "tau", 3.0)
+    short = default_params("billiard", rnd.frame)
+    short[0] /= 10.0
+    _, info = Sampler(K, rng=5, min_draws=800, params=short).run(400)
+    assert info.extra["pilot"] == 26 and not info.extra["pilot_kept"] and info.thin >= 2
     _, info = Sampler(K, walk="ball", rng=5, min_draws=800).run(400)
-    assert info.extra["pilot"] > 0 and not info.extra["pilot_kept"] and info.thin > 1
+    assert info.extra["pilot"] == 0 and info.thin > 1
+
+
+def test_a_run_with_a_kept_pilot_resumes_bit_for_bit(F, tmp_path, monkeypatch):
+    """Interrupted after its pilot was kept, a checkpointed run resumes to the draws, steps and
+    pilot report of the uninterrupted run (the snapshot holds the pilot's records and flags)."""
+    from knorm import Sampler
+    from knorm.walks.checkpoint import Checkpoint
+    from knorm.walks.sampler import rounding_of
+
+    K = SymmetricHull(F)
+    monkeypatch.setattr(rounding_of(K), "tau", 3.0)
+    ref, rinfo = Sampler(K, rng=5, min_draws=4800).run(2400)
+    assert rinfo.extra["pilot_kept"]
+    calls = [0]
+
+    def stop(done, total):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Sampler(K, rng=5, min_draws=4800, checkpoint=Checkpoint(tmp_path / "ck", every=0.0), progress=stop).run(2400)
+    out, info = Sampler(K, rng=5, min_draws=4800, checkpoint=Checkpoint(tmp_path / "ck", every=0.0, resume=True)
+                        ).run(2400)
+    assert info.extra["resumed"] and np.array_equal(out, ref) and info.steps == rinfo.steps
+    assert (info.extra["pilot"], info.extra["pilot_kept"], info.thin) == (rinfo.extra["pilot"], True, 1)
 
 
 def test_released_draws_never_repeat_though_the_pool_does():
