@@ -132,6 +132,13 @@ def test_stale_or_foreign_files_are_refused(saved, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="damaged"):
         load_prepared(_rewrite(path, tmp_path / "r-t.knorm", recommend_rows=np.array(json.dumps(good)),
                                **{P.ROW_ARRAY + "p-identity.theta": np.full((1, 3), np.inf)}), F)
+    # a rounding map whose determinant underflows float64 (as at rank ≈ 200) is not singular
+    tiny = w.rounding.T * 1e-25
+    assert np.linalg.det(tiny) == 0.0
+    small = load_prepared(_rewrite(path, tmp_path / "tiny.knorm", T=tiny), F)
+    assert np.array_equal(small.rounding.T, tiny)
+    with pytest.raises(ValueError, match="damaged"):  # a singular one is
+        load_prepared(_rewrite(path, tmp_path / "sing.knorm", T=np.zeros_like(tiny)), F)
     monkeypatch.setattr(knorm, "__version__", "9.9.9")  # this knorm is newer than the file
     with pytest.raises(ValueError, match="prepare it again"):
         load_prepared(path, F)
