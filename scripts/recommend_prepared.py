@@ -32,6 +32,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", type=int, nargs="+", default=[2, 3, 4, 5, 6], help="attribute sizes")
     p.add_argument("--epsilon", type=float, default=0.5, help="ε of the second call (the first is at 1)")
+    p.add_argument("--keep", default=None, help="also keep the prepared file here (a .knorm path)")
     a = p.parse_args()
     F = W.marginals(tuple(a.shape), 2)
     F = F[np.random.default_rng(1).permutation(F.shape[0])]
@@ -41,7 +42,7 @@ if __name__ == "__main__":
     rows = ", ".join(f"{k} {r.seconds:.1f}" for k, r in first.table.items() if r.seconds is not None)
     print(f"  first recommend {w:.1f} s (cpu {c:.1f}); best {first.best}; row seconds: {rows}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        path = P.save(os.path.join(tmp, "w.knorm"))
+        path = P.save(a.keep or os.path.join(tmp, "w.knorm"))
         size = os.path.getsize(path)
         Q, w, c = timed(lambda: knorm.load_prepared(path, F))
         print(f"  file {size / 2**20:.1f} MiB; load {w:.2f} s (cpu {c:.2f})", flush=True)
