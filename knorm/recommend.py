@@ -315,16 +315,22 @@ class _Builder:
         """The row kept in the prepared workload (ε-free: ``rms·ε``), at this ε; a one-level NIM
         row is K-norm's when the table has one (as when it is computed)."""
         u = self.stored[name]
-        knorm_row = table.get("knorm")
-        if name == "nim" and u["params"].get("levels") == 1 and knorm_row is not None and knorm_row.rms is not None:
-            return ErrorRow("nim", knorm_row.rms, knorm_row.stderr, knorm_row.exact,
-                            "its plan has one level: the K-norm mechanism (K-norm's row) (prepared)", "pure ε-DP",
-                            self.d)
+        if name == "nim" and u["params"].get("levels") == 1:
+            row = self.nim_as_knorm(table.get("knorm"), " (prepared)")
+            if row is not None:
+                return row
         with np.errstate(over="ignore", under="ignore"):
             rms, se = np.float64(u["unit_rms"]) / self.epsilon, np.float64(u["unit_stderr"]) / self.epsilon
         row = self.row(name, rms, se if np.isfinite(se) else 0.0, u["exact"],
                        f"{u['method']} (prepared)", u["notion"])
         return row
+
+    def nim_as_knorm(self, knorm_row, note=""):
+        """A one-level NIM **is** K-norm: its row is K-norm's, when the table has one (else None)."""
+        if knorm_row is None or knorm_row.rms is None:
+            return None
+        return ErrorRow("nim", knorm_row.rms, knorm_row.stderr, knorm_row.exact,
+                        "its plan has one level: the K-norm mechanism (K-norm's row)" + note, "pure ε-DP", self.d)
 
     def store(self, name, row):
         """Keep a computed pure ε-DP row in the prepared workload (ε-free), with what rebuilding
@@ -354,17 +360,14 @@ class _Builder:
         self.stored = rows["rows"]
 
     def rebuild(self, name):
-        """The mechanism of a row taken from the prepared workload, from its kept parameters
-        (a searched strategy is not searched again), with the caller's rng and accountant."""
+        """The searched strategy of a row taken from the prepared workload (``hierarchical``,
+        ``p-identity``), from its kept parameters, not searched again; with the caller's rng and
+        accountant."""
         params = self.stored[name]["params"]  # complete: usable(name) was checked
         if name == "hierarchical":
             return HierarchicalMechanism(self.strategy_F, branching=params["branching"], root=params["root"],
                                          **self.common)
-        if name == "p-identity":
-            return PIdentityMechanism(self.strategy_F, theta=self.prepared.row_arrays["p-identity.theta"],
-                                      **self.common)
-        return {"laplace": LaplaceMechanism, "identity": IdentityMechanism}[name](
-            self.F if name == "laplace" else self.strategy_F, **self.common)  # cheap to build again
+        return PIdentityMechanism(self.strategy_F, theta=self.prepared.row_arrays["p-identity.theta"], **self.common)
 
     def row(self, name, rms, stderr, exact, method, notion="pure ε-DP"):
         """A ranked row; a ValueError (the row is skipped with it) where rms leaves float64."""
@@ -469,9 +472,9 @@ class _Builder:
         if self.body is None:
             self.body = m._stages[0].body
         if len(m.levels) == 1:
-            if knorm_row is not None and knorm_row.rms is not None:
-                return ErrorRow("nim", knorm_row.rms, knorm_row.stderr, knorm_row.exact,
-                                "its plan has one level: the K-norm mechanism (K-norm's row)", "pure ε-DP", self.d)
+            row = self.nim_as_knorm(knorm_row)
+            if row is not None:
+                return row
         if all(lv.exact_covariance for lv in m.levels):
             return self.row("nim", m.predicted_error, 0.0, True,
                             f"exact: √Σ c_i/ε_i², {len(m.levels)} level(s) {[lv.dim for lv in m.levels]}")
@@ -640,7 +643,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     elif best == "nim":  # the table's plan (a function of F), fresh levels with the caller's rng
         mech = (NIMechanism(W, **options, **b.common, plan_of=b.nim_plan) if b.nim_plan is not None else
                 NIMechanism(W, **options, **b.common, prepared=prepared))  # a prepared row: the plan searched again
-    elif b.usable(best):
+    elif best in ("hierarchical", "p-identity") and b.usable(best):
         mech = b.rebuild(best)
     else:  # an exact row whose mechanism was not kept: built again (never K-norm or NIM: handled above)
         getattr(b, best.replace("-", "_"))()

@@ -58,7 +58,8 @@ def cmd_prepare(args):
         if rows:
             how += f"; recommend's rows {', '.join(rows)}"
         print(f"knorm prepare: {label}, rank {w.body.dim}; {how}; {summary['seconds']:.2f} s")
-        print(f"wrote {out} (public: F's fingerprint, the rounding" + (" and recommend's rows" if rows else "") + ": functions of F only; no data, no noise); "
+        what = "F's fingerprint, the rounding" + (" and recommend's rows" if rows else "")
+        print(f"wrote {out} (public: {what}: functions of F only; no data, no noise); "
               "use it with knorm sample --prepared (and --mechanism auto, with --recommend)")
     return 0
 

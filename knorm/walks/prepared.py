@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._io import atomic_write
+from .._validate import is_int
 from ..body.hull import SymmetricHull, validate_matrix
 from .checkpoint import fingerprint
 from .rounding import Rounding
@@ -197,10 +198,6 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
     return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays)
 
 
-def _is_int(v: Any, low: int) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-
 def _row_ok(name: Any, r: Any, arrays: dict[str, NDArray[np.float64]], n: int) -> bool:
     """A kept row of recommend: finite rms·ε > 0, stderr·ε >= 0, its flags and texts, and the
     parameters its mechanism is rebuilt from (a hierarchy's branching; p-Identity's p with a
@@ -213,13 +210,13 @@ def _row_ok(name: Any, r: Any, arrays: dict[str, NDArray[np.float64]], n: int) -
         return False
     params = r["params"]
     if name == "hierarchical" and params:
-        return _is_int(params.get("branching"), 2) and isinstance(params.get("root"), bool)
+        return is_int(params.get("branching")) and params["branching"] >= 2 and isinstance(params.get("root"), bool)
     if name == "p-identity" and params:
         theta = arrays.get("p-identity.theta")
-        return (_is_int(params.get("p"), 1) and theta is not None and theta.shape == (params["p"], n)
+        return (is_int(params.get("p")) and params["p"] >= 1 and theta is not None and theta.shape == (params["p"], n)
                 and bool(np.all(theta >= 0.0)))
     if name == "nim" and params:
-        return _is_int(params.get("levels"), 1)
+        return is_int(params.get("levels")) and params["levels"] >= 1
     return True
 
 

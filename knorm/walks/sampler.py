@@ -225,8 +225,9 @@ class Sampler:
     record under AR(1)), ``max(2·size, min_draws)`` records in all (an even number per
     chain). Where the rounding's τ plans ``thin > 1`` the first run first tries thinning 1 on
     a quarter of its pool and keeps it if that reaches 0.6 ESS per record on the ambient
-    coordinates (:meth:`_pilot`: the rounding's τ is an overestimate). Steps are counted, never accepted moves: the ball walk's jump chain (accepted
-    moves only) has stationary density ∝ the acceptance probability, not uniform.
+    coordinates (:meth:`_pilot`: the rounding's τ is an overestimate). Steps are counted,
+    never accepted moves: the ball walk's jump chain (accepted moves only) has stationary
+    density ∝ the acceptance probability, not uniform.
 
     **Certification.** Min bulk ESS ≥ records/2 and max split R-hat < 1.01 over the
     ambient coordinates of the pool, and at most 1% of the candidates dropped as repeats
