@@ -376,6 +376,8 @@ class PrivacyClaim:
             s += " (exact sampling"
         else:
             s += " (approximate: MCMC sampling" + ("" if self.certified else ", UNCERTIFIED run accepted")
+            if self.details.get("stationary_start"):  # what a release from a certified body rests on
+                s += f", {self.details['stationary_start']}"
         s += f"; neighbours {self.neighbours})"
         if self.composition:
             s += f"; {self.composition}"

@@ -17,6 +17,8 @@ def cmd_info(args):
     from ..recommend import CANDIDATES, recommend
 
     F, label = load_workload(args)  # info never reads data: every number below depends on F only
+    if getattr(args, "prepared", None):
+        return _prepared_info(args, F, label)
     K = SymmetricHull(F)
     eps = args.epsilon
     facts = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "rank": K.dim,
@@ -68,6 +70,35 @@ def cmd_info(args):
     return 0
 
 
+def _prepared_info(args, F, label):
+    """``knorm info --prepared FILE``: what the file holds (checked as a release would load it)."""
+    from .prepare import load_prepared_option
+
+    w = load_prepared_option(args, F)
+    cert = w.certificate
+    facts = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "rank": int(w.body.dim),
+             "fingerprint": w.fingerprint, "rounding": None if w.rounding is None else
+             {"iterations": w.rounding.iterations, "tau": w.rounding.tau, "eigen_spread": w.rounding.eigen_spread},
+             "certificate": None if cert is None else cert.as_dict(),
+             "states": 0 if w.certified is None else len(w.certified.states),
+             "recommend_rows": sorted(w.rows.get("rows", {}))}
+    if args.json:
+        print(json.dumps(facts, indent=2, ensure_ascii=False))
+        return 0
+    print(f"knorm {__version__}: {label}; prepared file {args.prepared} (public: functions of F and public seeds)")
+    print(f"rank {w.body.dim}; fingerprint {w.fingerprint[:16]}…; " +
+          ("exact structure: no rounding, no MCMC" if w.rounding is None else
+           f"rounding: {w.rounding.iterations} iteration(s), eigenvalue spread {w.rounding.eigen_spread:.2f}"))
+    if cert is not None:
+        print(f"walk {cert.summary()}; {facts['states']} public stationary states")
+        print(f"a release starts at one of them (OS entropy) and runs W = {cert.warmup} steps: approximate (MCMC)")
+    elif w.rounding is not None:
+        print("no certificate: the first release certifies the walk in memory (knorm prepare writes one)")
+    if facts["recommend_rows"]:
+        print(f"recommend's rows: {', '.join(facts['recommend_rows'])}")
+    return 0
+
+
 def add_parser(sub):
     """Add ``knorm info`` to the subparsers ``sub``."""
     i = sub.add_parser("info", help="facts about a workload's body and a recommended mechanism",
@@ -84,6 +115,9 @@ def add_parser(sub):
     i.add_argument("--vollb-max-dim", type=_nonneg_int, default=20,
                    help="estimate VolLB only up to this rank (default 20; 0 skips it)")
     _add_workers(i)
+    i.add_argument("--prepared", metavar="FILE",
+                   help="show what a prepared workload of this F holds (knorm prepare): its rounding, certificate "
+                        "and stationary states, checked as a release loads them; nothing else is computed")
     i.add_argument("--json", action="store_true")
     i.set_defaults(func=cmd_info)
     return i

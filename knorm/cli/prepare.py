@@ -23,16 +23,21 @@ def load_prepared_option(args, F):
 
 
 def cmd_prepare(args):
+    if args.verify:
+        return _verify(args)
+    from ..errors import ConvergenceError
     from ..walks.prepared import prepare
 
+    if not args.out:
+        raise CLIError("--out: give the prepared-workload file to write (or --verify FILE to check one)")
     out = check_output(args.out, args.force, inputs=(args.matrix,), suffixes=(".knorm", ".npz"))
     F, label = load_workload(args)
     progress = Progress(not args.quiet and sys.stderr.isatty(), "prepare")
     t0 = time.perf_counter()
     try:
         w = prepare(F, None if args.recommend else out, workers=args.workers, progress=progress)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
+    except (ValueError, ConvergenceError) as exc:
+        raise CLIError(str(exc).splitlines()[0]) from None
     finally:
         progress.close()
     rows = []
@@ -45,36 +50,69 @@ def cmd_prepare(args):
             raise CLIError(f"--recommend: {exc}".splitlines()[0]) from None
         rows = [k for k, r in table.items() if r.rms is not None and k in w.rows.get("rows", {})]
         w.save(out)
+    cert = w.certificate
     summary = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "dim": int(w.body.dim),
                "fingerprint": w.fingerprint, "rounding": w.rounding is not None,
                "rounding_iterations": None if w.rounding is None else w.rounding.iterations,
                "tau": None if w.rounding is None else w.rounding.tau,
+               "certificate": None if cert is None else cert.as_dict(),
                "recommend_rows": rows, "seconds": time.perf_counter() - t0, "out": str(out)}
     if args.json:
         print(json.dumps(summary, indent=2))
     elif not args.quiet:
-        how = ("exact structure: nothing to round" if w.rounding is None else
-               f"rounded in {w.rounding.iterations} iteration(s), τ = {w.rounding.tau:.2f}")
+        how = ("exact structure: nothing to round or certify" if w.rounding is None else
+               f"rounded in {w.rounding.iterations} iteration(s)")
         if rows:
             how += f"; recommend's rows {', '.join(rows)}"
         print(f"knorm prepare: {label}, rank {w.body.dim}; {how}; {summary['seconds']:.2f} s")
-        what = "F's fingerprint, the rounding" + (" and recommend's rows" if rows else "")
-        print(f"wrote {out} (public: {what}: functions of F only; no data, no noise); "
+        if cert is not None:
+            print(f"walk {cert.summary()}")
+        what = "F's fingerprint, the rounding" + (", the certificate and 64 stationary states" if cert else "") + \
+            (" and recommend's rows" if rows else "")
+        print(f"wrote {out} (public: {what}: functions of F and public seeds only; no data, no noise); "
               "use it with knorm sample --prepared (and --mechanism auto, with --recommend)")
     return 0
+
+
+def _verify(args):
+    """``knorm prepare --verify FILE``: re-run a short certification of someone else's file."""
+    from ..walks.certify import verify
+
+    F, label = load_workload(args)
+    args.prepared = args.verify
+    w = load_prepared_option(args, F)
+    if w.certified is None:
+        raise CLIError(f"--verify: {args.verify!r} holds no certificate (exact structure, or prepared without one)")
+    t0 = time.perf_counter()
+    ok, m = verify(w.body, w.rounding, w.certified, workers=args.workers)
+    m["seconds"] = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps({"workload": label, "passed": ok, **m}, indent=2))
+    else:
+        print(f"knorm prepare --verify: {label}, rank {w.body.dim}; the file's walk {w.certificate.summary()}")
+        print(f"re-run from its states: max R-hat {m['max_rhat']:.4f}, min bulk ESS {m['min_ess']:.0f} of {m['pool']} "
+              f"records, gauge KS p {m['gauge_ks_p']:.3f}, τ {m['tau']:.2f} per step; {m['seconds']:.1f} s: "
+              + ("passed" if ok else "FAILED (" + "; ".join(m["failures"]) + ")"))
+    return 0 if ok else 1
 
 
 def add_parser(sub):
     """Add ``knorm prepare`` to the subparsers ``sub``."""
     s = sub.add_parser("prepare", help="do the work that depends on F only once and save it (for knorm sample "
                                        "--prepared)",
-                       description="Compute the rounding of K = F·B₁ⁿ (a function of F and a fixed public seed) "
-                                   "and save it with F's fingerprint, so that later releases with the same "
-                                   "workload (knorm sample --prepared FILE) skip it. The file is public: it holds "
+                       description="Compute the rounding of K = F·B₁ⁿ and certify the billiard walk on it once "
+                                   "(R-hat, bulk ESS, the gauge's exact law; functions of F and fixed public seeds) "
+                                   "and save them with F's fingerprint and 64 public stationary states, so that "
+                                   "later releases with the same workload (knorm sample --prepared FILE) cost a "
+                                   "warm-up of W steps from one of those states. The file is public: it holds "
                                    "nothing computed from data and no noise.")
     _add_workload(s)
     _add_debug(s, argparse.SUPPRESS)
-    s.add_argument("--out", required=True, help="the prepared-workload file to write (.knorm or .npz)")
+    s.add_argument("--out", help="the prepared-workload file to write (.knorm or .npz)")
+    s.add_argument("--verify", metavar="FILE",
+                   help="instead of preparing, check a prepared file (someone else's) for this workload: load it "
+                        "(thresholds, states inside K) and re-run a short certification from its states; exit 1 "
+                        "if it fails")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     s.add_argument("--recommend", action="store_true",
                    help="also compute knorm.recommend's table (each mechanism's expected error, ε-free: a function "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -12,13 +13,15 @@ from ..privacy import BudgetAccountant
 from .._validate import check_options, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
+from ..walks.certify import StationarySampler, cached_certified, certificate_claim, certified_of
 from ..walks.prepared import PreparedWorkload, check_prepared
-from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory
+from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
                     check_noise_scale, check_size, in_float_range, mc_norm_estimate, scaled)
 
 
 SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "checkpoint")
+PER_RUN_OPTIONS = ("min_draws", "max_steps", "checkpoint")  # options of a per-run certification (Sampler.run)
 
 
 def check_sampler_options(sampler_options: dict[str, Any] | None, name: str = "sampler_options") -> dict[str, Any]:
@@ -44,16 +47,25 @@ class KNormMechanism(Mechanism):
     When K is a linear image of the cross-polytope or the cube (identity, prefix,
     diagonal, any invertible F, boxes) z is drawn exactly and ``privacy.sampling`` is
     "exact"; otherwise z comes from the MCMC engine (``walk``) and the claim is
-    "mcmc-approximate". The mechanism keeps one :class:`~knorm.walks.sampler.Sampler`
-    for its lifetime (``sampler_options`` are its keywords: ``chains``, ``min_draws``,
-    ``max_steps``, ``workers``, ``progress``, ``checkpoint``; walk ``params`` are refused,
-    see :func:`check_sampler_options`): each refill
-    of the bank is one run of at least ``bank_size`` draws that continues the chains
-    (warmed up once, never restarted from a public point), and releases use the draws
-    in the sampler's release order (round-robin over chains, never two neighbours of a
-    chain, never a repeat); every draw is used once. A run that is not certified
-    raises :class:`~knorm.ConvergenceError` and its draws are discarded, unless
-    ``accept_uncertified=True``: then they are used and the claim says UNCERTIFIED.
+    "mcmc-approximate". MCMC draws come from a body whose walk is certified once
+    (docs/design.md §3.5): by the prepared workload's file, or in memory on the first draw
+    (:func:`~knorm.walks.certify.certified_of`: the rounding and one certified run with a
+    public seed, once per body and process). Each draw then comes from a
+    :class:`~knorm.walks.certify.StationarySampler`: chains that start at the certificate's
+    public stationary states (picked with ``rng``) and run its warm-up W before their first
+    record; they continue from release to release. The first refill of the bank draws just
+    what the release needs; later ones at least ``bank_size``. ``sampler_options``:
+    ``chains`` (at most that many release chains), ``workers``, ``progress``; the options
+    of a per-run certification, ``min_draws``, ``max_steps`` and ``checkpoint`` (a
+    resumable long run), select the per-run path instead: one
+    :class:`~knorm.walks.sampler.Sampler` for the mechanism's lifetime, each refill one
+    certified run of at least ``bank_size`` draws that continues its chains. Walk
+    ``params`` are refused (:func:`check_sampler_options`). Either way releases use the
+    draws in release order (round-robin over chains, never two neighbours of a chain, never
+    a repeat) and every draw once. A certification or run that fails raises
+    :class:`~knorm.ConvergenceError` and nothing is released, unless
+    ``accept_uncertified=True``: then the per-run path's draws are used and the claim says
+    UNCERTIFIED.
 
     ``prepared``: a :class:`~knorm.walks.prepared.PreparedWorkload` of this F
     (:func:`knorm.prepare`, :func:`knorm.load_prepared`): its body and rounding are used
@@ -97,17 +109,19 @@ class KNormMechanism(Mechanism):
             self.sampler_options["checkpoint"].bind("K-norm", self.epsilon, walk, self.bank_size,
                                                     self.accept_uncertified)
         check_memory("bank_size", bank_size, self._sampler._pool_bytes(2 * self.bank_size))
+        # the release path: per-run certification when asked for by its options, else a certified body
+        self._per_run = any(k in self.sampler_options for k in PER_RUN_OPTIONS)
+        self._stationary: StationarySampler | None = None
         self._bank = np.empty((0, self.d))
         self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?
 
     def sample_uniform(self, size: int) -> NDArray[np.float64]:
         """``size`` draws of z ~ Uniform(K) (exact or MCMC), ambient coordinates.
 
-        MCMC draws come from the bank, refilled by one run of the mechanism's sampler
-        (:meth:`~knorm.walks.sampler.Sampler.run`; the first ``max(size − banked, bank_size)``
-        of its draws are banked) when it runs short; ``last_info`` holds the diagnostics of
-        that run. Raises :class:`~knorm.ConvergenceError` if the run is not certified
-        (unless ``accept_uncertified``).
+        MCMC draws come from the bank, refilled when it runs short by one run of the
+        release sampler (:meth:`_refill`); ``last_info`` holds the diagnostics of that
+        run. Raises :class:`~knorm.ConvergenceError` if the body's walk (or, on the
+        per-run path, the run) is not certified (unless ``accept_uncertified``).
         """
         size = positive_int("size", size)
         check_memory("size", size, 8 * size * (self.d + self.dim) * 4)
@@ -115,23 +129,55 @@ class KNormMechanism(Mechanism):
             self.last_info = None
             return self.body.to_ambient(self.structure.sample_frame(size, self._rng))
         if len(self._bank) < size:
-            want = max(size - len(self._bank), self.bank_size)
-            fresh, info = self._sampler.run(want)
-            self.last_info = info
-            if not info.converged:
-                if not self.accept_uncertified:
-                    raise ConvergenceError(
-                        f"K-norm sampler run ({self.walk}) not certified: min bulk ESS {info.min_ess:.0f} of "
-                        f"{info.draws} draws, max R-hat {info.max_rhat:.4f}, {info.extra['repeats_dropped']} repeats "
-                        "dropped; raise sampler_options['max_steps'], use another walk, or pass "
-                        "accept_uncertified=True (the claim then says UNCERTIFIED)")
-            self._bank = np.vstack([self._bank, fresh[:want]])  # the few extra draws are never used
-            self._bank_certified = np.concatenate([self._bank_certified, np.full(want, info.converged)])
+            self._refill(size - len(self._bank))
         z, self._bank = self._bank[:size], self._bank[size:]
         if not np.all(self._bank_certified[:size]):
             self._certified = False  # the claim says UNCERTIFIED (until reset(); banked draws keep their flag)
         self._bank_certified = self._bank_certified[size:]
         return z
+
+    def _release_sampler(self) -> StationarySampler | None:
+        """The stationary sampler of the certified body (certified in memory on first use),
+        or None on the per-run path (asked for, or an uncertifiable body with ``accept_uncertified``)."""
+        if self._per_run or self._stationary is not None:
+            return self._stationary
+        opts = self.sampler_options
+        certified = cached_certified(self.body, self.walk)
+        if certified is None:
+            try:
+                certified = certified_of(self.body, self.walk, opts.get("workers"), opts.get("progress"))
+            except ConvergenceError:
+                if not self.accept_uncertified:
+                    raise
+                self._per_run = True  # the per-run path's runs say whether they passed
+                return None
+        self._stationary = StationarySampler(self.body, rounding_of(self.body), certified, rng=self._rng,
+                                             chains=opts.get("chains"), workers=opts.get("workers"),
+                                             progress=opts.get("progress"))
+        self._claim = replace(self._claim, details={**self._claim.details,
+                                                    "stationary_start": certificate_claim(certified.certificate)})
+        return self._stationary
+
+    def _refill(self, short: int) -> None:
+        """Bank at least ``short`` more draws: from the stationary sampler (the first refill
+        exactly ``short``: a first release costs one warm-up; later ones at least
+        ``bank_size``), or from one per-run certified run of at least ``bank_size``."""
+        stationary = self._release_sampler()
+        if stationary is not None:
+            want = short if not stationary.chains else max(short, self.bank_size)
+            fresh, info = stationary.run(want)
+        else:
+            want = max(short, self.bank_size)
+            fresh, info = self._sampler.run(want)
+        self.last_info = info
+        if not info.converged and not self.accept_uncertified:
+            raise ConvergenceError(
+                f"K-norm sampler run ({self.walk}) not certified: min bulk ESS {info.min_ess:.0f} of "
+                f"{info.draws} draws, max R-hat {info.max_rhat:.4f}, {info.extra['repeats_dropped']} repeats "
+                "dropped; raise sampler_options['max_steps'], use another walk, or pass "
+                "accept_uncertified=True (the claim then says UNCERTIFIED)")
+        self._bank = np.vstack([self._bank, fresh[:want]])  # the few extra draws are never used
+        self._bank_certified = np.concatenate([self._bank_certified, np.full(want, info.converged)])
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size)

@@ -2,11 +2,15 @@
 
 A statistics office releases the same workload F for many tables. The rounding of
 ``K = F·B₁ⁿ`` (:func:`~knorm.walks.rounding.round_body`: the map T, τ and its chains'
-final states, all seeded with the public ``ROUNDING_SEED``) is a deterministic function
-of F; :func:`prepare` computes it once and writes it to a file, and :func:`load_prepared`
-restores it in milliseconds for the same F. The file holds nothing computed from data and
-no state of a chain whose draws became noise: a sampler built on a prepared body still
-starts from the rounding's (public) end points and runs its full ⌈20τ⌉-step warm-up.
+final states, all seeded with the public ``ROUNDING_SEED``) and the certification of the
+walk on the rounded body (:func:`~knorm.walks.certify.certify`: seeded with the public
+``CERTIFY_SEED``; its certificate, τ, the warm-up W and 64 stationary states) are
+deterministic functions of F; :func:`prepare` computes them once and writes them to a
+file, and :func:`load_prepared` restores them for the same F, checking that the
+certificate meets the thresholds and that the states lie in K (exact oracle). The file
+holds nothing computed from data and no state of a chain whose draws became noise: a
+release from it starts a chain at one of the public states and runs W steps of fresh
+randomness before its first draw (:class:`~knorm.walks.certify.StationarySampler`).
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from numpy.typing import ArrayLike, NDArray
 from .._io import atomic_write
 from .._validate import is_int
 from ..body.hull import SymmetricHull, validate_matrix
+from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, certified_of, check_states
 from .checkpoint import fingerprint
 from .rounding import Rounding
 from .sampler import cache_rounding, rounding_of, rounding_progress
 
-FORMAT = "knorm-prepared-workload/1"
+FORMAT = "knorm-prepared-workload/2"
 ROW_ARRAY = "row_array:"  # prefix of the saved arrays of recommend's rows
 _ROUNDING_KEYS = ("T", "points", "tau", "iterations", "eigen_spread", "span_basis", "unit")
 
@@ -51,13 +56,16 @@ class PreparedWorkload:
     ``knorm.recommend(…, prepared=W)``) or sample its ``body``
     (``Sampler(W.body)``): the rounding is then never recomputed, and seeded results are
     identical to those of a run that computed it. ``fingerprint``: SHA-256 of the
-    validated F; ``rounding``: None when K has exact structure (no MCMC, nothing to round).
+    validated F; ``rounding``: None when K has exact structure (no MCMC, nothing to round);
+    ``certified``: the walk's :class:`~knorm.walks.certify.Certified` (certificate and public
+    stationary states), None if not certified (exact structure, or ``prepare(certify=False)``).
     """
 
     def __init__(self, body: SymmetricHull, fingerprint: str, shape: tuple[int, int], rounding: Rounding | None,
-                 rows: dict[str, Any] | None = None, row_arrays: dict[str, NDArray[np.float64]] | None = None
-                 ) -> None:
+                 rows: dict[str, Any] | None = None, row_arrays: dict[str, NDArray[np.float64]] | None = None,
+                 certified: Certified | None = None) -> None:
         self.body, self.fingerprint, self.rounding = body, fingerprint, rounding
+        self.certified = certified
         self.shape = shape  # (d, n) of the F it was prepared for
         # knorm.recommend's ε-free rows ({"options": …, "rows": {name: …}}, JSON-ready) and the arrays
         # they need (a searched p-Identity's Θ): filled by recommend(…, prepared=self), saved with it
@@ -65,11 +73,18 @@ class PreparedWorkload:
         self.row_arrays: dict[str, NDArray[np.float64]] = {} if row_arrays is None else row_arrays
         if rounding is not None:
             cache_rounding(body, rounding)
+        if certified is not None:
+            cache_certified(body, certified)
+
+    @property
+    def certificate(self) -> Certificate | None:
+        return None if self.certified is None else self.certified.certificate
 
     def __repr__(self) -> str:
         rows = sorted(self.rows.get("rows", {}))
         return (f"PreparedWorkload(shape={self.shape}, dim={self.body.dim}, fingerprint={self.fingerprint[:12]}…, "
-                f"rounding={'none (exact structure)' if self.rounding is None else 'T, τ and end points'}"
+                f"rounding={'none (exact structure)' if self.rounding is None else 'T, τ and end points'}, "
+                f"certified={'no' if self.certified is None else self.certified.certificate.summary()}"
                 + (f", recommend rows {rows}" if rows else "") + ")")
 
     def body_for(self, F: NDArray[np.float64], name: str = "prepared") -> SymmetricHull:
@@ -86,7 +101,8 @@ class PreparedWorkload:
         exact structure) the rounding: T, its chains' end points, τ, iterations, eigenvalue
         spread, and the span basis and unit it was computed in; and the ε-free rows of
         :func:`knorm.recommend` computed with this workload so far (:attr:`rows`, with a
-        searched p-Identity's Θ). All public: functions of F and fixed seeds.
+        searched p-Identity's Θ); and, if certified, the certificate (JSON) and the 64 public
+        stationary states. All public: functions of F and fixed seeds.
         """
         path = Path(path)
         arrays: dict[str, Any] = {"format": np.array(FORMAT), "knorm": np.array(_version()),
@@ -97,6 +113,9 @@ class PreparedWorkload:
             arrays.update(T=rnd.T, points=rnd.points, tau=np.array(rnd.tau), iterations=np.array(rnd.iterations),
                           eigen_spread=np.array(rnd.eigen_spread), span_basis=self.body.span_basis,
                           unit=np.array(self.body._unit))
+        if self.certified is not None:
+            arrays.update(certificate=np.array(json.dumps(self.certified.certificate.as_dict(), sort_keys=True)),
+                          states=self.certified.states, public=np.array(PUBLIC_NOTE))
         if self.rows:
             arrays["recommend_rows"] = np.array(json.dumps(self.rows, sort_keys=True))
             arrays.update({ROW_ARRAY + k: v for k, v in self.row_arrays.items()})
@@ -105,17 +124,28 @@ class PreparedWorkload:
 
 
 def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, workers: int | Executor | None = None,
-            progress: Any = None) -> PreparedWorkload:
-    """Do the work that depends on F only (its body and rounding) and, given ``path``, save it.
+            progress: Any = None, certify: bool = True, walk: str = "billiard") -> PreparedWorkload:
+    """Do the work that depends on F only (its body, rounding and, with ``certify``, the
+    certification of ``walk`` on the rounded body) and, given ``path``, save it.
 
     ``workers`` and ``progress`` as for :class:`~knorm.walks.sampler.Sampler` (they never
-    change the result: the rounding is deterministic). Returns the
+    change the result: the rounding and the certification are seeded with public seeds).
+    Raises :class:`~knorm.ConvergenceError` if the walk cannot be certified. Returns the
     :class:`PreparedWorkload`; later releases load the file with :func:`load_prepared`.
     """
+    from .chains import walk_id
+
+    walk_id(walk)
+    if not isinstance(certify, (bool, np.bool_)):
+        raise ValueError(f"certify must be True or False, got {certify!r}")
     F = validate_matrix(F)
     body = SymmetricHull(F)
-    rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(progress))
-    w = PreparedWorkload(body, workload_fingerprint(F), (int(F.shape[0]), int(F.shape[1])), rnd)
+    rnd = cert = None
+    if body.exact_structure is None:
+        rnd = rounding_of(body, workers, rounding_progress(progress))
+        if certify:
+            cert = certified_of(body, walk, workers, progress)
+    w = PreparedWorkload(body, workload_fingerprint(F), (int(F.shape[0]), int(F.shape[1])), rnd, certified=cert)
     if path is not None:
         w.save(path)
     return w
@@ -194,8 +224,40 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
                          f"this F {F.shape} ({fp[:12]}…): prepare this F")
     body = SymmetricHull(F)
     rnd = _rounding(z, body, path) if bool(z.get("has_rounding", False)) else None
+    cert = _certified(z, rnd, path) if "certificate" in z else None
     rows, arrays = _rows(z, path, int(F.shape[1]))
-    return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays)
+    return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays, cert)
+
+
+_CERT_TYPES = {"walk": str, "chains": int, "pool": int, "pool_thin": int, "max_rhat": float, "min_ess": float,
+               "repeat_fraction": float, "gauge_ks_p": float, "tau": float, "warmup": int, "thin": int,
+               "version": str, "date": str, "seed": int}
+
+
+def _certified(z: dict[str, NDArray[Any]], rnd: Rounding | None, path: Path) -> Certified:
+    """The saved certification, checked: its fields, the thresholds (W and the spacing must
+    follow from its own ESS: :meth:`~knorm.walks.certify.Certificate.failures`), this knorm
+    version, and the states inside K by the exact oracle."""
+    damaged = ValueError(f"prepared: {str(path)!r} is damaged (its certificate cannot be read)")
+    if rnd is None or "states" not in z:
+        raise damaged
+    try:
+        d = json.loads(str(z["certificate"]))
+    except ValueError:
+        raise damaged from None
+    if not (isinstance(d, dict) and set(d) == set(_CERT_TYPES)
+            and all(isinstance(d[k], t) and not isinstance(d[k], bool) for k, t in _CERT_TYPES.items())):
+        raise damaged
+    cert = Certificate(**d)
+    bad = cert.failures()
+    if bad or cert.version != _version():
+        why = "; ".join(bad) if bad else f"made by knorm {cert.version}, this is {_version()}"
+        raise ValueError(f"prepared: {str(path)!r} has a certificate that is refused ({why}): prepare it again, "
+                         "or knorm prepare --verify")
+    states = z["states"]
+    if not check_states(states, rnd):
+        raise ValueError(f"prepared: {str(path)!r} is damaged (its stationary states are not points of K)")
+    return Certified(cert, np.array(states, dtype=np.float64))
 
 
 def _row_ok(name: Any, r: Any, arrays: dict[str, NDArray[np.float64]], n: int) -> bool:

@@ -199,6 +199,22 @@ def _even(k: int) -> int:
     return int(k) + (int(k) & 1)
 
 
+def select_candidates(draws: NDArray[np.float64], last: NDArray[np.float64]
+                      ) -> tuple[NDArray[np.int64], int, NDArray[np.float64]]:
+    """Release candidates of records ``(chains, k, r)`` (k even, each chain's records counted
+    from an even index): the odd records, less those equal to their chain's previous
+    candidate (``last``: each chain's last candidate before these records, NaN if none).
+    Returns the ``(chain, position)`` pairs ordered round-robin (by position, then chain), the
+    number dropped as repeats, and each chain's last candidate now."""
+    cand = draws[:, 1::2]
+    prev = np.concatenate([last[:, None], cand[:, :-1]], axis=1)
+    repeat = np.all(cand == prev, axis=2)
+    c, j = np.nonzero(~repeat)
+    order = np.lexsort((c, j))
+    now = cand[:, -1].copy() if cand.shape[1] else last
+    return np.column_stack([c[order], 2 * j[order] + 1]), int(repeat.sum()), now
+
+
 class Sampler:
     """Rounded random-walk chains over ``K = F·B₁ⁿ`` that continue from call to call.
 
@@ -375,16 +391,12 @@ class Sampler:
 
     # -- selection ------------------------------------------------------------------
     def _select(self, draws: NDArray[np.float64], commit: bool = False) -> tuple[NDArray[np.int64], int]:
-        """Release candidates of a pool ``(chains, k, r)`` (k even): ``(chain, position)`` pairs
-        ordered round-robin, and the number of candidates dropped as repeats."""
-        cand = draws[:, 1::2]
-        prev = np.concatenate([self._last[:, None], cand[:, :-1]], axis=1)
-        repeat = np.all(cand == prev, axis=2)
-        c, j = np.nonzero(~repeat)
-        order = np.lexsort((c, j))
-        if commit and cand.shape[1]:
-            self._last = cand[:, -1].copy()
-        return np.column_stack([c[order], 2 * j[order] + 1]), int(repeat.sum())
+        """Release candidates of a pool (:func:`select_candidates`); ``commit``: remember each
+        chain's last candidate for the next run."""
+        keep, dropped, last = select_candidates(draws, self._last)
+        if commit:
+            self._last = last
+        return keep, dropped
 
     # -- runs -----------------------------------------------------------------------
     def run(self, size: int) -> tuple[NDArray[np.float64], SamplingInfo]:

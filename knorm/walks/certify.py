@@ -1,0 +1,364 @@
+"""A body's walk certified once, and releases that cost a warm-up (docs/design.md §3.5, §3.7).
+
+What a certified run shows — that this walk, on this rounded body, has Uniform(K) as a
+reachable stationary law and mixes in about τ steps — is a property of F, the rounding
+and the walk: all public. :func:`certify` establishes it once, with a public seed, on a
+pool of ``2·CERTIFY_DRAWS`` records of ``DEFAULT_CHAINS`` chains (the checks of a
+sampler's run, §3.5, plus the exact law of the gauge: ``‖z‖_K^r ~ U(0, 1)`` for z uniform
+in the r-dimensional K), measures τ on those chains and keeps ``N_STATES`` of their
+stationary states. :class:`StationarySampler` then releases draws from chains that start
+at one of those public states (chosen with the caller's rng) and run ``W = ⌈20τ⌉`` steps
+with fresh randomness before their first candidate: no pool, no per-run R-hat.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import stats
+
+from .._rng import as_generator
+from .._validate import positive_int
+from ..body.hull import SymmetricHull
+from ..diagnostics import ess as _ess
+from ..diagnostics import rhat as _rhat
+from ..errors import ConvergenceError
+from .chains import Chain, run_chains
+from .rounding import Rounding, per_step_tau
+from .sampler import (DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo, select_candidates,
+                      thinning_for)
+
+CERTIFY_SEED = 31415  # public: a certification is a deterministic function of F (and the walk)
+CERTIFY_DRAWS = 1000  # draws of the certified run: a pool of 2000 records, as a mechanism's first run
+MIN_POOL = 2 * CERTIFY_DRAWS  # a certificate judged on fewer records is refused
+N_STATES = 64  # public stationary states kept: 8 per chain, evenly spaced in its pool
+GAUGE_KS_MIN_P = 0.01  # the pool's candidates' ‖z‖_K^r against U(0, 1): a smaller KS p fails
+MAX_RHAT = 1.01
+WARMUP_FLOOR = WARMUP_TAUS  # W ≥ ⌈20τ⌉ ≥ 20 steps (τ ≥ 1): no file can lower it
+PUBLIC_NOTE = ("public: functions of F, the walk and the public seed CERTIFY_SEED; no data, and no state of a "
+               "chain whose draws became noise")
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """What :func:`certify` checked on a pool of a body's walk, and what releases need.
+
+    ``pool``: records (``chains`` chains, thinning ``pool_thin``); ``max_rhat``: max split
+    R-hat over the ambient coordinates; ``min_ess``: min bulk ESS over the ambient
+    coordinates, ``|z|²`` and ``‖z‖_K``; ``repeat_fraction``: candidates dropped as
+    repeats; ``gauge_ks_p``: KS p-value of the candidates' ``‖z‖_K^r`` against U(0, 1);
+    ``tau``: per-step integrated autocorrelation time from ``min_ess`` (AR(1),
+    :func:`~knorm.walks.rounding.per_step_tau`, at least 1); ``warmup``: ``W = ⌈20τ⌉``
+    steps before a release chain's first record; ``thin``: its record spacing
+    (:func:`~knorm.walks.sampler.thinning_for`); ``version`` and ``date`` of the run.
+    """
+
+    walk: str
+    chains: int
+    pool: int
+    pool_thin: int
+    max_rhat: float
+    min_ess: float
+    repeat_fraction: float
+    gauge_ks_p: float
+    tau: float
+    warmup: int
+    thin: int
+    version: str
+    date: str
+    seed: int = CERTIFY_SEED
+
+    def failures(self) -> list[str]:
+        """The thresholds this certificate does not meet (empty: it passes). Besides the
+        run's own checks, W and the spacing must follow from the certificate's own ESS,
+        so that no edit of W, τ or thin alone can shorten a release's warm-up."""
+        out = []
+        if self.pool < MIN_POOL:
+            out.append(f"pool {self.pool} < {MIN_POOL} records")
+        if not self.max_rhat < MAX_RHAT:
+            out.append(f"max R-hat {self.max_rhat:.4f} ≥ {MAX_RHAT}")
+        if not self.min_ess >= self.pool / 2:
+            out.append(f"min ESS {self.min_ess:.0f} < pool/2 = {self.pool / 2:.0f}")
+        if not self.repeat_fraction <= MAX_REPEAT_FRACTION:
+            out.append(f"repeats {self.repeat_fraction:.2%} > {MAX_REPEAT_FRACTION:.0%}")
+        if not self.gauge_ks_p >= GAUGE_KS_MIN_P:
+            out.append(f"gauge KS p {self.gauge_ks_p:.2g} < {GAUGE_KS_MIN_P}")
+        tau = implied_tau(self.pool, self.min_ess, self.pool_thin) if self.min_ess > 0 else np.inf
+        if not (self.tau >= tau - 1e-12 and self.tau >= 1.0):
+            out.append(f"τ {self.tau:.3g} below the {tau:.3g} its ESS implies")
+        if not self.warmup >= warmup_steps(max(self.tau, tau)):
+            out.append(f"warm-up {self.warmup} < ⌈{WARMUP_TAUS}τ⌉ = {warmup_steps(max(self.tau, tau))} steps")
+        if not self.thin >= thinning_for(max(self.tau, tau)):
+            out.append(f"thinning {self.thin} < {thinning_for(max(self.tau, tau))} (0.6 ESS per record at τ)")
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures()
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        return (f"certified {self.date} by knorm {self.version} ({self.walk}, seed {self.seed}): max R-hat "
+                f"{self.max_rhat:.4f}, min bulk ESS {self.min_ess:.0f} of {self.pool} records ({self.chains} chains, "
+                f"thin {self.pool_thin}), gauge KS p {self.gauge_ks_p:.3f}, repeats {self.repeat_fraction:.2%}; "
+                f"τ {self.tau:.2f} per step, warm-up W = {self.warmup} steps, release thinning {self.thin}")
+
+
+def implied_tau(pool: int, min_ess: float, pool_thin: int) -> float:
+    """Per-step τ implied by ``min_ess`` of ``pool`` records thinned by ``pool_thin`` (at least 1)."""
+    return max(1.0, per_step_tau(pool / min_ess, pool_thin))
+
+
+def warmup_steps(tau: float) -> int:
+    """``W = ⌈20τ⌉`` steps, at least ``WARMUP_FLOOR``."""
+    return max(WARMUP_FLOOR, int(np.ceil(WARMUP_TAUS * tau)))
+
+
+def uniform_gauge_ks(gauges: NDArray[np.float64], r: int) -> float:
+    """KS p-value of ``gauges`` against the law of ‖z‖_K for z ~ Uniform(K), K r-dimensional:
+    ``P(‖z‖_K ≤ t) = vol(tK)/vol(K) = t^r``, so ``‖z‖_K^r ~ U(0, 1)``."""
+    u = np.clip(np.asarray(gauges, dtype=np.float64), 0.0, 1.0) ** r
+    return float(stats.kstest(u, "uniform").pvalue)
+
+
+@dataclass
+class Certified:
+    """A body's certification: the :class:`Certificate` and the public stationary ``states``
+    (``(N_STATES, r)``, coordinates of the rounding's frame)."""
+
+    certificate: Certificate
+    states: NDArray[np.float64]
+
+
+def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Generator | int | None = CERTIFY_SEED,
+            workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None
+            ) -> Certified:
+    """Certify the body's walk once: a :class:`~knorm.walks.sampler.Sampler` run of
+    ``CERTIFY_DRAWS`` draws (pool ``2·CERTIFY_DRAWS``, ``DEFAULT_CHAINS`` chains from the
+    rounding's end points, warm-up ⌈20τ⌉ with the rounding's τ) seeded by the public
+    ``CERTIFY_SEED``, then the gauges of its pool (exact oracle, a fresh basis: the last bits
+    depend on the pool only), τ on the chains' own records and ``N_STATES`` stationary states.
+    Nothing drawn here is ever released. Raises :class:`~knorm.ConvergenceError` (one line,
+    with the failed checks) if the run does not pass.
+    """
+    s = Sampler(body, walk=walk, rng=rng, workers=workers, progress=progress)
+    _, info = s.run(CERTIFY_DRAWS)
+    assert s._kept is not None
+    records = s._kept[0]  # (chains, k, r): the pool, in the rounding's frame
+    m = pool_measures(body, s.rounding, records, info.thin)
+    from .. import __version__
+
+    cert = Certificate(
+        walk=walk, chains=records.shape[0], pool=m["pool"], pool_thin=int(info.thin), max_rhat=m["max_rhat"],
+        min_ess=m["min_ess"], repeat_fraction=info.extra["repeats_dropped"] / max(1, m["pool"] // 2),
+        gauge_ks_p=m["gauge_ks_p"], tau=m["tau"], warmup=warmup_steps(m["tau"]), thin=thinning_for(m["tau"]),
+        version=__version__, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        seed=int(rng) if isinstance(rng, (int, np.integer)) else -1)
+    bad = cert.failures()
+    if bad or not info.converged:
+        raise ConvergenceError(f"the {walk} walk on this body was not certified ({'; '.join(bad) or 'the run'} "
+                               "failed its checks): prepare with another walk")
+    nch, k, r = records.shape
+    per = -(-N_STATES // nch)
+    idx = k - 1 - (k // per) * np.arange(per)  # evenly spaced, the chain's last record first
+    states = records[:, idx].reshape(-1, r)[:N_STATES].copy()
+    return Certified(cert, states)
+
+
+def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.float64], thin: int
+                  ) -> dict[str, Any]:
+    """The certificate's measures of a pool ``(chains, k, r)`` (rounded-frame records thinned by
+    ``thin``): ``max_rhat`` over the ambient coordinates; ``min_ess`` over them, ``|z|²`` and
+    ``‖z‖_K`` (exact oracle, from a fresh basis: the last bits depend on the pool only);
+    ``gauge_ks_p`` of the odd records' ``‖z‖_K^r`` (:func:`uniform_gauge_ks`); ``tau`` (per
+    step, :func:`implied_tau`); ``pool``."""
+    nch, k, r = records.shape
+    frame = rounding.frame
+    amb = body.to_ambient(rounding.to_span(records))
+    g = frame.gauges(records.reshape(-1, r), frame.crash_basis())[0].reshape(nch, k)
+    ess_amb = float(np.min(np.atleast_1d(_ess(amb))))
+    e_sq = float(np.min(_ess(np.sum(records**2, axis=2)[..., None])))
+    e_g = float(np.min(_ess(g[..., None])))
+    min_ess = min(ess_amb, e_sq, e_g)
+    return {"pool": nch * k, "max_rhat": float(np.max(np.atleast_1d(_rhat(amb)))), "min_ess": min_ess,
+            "gauge_ks_p": uniform_gauge_ks(g[:, 1::2].ravel(), r), "tau": implied_tau(nch * k, min_ess, thin)}
+
+
+def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
+           rng: np.random.Generator | int | None = None, workers: int | Executor | None = None
+           ) -> tuple[bool, dict[str, Any]]:
+    """Re-certify a prepared file's walk (``knorm prepare --verify``): ``DEFAULT_CHAINS`` chains
+    start at its public states (picked with ``rng``), run its warm-up W and a pool of
+    ``MIN_POOL`` records at its thinning, measured as :func:`certify` measures
+    (:func:`pool_measures`). Passes if the pool meets the certificate's thresholds and the
+    τ it implies is covered by the file's W (``⌈20τ⌉ ≤ W``). Returns ``(passed, measures)``."""
+    cert = certified.certificate
+    gen = as_generator(rng)
+    idx = gen.integers(len(certified.states), size=DEFAULT_CHAINS)
+    cs = [Chain(rounding.frame, certified.states[i], g) for i, g in zip(idx, gen.spawn(DEFAULT_CHAINS))]
+    from .chains import default_params
+
+    params = default_params(cert.walk, rounding.frame)
+    run_chains(cs, cert.walk, cert.warmup, cert.warmup, params, workers)
+    per = MIN_POOL // DEFAULT_CHAINS
+    records = run_chains(cs, cert.walk, per * cert.thin, cert.thin, params, workers)
+    m = pool_measures(body, rounding, records, cert.thin)
+    fails = []
+    if not m["max_rhat"] < MAX_RHAT:
+        fails.append(f"max R-hat {m['max_rhat']:.4f} ≥ {MAX_RHAT}")
+    if not m["min_ess"] >= m["pool"] / 2:
+        fails.append(f"min ESS {m['min_ess']:.0f} < pool/2")
+    if not m["gauge_ks_p"] >= GAUGE_KS_MIN_P:
+        fails.append(f"gauge KS p {m['gauge_ks_p']:.2g} < {GAUGE_KS_MIN_P}")
+    if not warmup_steps(m["tau"]) <= cert.warmup:
+        fails.append(f"τ {m['tau']:.2f} needs W = {warmup_steps(m['tau'])} > the file's {cert.warmup}")
+    m["failures"] = fails
+    return not fails, m
+
+
+def check_states(states: NDArray[Any], rounding: Rounding) -> bool:
+    """``states`` are ``(≥ N_STATES, r)`` finite points inside K, by the exact oracle (gauge ≤ 1 + 1e-9)."""
+    frame = rounding.frame
+    if not (states.ndim == 2 and states.shape[0] >= N_STATES and states.shape[1] == frame.r
+            and states.dtype.kind == "f" and np.all(np.isfinite(states))):
+        return False
+    return bool(np.all(frame.gauges(states, frame.crash_basis())[0] <= 1.0 + 1e-9))
+
+
+class StationarySampler:
+    """Draws fit for release from a certified body: a warm-up, not a pool (docs/design.md §3.5).
+
+    ``StationarySampler(body, rounding, certified, *, rng=None, chains=None, workers=None)``.
+    A run of ``size`` draws uses ``c = min(size, chains)`` chains (``chains`` default
+    ``DEFAULT_CHAINS``; the count depends on ``size`` only, never on ``workers``, so seeded
+    draws are the same on any number of cores). A chain that does not exist yet starts at
+    one of the certificate's public stationary states, picked with ``rng``, with its own
+    generator spawned from ``rng``, and its first candidate is its state ``W`` steps later
+    (the certificate's warm-up: ``W − 2·thin`` steps, then two records); chains then
+    continue from run to run, never restarted. Records are
+    every ``thin``-th state; as for :class:`~knorm.walks.sampler.Sampler`, only odd records
+    are candidates (no two released draws are neighbours in a chain), a candidate equal to
+    its chain's previous one is dropped, and draws come round-robin over the chains. Every
+    state is checked inside K by the exact oracle as the walk moves. ``run`` returns
+    ``(draws, info)`` like :meth:`Sampler.run`; ``info.converged`` is the certificate's.
+    """
+
+    def __init__(self, body: SymmetricHull, rounding: Rounding, certified: Certified, *,
+                 rng: np.random.Generator | int | None = None, chains: int | None = None,
+                 workers: int | Executor | None = None, progress: Any = None) -> None:
+        self.body, self.rounding, self.certified = body, rounding, certified
+        self.cert = certified.certificate
+        self.walk = self.cert.walk
+        self.frame = rounding.frame
+        self.max_chains = DEFAULT_CHAINS if chains is None else positive_int("chains", chains)
+        self.workers = workers
+        self.progress = progress
+        self._gen = as_generator(rng)
+        from .chains import default_params
+
+        self.params = default_params(self.walk, self.frame)
+        self.chains: list[Chain] = []
+        self.records = np.zeros(0, np.int64)  # records per chain so far (always even: odd ones are candidates)
+        self._last = np.empty((0, self.frame.r))
+        self.last_info: SamplingInfo | None = None
+
+    def _start(self, c: int) -> int:
+        """Start chains until there are ``c``, each at a public state picked with the rng, and
+        run ``W − 2·thin`` steps on each new one. Returns how many were started."""
+        new = []
+        for _ in range(c - len(self.chains)):
+            i = int(self._gen.integers(len(self.certified.states)))
+            new.append(Chain(self.frame, self.certified.states[i], self._gen.spawn(1)[0]))
+        if new:
+            # W steps from the start to the first candidate (record 1, 2·thin steps after the warm-up)
+            w = max(0, self.cert.warmup - 2 * self.cert.thin)
+            warm = getattr(self.progress, "warmup", None)
+            if callable(warm):
+                warm(0, w)
+            if w:
+                run_chains(new, self.walk, w, w, self.params, self.workers)
+            if callable(warm):
+                warm(w, w)
+            self.chains += new
+            self.records = np.concatenate([self.records, np.zeros(len(new), np.int64)])
+            self._last = np.vstack([self._last, np.full((len(new), self.frame.r), np.nan)])
+        return len(new)
+
+    def run(self, size: int) -> tuple[NDArray[np.float64], SamplingInfo]:
+        """At least ``size`` draws fit for release, ambient coordinates, in release order; and
+        a :class:`~knorm.walks.sampler.SamplingInfo` (``extra["sources"]``: chain and record
+        index of each draw; ``rhat``/``ess``: the certificate's, ESS scaled to these records)."""
+        t0 = time.perf_counter()
+        size = positive_int("size", size)
+        started = self._start(max(len(self.chains), min(size, self.max_chains)))
+        cs, thin, c = self.chains, self.cert.thin, len(self.chains)
+        stats0 = sum(ch.stats for ch in cs)
+        pivots0 = sum(ch.pivots for ch in cs)
+        need = 2 * -(-size // c)  # an even number of records per chain: odd records stay the candidates
+        draws = np.empty((c, 0, self.frame.r))
+        for _ in range(21):
+            rec = run_chains(cs, self.walk, need * thin, thin, self.params, self.workers)
+            draws = np.concatenate([draws, rec], axis=1)
+            keep, dropped, last = select_candidates(draws, self._last)
+            if len(keep) >= size:
+                break
+            need = 2 * -(-(size - len(keep)) // c)
+        else:
+            raise ConvergenceError(f"the {self.walk} chains keep repeating their states: only {len(keep)} of {size} "
+                                   "draws are fit for release; use another walk")
+        self._last = last
+        sources = np.column_stack([keep[:, 0], keep[:, 1] + self.records[keep[:, 0]]])
+        self.records = self.records + draws.shape[1]
+        amb = self.body.to_ambient(self.rounding.to_span(draws[keep[:, 0], keep[:, 1]]))
+        st = sum(ch.stats for ch in cs) - stats0
+        cert, total = self.cert, c * draws.shape[1]
+        self.last_info = SamplingInfo(
+            walk=self.walk, chains=c, steps=total * thin + started * max(0, cert.warmup - 2 * thin), thin=thin,
+            warmup=cert.warmup if started else 0, draws=total, rhat=np.array([cert.max_rhat]),
+            ess=np.array([cert.min_ess / cert.pool * total]), seconds=time.perf_counter() - t0,
+            converged=cert.passed, pivots=sum(ch.pivots for ch in cs) - pivots0,
+            rounding_iterations=self.rounding.iterations,
+            extra={"rejected": int(st[0]), "reflections": int(st[1]), "tau": cert.tau, "released": len(amb),
+                   "repeats_dropped": dropped, "sources": sources, "chains_started": started,
+                   "stationary_start": True, "certificate": cert.as_dict()})
+        return amb, self.last_info
+
+
+def certificate_claim(cert: Certificate) -> str:
+    """What a release from a certified body rests on, in one phrase (the privacy claim's)."""
+    return (f"W = {cert.warmup} steps from a stationary state of chains certified when the workload was prepared "
+            f"(max R-hat {cert.max_rhat:.4f}, min ESS {cert.min_ess:.0f}/{cert.pool}, gauge KS p "
+            f"{cert.gauge_ks_p:.3f}; {cert.date}, knorm {cert.version})")
+
+
+# body -> {walk: Certified}: weak, it goes with the body (as its rounding, sampler._ROUNDINGS)
+_CERTIFIED: weakref.WeakKeyDictionary[SymmetricHull, dict[str, Certified]] = weakref.WeakKeyDictionary()
+
+
+def certified_of(body: SymmetricHull, walk: str = "billiard", workers: int | Executor | None = None,
+                 progress: Any = None) -> Certified:
+    """The body's certification for ``walk``, computed once per body and process (:func:`certify`)."""
+    per = _CERTIFIED.setdefault(body, {})
+    if walk not in per:
+        per[walk] = certify(body, walk=walk, workers=workers, progress=progress)
+    return per[walk]
+
+
+def cached_certified(body: SymmetricHull, walk: str) -> Certified | None:
+    """The body's certification for ``walk`` if one was computed or loaded, else None."""
+    return _CERTIFIED.get(body, {}).get(walk)
+
+
+def cache_certified(body: SymmetricHull, certified: Certified) -> None:
+    """Make ``certified`` the body's (:func:`certified_of`): a prepared workload's, restored from its file."""
+    _CERTIFIED.setdefault(body, {})[certified.certificate.walk] = certified
