@@ -247,6 +247,23 @@ class Frame:
         state.ctr[2] = 0
         return state
 
+    def basis_state(self, basis):
+        """An oracle state for saved basis codes (``int64[r]``, each in ``[0, 2n)``, distinct
+        columns; else a ValueError), refactored. A singular one is replaced by a fresh crash
+        basis (as in :meth:`crash_basis`): a saved basis is only a warm start, never trusted
+        for a result, which :meth:`solve` makes optimal at its point."""
+        b = np.asarray(basis)
+        if not (b.shape == (self.r,) and b.dtype.kind in "iu" and np.all(b >= 0) and np.all(b < 2 * self.n)
+                and len(np.unique(b % self.n)) == self.r):
+            raise ValueError(f"a saved oracle basis must be {self.r} distinct column codes in [0, {2 * self.n})")
+        r = self.r
+        state = OracleState(b.astype(np.int64), np.empty((r, r)), np.empty(r), np.empty(self.n),
+                            np.zeros(4, np.int64))
+        status = sx.refactor(self.A, *state.args())
+        self.check(sx.OK if status == sx.REPAIRED else status, "a saved basis")
+        state.ctr[2] = 0
+        return state
+
     @property
     def state(self):
         """The shared warm-start state used by the Python-level oracle methods."""

@@ -18,7 +18,7 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from scipy import stats
 
 from .._rng import as_generator
 from .._validate import positive_int
-from ..body.hull import SymmetricHull
+from ..body.hull import Frame, OracleState, SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError
@@ -134,10 +134,52 @@ def uniform_gauge_ks(gauges: NDArray[np.float64], r: int) -> float:
 @dataclass
 class Certified:
     """A body's certification: the :class:`Certificate` and the public stationary ``states``
-    (``(N_STATES, r)``, coordinates of the rounding's frame)."""
+    (``(N_STATES, r)``, coordinates of the rounding's frame) with an oracle basis of each
+    (``bases``, ``(N_STATES, r)`` column codes: a warm start, never trusted for a result)."""
 
     certificate: Certificate
     states: NDArray[np.float64]
+    bases: NDArray[np.int64]
+    _oracle: list[OracleState] | None = field(default=None, repr=False, compare=False)
+
+    def oracle_states(self, frame: Frame) -> list[OracleState]:
+        """Each state's oracle state, optimal at it (:func:`oracle_states_at`; built once)."""
+        if self._oracle is None:
+            self._oracle = oracle_states_at(frame, self.states, self.bases)
+        return self._oracle
+
+    def gauges(self, frame: Frame) -> NDArray[np.float64]:
+        """``‖z‖_K`` of each state by the exact oracle."""
+        return gauges_at(frame, self.states, self.oracle_states(frame))
+
+
+def bases_at(frame: Frame, X: NDArray[np.float64]) -> NDArray[np.int64]:
+    """An optimal oracle basis at each row of X (frame coordinates): exact solves, each
+    warm-started from the previous one."""
+    st = frame.crash_basis()
+    out = []
+    for x in X:
+        frame.solve(x, st)
+        out.append(st.basis.copy())
+    return np.array(out, dtype=np.int64).reshape(len(X), frame.r)
+
+
+def oracle_states_at(frame: Frame, X: NDArray[np.float64], bases: NDArray[Any]) -> list[OracleState]:
+    """The oracle state of each row of X from its saved basis: refactored
+    (:meth:`~knorm.body.hull.Frame.basis_state`), then solved exactly at the row (no pivot
+    where the basis is optimal there, as it is when it was saved with it)."""
+    out = []
+    for x, b in zip(X, bases):
+        st = frame.basis_state(b)
+        frame.solve(x, st)
+        out.append(st)
+    return out
+
+
+def gauges_at(frame: Frame, X: NDArray[np.float64], states: list[OracleState]) -> NDArray[np.float64]:
+    """``‖x‖_K = λ·z`` of each row of X at its optimal oracle state (z: oracle coordinates)."""
+    Z = frame.to_oracle(X)
+    return np.array([float(st.lam @ z) for st, z in zip(states, Z)])
 
 
 def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Generator | int | None = CERTIFY_SEED,
@@ -168,11 +210,13 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
     if bad or not info.converged:
         raise ConvergenceError(f"the {walk} walk on this body was not certified ({'; '.join(bad) or 'the run'} "
                                "failed its checks): prepare with another walk")
-    nch, k, r = records.shape
-    per = -(-N_STATES // nch)
-    idx = k - 1 - (k // per) * np.arange(per)  # evenly spaced, the chain's last record first
-    states = records[:, idx].reshape(-1, r)[:N_STATES].copy()
-    return Certified(cert, states)
+    # the public states: the certified chains' states (with their oracle bases) every 2·thin steps after the pool
+    xs, bs = [], []
+    for _ in range(-(-N_STATES // len(s.chains))):
+        run_chains(s.chains, walk, 2 * info.thin, 2 * info.thin, s.params, workers)
+        xs += [c.x.copy() for c in s.chains]
+        bs += [c.state.basis.copy() for c in s.chains]
+    return Certified(cert, np.array(xs[:N_STATES]), np.array(bs[:N_STATES], dtype=np.int64))
 
 
 def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.float64], thin: int
@@ -205,7 +249,9 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     cert = certified.certificate
     gen = as_generator(rng)
     idx = gen.integers(len(certified.states), size=DEFAULT_CHAINS)
-    cs = [Chain(rounding.frame, certified.states[i], g) for i, g in zip(idx, gen.spawn(DEFAULT_CHAINS))]
+    starts = certified.oracle_states(rounding.frame)
+    cs = [Chain(rounding.frame, certified.states[i], g, state=starts[i].copy())
+          for i, g in zip(idx, gen.spawn(DEFAULT_CHAINS))]
     from .chains import default_params
 
     params = default_params(cert.walk, rounding.frame)
@@ -226,13 +272,18 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     return not fails, m
 
 
-def check_states(states: NDArray[Any], rounding: Rounding) -> bool:
-    """``states`` are ``(≥ N_STATES, r)`` finite points inside K, by the exact oracle (gauge ≤ 1 + 1e-9)."""
+def check_states(certified: Certified, rounding: Rounding) -> bool:
+    """The states are ``(≥ N_STATES, r)`` finite points with valid bases, inside K by the
+    exact oracle (gauge ≤ 1 + 1e-9)."""
     frame = rounding.frame
-    if not (states.ndim == 2 and states.shape[0] >= N_STATES and states.shape[1] == frame.r
-            and states.dtype.kind == "f" and np.all(np.isfinite(states))):
+    x, b = certified.states, certified.bases
+    if not (x.ndim == 2 and x.shape[0] >= N_STATES and x.shape[1] == frame.r and x.dtype.kind == "f"
+            and np.all(np.isfinite(x)) and b.shape == x.shape and b.dtype.kind in "iu"):
         return False
-    return bool(np.all(frame.gauges(states, frame.crash_basis())[0] <= 1.0 + 1e-9))
+    try:
+        return bool(np.all(certified.gauges(frame) <= 1.0 + 1e-9))
+    except ValueError:  # a basis that is not one (Frame.basis_state)
+        return False
 
 
 class StationarySampler:
@@ -278,7 +329,8 @@ class StationarySampler:
         new = []
         for _ in range(c - len(self.chains)):
             i = int(self._gen.integers(len(self.certified.states)))
-            new.append(Chain(self.frame, self.certified.states[i], self._gen.spawn(1)[0]))
+            start = self.certified.oracle_states(self.frame)[i].copy()
+            new.append(Chain(self.frame, self.certified.states[i], self._gen.spawn(1)[0], state=start))
         if new:
             # W steps from the start to the first candidate (record 1, 2·thin steps after the warm-up)
             w = max(0, self.cert.warmup - 2 * self.cert.thin)

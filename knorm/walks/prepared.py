@@ -27,7 +27,8 @@ from numpy.typing import ArrayLike, NDArray
 from .._io import atomic_write
 from .._validate import is_int
 from ..body.hull import SymmetricHull, validate_matrix
-from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, certified_of, check_states
+from .certify import (PUBLIC_NOTE, Certificate, Certified, bases_at, cache_certified, certified_of, check_states,
+                      gauges_at, oracle_states_at)
 from .checkpoint import fingerprint
 from .rounding import Rounding
 from .sampler import cache_rounding, rounding_of, rounding_progress
@@ -66,6 +67,7 @@ class PreparedWorkload:
                  certified: Certified | None = None) -> None:
         self.body, self.fingerprint, self.rounding = body, fingerprint, rounding
         self.certified = certified
+        self.point_bases: NDArray[np.int64] | None = None  # oracle bases at the rounding's end points (saved)
         self.shape = shape  # (d, n) of the F it was prepared for
         # knorm.recommend's ε-free rows ({"options": …, "rows": {name: …}}, JSON-ready) and the arrays
         # they need (a searched p-Identity's Θ): filled by recommend(…, prepared=self), saved with it
@@ -110,12 +112,16 @@ class PreparedWorkload:
                                   "has_rounding": np.array(self.rounding is not None)}
         if self.rounding is not None:
             rnd = self.rounding
-            arrays.update(T=rnd.T, points=rnd.points, tau=np.array(rnd.tau), iterations=np.array(rnd.iterations),
+            if self.point_bases is None:  # warm starts that make the check of the end points cheap on load
+                self.point_bases = bases_at(rnd.frame, rnd.points)
+            arrays.update(T=rnd.T, points=rnd.points, point_bases=self.point_bases, tau=np.array(rnd.tau),
+                          iterations=np.array(rnd.iterations),
                           eigen_spread=np.array(rnd.eigen_spread), span_basis=self.body.span_basis,
                           unit=np.array(self.body._unit))
         if self.certified is not None:
             arrays.update(certificate=np.array(json.dumps(self.certified.certificate.as_dict(), sort_keys=True)),
-                          states=self.certified.states, public=np.array(PUBLIC_NOTE))
+                          states=self.certified.states, state_bases=self.certified.bases,
+                          public=np.array(PUBLIC_NOTE))
         if self.rows:
             arrays["recommend_rows"] = np.array(json.dumps(self.rows, sort_keys=True))
             arrays.update({ROW_ARRAY + k: v for k, v in self.row_arrays.items()})
@@ -193,8 +199,15 @@ def _rounding(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> Ro
             raise ValueError(f"prepared: {str(path)!r} does not span this F's answer space")
         T = (Q * (float(z["unit"]) / body._unit)) @ T
     frame = body.frame.mapped(T)
-    if len(pts) and not np.all(frame.gauges(pts, frame.crash_basis())[0] <= 1.0 + 1e-9):  # starts in K
-        raise damaged
+    if len(pts):  # the end points lie in K (exact oracle; their saved bases are warm starts)
+        b = z.get("point_bases")
+        try:
+            g = (frame.gauges(pts, frame.crash_basis())[0] if b is None or b.shape != pts.shape else
+                 gauges_at(frame, pts, oracle_states_at(frame, pts, b)))
+        except ValueError:
+            raise damaged from None
+        if not np.all(g <= 1.0 + 1e-9):
+            raise damaged
     return Rounding(T=T, frame=frame, covariance=T @ T.T, iterations=int(z["iterations"]),
                     eigen_spread=float(z["eigen_spread"]), points=pts, tau=float(z["tau"]))
 
@@ -223,10 +236,17 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
                          f"{tuple(int(s) for s in z['shape'])}, fingerprint {str(z['fingerprint'])[:12]}…), not for "
                          f"this F {F.shape} ({fp[:12]}…): prepare this F")
     body = SymmetricHull(F)
+    if bool(z.get("has_rounding", False)):
+        # prepare found no exact structure (else it would not have rounded): not searched again here
+        # (a file that says so of an exact body only routes it to MCMC, whose claim says approximate)
+        body._structure = None
     rnd = _rounding(z, body, path) if bool(z.get("has_rounding", False)) else None
     cert = _certified(z, rnd, path) if "certificate" in z else None
     rows, arrays = _rows(z, path, int(F.shape[1]))
-    return PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays, cert)
+    w = PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays, cert)
+    if rnd is not None and "point_bases" in z and z["point_bases"].shape == rnd.points.shape:
+        w.point_bases = np.asarray(z["point_bases"], dtype=np.int64)  # checked in _rounding
+    return w
 
 
 _CERT_TYPES = {"walk": str, "chains": int, "pool": int, "pool_thin": int, "max_rhat": float, "min_ess": float,
@@ -239,7 +259,7 @@ def _certified(z: dict[str, NDArray[Any]], rnd: Rounding | None, path: Path) -> 
     follow from its own ESS: :meth:`~knorm.walks.certify.Certificate.failures`), this knorm
     version, and the states inside K by the exact oracle."""
     damaged = ValueError(f"prepared: {str(path)!r} is damaged (its certificate cannot be read)")
-    if rnd is None or "states" not in z:
+    if rnd is None or "states" not in z or "state_bases" not in z:
         raise damaged
     try:
         d = json.loads(str(z["certificate"]))
@@ -254,10 +274,10 @@ def _certified(z: dict[str, NDArray[Any]], rnd: Rounding | None, path: Path) -> 
         why = "; ".join(bad) if bad else f"made by knorm {cert.version}, this is {_version()}"
         raise ValueError(f"prepared: {str(path)!r} has a certificate that is refused ({why}): prepare it again, "
                          "or knorm prepare --verify")
-    states = z["states"]
-    if not check_states(states, rnd):
+    certified = Certified(cert, z["states"], z["state_bases"])
+    if not check_states(certified, rnd):
         raise ValueError(f"prepared: {str(path)!r} is damaged (its stationary states are not points of K)")
-    return Certified(cert, np.array(states, dtype=np.float64))
+    return certified
 
 
 def _row_ok(name: Any, r: Any, arrays: dict[str, NDArray[np.float64]], n: int) -> bool:

@@ -30,7 +30,7 @@ from scipy import stats
 import knorm
 from knorm import ConvergenceError, KNormMechanism
 from knorm import workloads as W
-from knorm.walks.certify import (MIN_POOL, N_STATES, WARMUP_FLOOR, Certificate, Certified, StationarySampler,
+from knorm.walks.certify import (MIN_POOL, N_STATES, WARMUP_FLOOR, Certified, StationarySampler, bases_at,
                                  certify, implied_tau, uniform_gauge_ks, verify, warmup_steps)
 from knorm.walks.sampler import rounding_of
 
@@ -86,7 +86,8 @@ def test_uniform_gauge_ks_has_power():
 def _release_from(K, c, start, warmup, n, seed):
     """n draws (frame coordinates), each the first candidate of a fresh chain started at ``start``."""
     cert = dataclasses.replace(c.certificate, warmup=warmup)
-    fixed = Certified(cert, np.tile(start, (N_STATES, 1)))
+    X = np.tile(start, (N_STATES, 1))
+    fixed = Certified(cert, X, bases_at(rounding_of(K).frame, X))
     s = StationarySampler(K, rounding_of(K), fixed, rng=seed, chains=n)
     s.run(n)
     return np.array([ch.x for ch in s.chains])
@@ -170,7 +171,7 @@ def test_verify_passes_a_good_certificate_and_fails_a_short_warm_up(small):
     F, K, c = small
     ok, m = verify(K, rounding_of(K), c, rng=0)
     assert ok, m["failures"]
-    short = Certified(dataclasses.replace(c.certificate, warmup=1), c.states)
+    short = Certified(dataclasses.replace(c.certificate, warmup=1), c.states, c.bases)
     ok, m = verify(K, rounding_of(K), short, rng=0)
     assert not ok and any("needs W" in f for f in m["failures"])
 
@@ -198,7 +199,8 @@ def test_prepared_file_carries_the_certificate(tmp_path, small):
     assert m.last_info.extra["stationary_start"] and m.last_info.steps == back.certificate.warmup
 
 
-@pytest.mark.parametrize("change", ["warmup0", "rhat", "version", "outside", "few_states", "json", "tau_only"])
+@pytest.mark.parametrize("change", ["warmup0", "rhat", "version", "outside", "few_states", "json", "tau_only",
+                                    "bad_basis"])
 def test_tampered_prepared_files_are_refused(tmp_path, small, change):
     F = small[0]
     p = tmp_path / "w.knorm"
@@ -216,6 +218,8 @@ def test_tampered_prepared_files_are_refused(tmp_path, small, change):
         d["min_ess"] = float(d["pool"]) / 2  # ESS/record 0.5 implies τ 2: W 20 too short
     if change == "outside":
         _rewrite(p, states=states * 1.5)
+    elif change == "bad_basis":
+        _rewrite(p, state_bases=np.full_like(w.certified.bases, 10**9))
     elif change == "few_states":
         _rewrite(p, states=states[:10])
     elif change == "json":
