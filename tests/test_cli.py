@@ -183,8 +183,8 @@ def test_existing_output_is_kept_without_force(tmp_path, capsys):
 
 def test_interrupted_run_leaves_no_output_and_resumes_identically(tmp_path, capsys, monkeypatch):
     base = ["sample", *SMALL, "--count", "3000", "--nonprivate-seed", "9", "--quiet"]
-    want = tmp_path / "want.npy"
-    assert run([*base, "--out", str(want)], capsys)[0] == 0
+    want = tmp_path / "want.npy"  # --checkpoint selects the per-run path: the reference has one, uninterrupted
+    assert run([*base, "--out", str(want), "--checkpoint", str(tmp_path / "ref")], capsys)[0] == 0
 
     real = interrupt_progress(monkeypatch, after=2)
     out = tmp_path / "got.npy"

@@ -123,6 +123,8 @@ def _diagnostics(mech):
         "steps": sum(i.steps for i in infos),
         "sampler_seconds": sum(i.seconds for i in infos),
         "thin": [i.thin for i in infos],
+        # runs from a certified body (docs/design.md §3.5.1): the certificate's numbers, not a per-run pool's
+        "certificates": [i.extra["certificate"] for i in infos if "certificate" in i.extra],
     }
 
 
@@ -354,7 +356,14 @@ def _print_sample_summary(s):
               + (f" ± {s['mean_l2_noise_stderr']:.2g}" if s["mean_l2_noise_stderr"] else "")
               + (f"; expected error {ee_text} ({ee['method']})" if independent else ""))
     dg = s["diagnostics"]
-    if dg:
+    if dg and dg["certificates"]:
+        c = dg["certificates"][0]
+        print(f"mixing: the walk certified once for this body ({c['date']}, knorm {c['version']}): max R-hat "
+              f"{max(x['max_rhat'] for x in dg['certificates']):.4f}, min bulk ESS "
+              f"{min(x['min_ess'] for x in dg['certificates']):.0f} of {c['pool']} records, gauge KS p "
+              f"{min(x['gauge_ks_p'] for x in dg['certificates']):.3f}; each release chain ran W = "
+              f"{max(x['warmup'] for x in dg['certificates'])} steps from a public stationary state")
+    elif dg:
         print(f"mixing: max R-hat {dg['max_rhat']:.4f}, min bulk ESS {dg['min_ess']:.0f} over {dg['draws']} draws "
               f"({dg['runs']} sampler run(s)), {'certified' if dg['converged'] else 'NOT certified'}")
     if s.get("checkpoint_deleted"):

@@ -14,7 +14,7 @@ from .._validate import check_options, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.certify import StationarySampler, cached_certified, certificate_claim, certified_of
-from ..walks.prepared import PreparedWorkload, check_prepared
+from ..walks.prepared import PreparedWorkload, body_of, check_prepared
 from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
                     check_noise_scale, check_size, in_float_range, mc_norm_estimate, scaled)
@@ -91,7 +91,7 @@ class KNormMechanism(Mechanism):
         self.accept_uncertified = bool(accept_uncertified)
         self.sampler_options = check_sampler_options(sampler_options)
         self._checkpoint = self.sampler_options.get("checkpoint")
-        self.body = body if body is not None else SymmetricHull(self.F)
+        self.body = body if body is not None else body_of(self.F)
         self.dim = self.body.dim
         self.structure = self.body.exact_structure
         # r·z has scale (dim+1)/ε·(K's scale): refused here, before anything is drawn, if it leaves float64
@@ -170,6 +170,7 @@ class KNormMechanism(Mechanism):
             want = max(short, self.bank_size)
             fresh, info = self._sampler.run(want)
         self.last_info = info
+        info.extra["banked"] = want
         if not info.converged and not self.accept_uncertified:
             raise ConvergenceError(
                 f"K-norm sampler run ({self.walk}) not certified: min bulk ESS {info.min_ess:.0f} of "

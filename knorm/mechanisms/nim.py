@@ -25,7 +25,7 @@ from ..privacy import BudgetAccountant
 from .._validate import as_real_array, is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import check_workers, walk_id
-from ..walks.prepared import PreparedWorkload, check_prepared
+from ..walks.prepared import PreparedWorkload, body_of, check_prepared
 from ..walks.sampler import Sampler, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size,
                     in_float_range, mc_norm_estimate, scaled)
@@ -270,9 +270,9 @@ class NIMechanism(Mechanism):
     # -- the plan ---------------------------------------------------------------------
     def _check_body(self, body: SymmetricHull | None) -> SymmetricHull:
         """``body``: K = F·B₁ⁿ of this F (as :class:`KNormMechanism`'s ``body``, the caller's to match;
-        its rounding is reused), or None: a new one."""
+        its rounding is reused), or None: this process's body of F (:func:`~knorm.walks.prepared.body_of`)."""
         if body is None:
-            return SymmetricHull(self.F)
+            return body_of(self.F)
         if not isinstance(body, SymmetricHull) or body.ambient_dim != self.d:
             raise ValueError(f"body must be None or the SymmetricHull of this F (K = F·B₁ⁿ in R^{self.d})")
         return body

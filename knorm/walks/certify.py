@@ -321,6 +321,7 @@ class StationarySampler:
         self.chains: list[Chain] = []
         self.records = np.zeros(0, np.int64)  # records per chain so far (always even: odd ones are candidates)
         self._last = np.empty((0, self.frame.r))
+        self._next = 0  # the chain whose candidate comes first in the next run (round-robin across runs)
         self.last_info: SamplingInfo | None = None
 
     def _start(self, c: int) -> int:
@@ -369,6 +370,9 @@ class StationarySampler:
             raise ConvergenceError(f"the {self.walk} chains keep repeating their states: only {len(keep)} of {size} "
                                    "draws are fit for release; use another walk")
         self._last = last
+        # round-robin from the chain after the one that gave the last draw used (the first ``size``)
+        keep = keep[np.lexsort(((keep[:, 0] - self._next) % c, keep[:, 1]))]
+        self._next = int(keep[size - 1, 0]) + 1
         sources = np.column_stack([keep[:, 0], keep[:, 1] + self.records[keep[:, 0]]])
         self.records = self.records + draws.shape[1]
         amb = self.body.to_ambient(self.rounding.to_span(draws[keep[:, 0], keep[:, 1]]))

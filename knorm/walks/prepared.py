@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,25 @@ def _version() -> str:
 def workload_fingerprint(F: ArrayLike, name: str = "F") -> str:
     """SHA-256 of the validated F (float64: dtype, shape and bytes)."""
     return fingerprint(np.ascontiguousarray(validate_matrix(F, name)))
+
+
+BODY_CACHE = 4  # bodies kept per process (by F's fingerprint) for mechanisms given neither a body nor a file
+_BODIES: OrderedDict[str, SymmetricHull] = OrderedDict()
+
+
+def body_of(F: NDArray[np.float64]) -> SymmetricHull:
+    """The body of the validated ``F``, shared in this process by every mechanism on the same
+    matrix (the last ``BODY_CACHE`` matrices, by fingerprint): its rounding and certification,
+    cached with it, are computed once, so a later mechanism on the same F releases after a
+    warm-up (docs/design.md §3.5.1)."""
+    fp = workload_fingerprint(F)
+    body = _BODIES.pop(fp, None)
+    if body is None:
+        body = SymmetricHull(F)
+    _BODIES[fp] = body
+    while len(_BODIES) > BODY_CACHE:
+        _BODIES.popitem(last=False)
+    return body
 
 
 class PreparedWorkload:

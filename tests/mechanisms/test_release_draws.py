@@ -32,14 +32,30 @@ def served_sources(m, sizes):
         if m.last_info is not before:
             infos.append(m.last_info)
     for info in infos:
-        sources.append(info.extra["sources"][: m.bank_size])  # the bank keeps the first bank_size draws
+        sources.append(info.extra["sources"][: info.extra["banked"]])  # the bank keeps the first draws it asked for
     src = np.vstack(sources)
     used = sum(sizes)
     return np.vstack(answers), src[:used], infos
 
 
-def test_one_sampler_for_the_lifetime_and_refills_continue_its_chains(F):
+def test_release_chains_start_once_and_refills_continue_them(F):
+    """From a certified body: the first refill starts 8 chains (W steps each from public
+    stationary states) and banks just the 150 draws asked for; later refills (at least
+    bank_size) continue the same chains, no new start, no second warm-up."""
     m = KNormMechanism(F, epsilon=1.0, rng=15, bank_size=200)
+    _, src, infos = served_sources(m, [150, 150, 150, 150])
+    chains = list(m._stationary.chains)
+    assert len(infos) == 4 and [i.extra["banked"] for i in infos] == [150, 200, 200, 200]
+    assert infos[0].extra["chains_started"] == 8 and infos[0].warmup == infos[0].extra["certificate"]["warmup"]
+    assert all(i.extra["chains_started"] == 0 and i.warmup == 0 for i in infos[1:])
+    assert m._stationary.chains == chains
+    for a, b in zip(infos, infos[1:]):
+        assert b.extra["sources"][:, 1].min() > a.extra["sources"][:, 1].max()
+
+
+def test_one_sampler_for_the_lifetime_and_refills_continue_its_chains(F):
+    """The per-run path (asked for by a per-run option: min_draws) keeps one Sampler."""
+    m = KNormMechanism(F, epsilon=1.0, rng=15, bank_size=200, sampler_options={"min_draws": 1000})
     sampler = m._sampler
     _, src, infos = served_sources(m, [150, 150, 150, 150])
     assert m._sampler is sampler and len(infos) == 3
@@ -70,6 +86,7 @@ def test_no_two_releases_share_z_with_the_ball_walk_near_vertices():
     p = 3 * default_params("ball", rounding_of(K).frame)
     m = KNormMechanism(F, epsilon=1.0, rng=17, walk="ball", body=K)
     m._sampler = knorm.Sampler(K, walk="ball", rng=m._rng, params=p)
+    m._per_run = True  # the per-run path, whose Sampler this is
     a, _, infos = served_sources(m, [500] * 6)
     assert sum(i.extra["pool_repeats"] for i in infos) > 20
     u = a / np.linalg.norm(a, axis=1, keepdims=True)

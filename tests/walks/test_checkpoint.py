@@ -98,7 +98,10 @@ def test_the_mechanism_binds_epsilon(F, tmp_path):
 
 def test_a_seeded_mechanism_resume_equals_the_uninterrupted_release(F, tmp_path):
     x = np.arange(20.0)
-    want = KNormMechanism(F, epsilon=1.0, rng=5, bank_size=3000).release(x, size=3)
+    # a checkpoint selects the per-run path (a resumable run): the reference has one too, uninterrupted
+    want = KNormMechanism(F, epsilon=1.0, rng=5, bank_size=3000,
+                          sampler_options={"checkpoint": Checkpoint(tmp_path.parent / f"{tmp_path.name}-ref", every=0)}
+                          ).release(x, size=3)
     with pytest.raises(Stop):
         KNormMechanism(F, epsilon=1.0, rng=5, bank_size=3000,
                        sampler_options={"checkpoint": Checkpoint(tmp_path, every=0), "progress": stop_at(2)}

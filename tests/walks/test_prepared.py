@@ -21,8 +21,10 @@ def test_the_file_holds_only_public_f_derived_data(saved):
     w, path = saved
     with np.load(path, allow_pickle=False) as z:
         keys = set(z.files)
-        assert keys == {"format", "knorm", "fingerprint", "shape", "has_rounding", "T", "points", "tau", "iterations",
-                        "eigen_spread", "span_basis", "unit"}
+        assert keys == {"format", "knorm", "fingerprint", "shape", "has_rounding", "T", "points", "point_bases", "tau",
+                        "iterations", "eigen_spread", "span_basis", "unit", "certificate", "states", "state_bases",
+                        "public"}
+        assert "public" in str(z["public"]) and "no data" in str(z["public"])
         assert str(z["fingerprint"]) == w.fingerprint == P.workload_fingerprint(F)
         assert str(z["knorm"]) == knorm.__version__ and str(z["format"]) == P.FORMAT
         # the rounding of a fresh body of F (seeded with the public ROUNDING_SEED) is what was saved
