@@ -77,3 +77,40 @@ def test_prepare_with_recommend_keeps_the_table_for_mechanism_auto(tmp_path, cap
     rc, _, err = run(["sample", *WORKLOAD, *seeded, "--out", str(b), "--prepared", str(out)], capsys)
     assert rc == 0, err
     assert np.array_equal(np.load(a), np.load(b))
+
+
+def test_prepare_prints_the_certificate_and_info_shows_it(prepared, tmp_path, capsys):
+    out = tmp_path / "w.knorm"
+    rc, stdout, err = run(["prepare", *WORKLOAD, "--out", str(out)], capsys)
+    assert rc == 0, err
+    assert "certified" in stdout and "max R-hat" in stdout and "gauge KS p" in stdout and "warm-up W = " in stdout
+    rc, stdout, err = run(["info", *WORKLOAD, "--prepared", str(prepared), "--json"], capsys)
+    assert rc == 0, err
+    f = json.loads(stdout)
+    assert f["certificate"]["warmup"] >= 20 and f["states"] == 64 and f["certificate"]["max_rhat"] < 1.01
+    rc, stdout, err = run(["info", *WORKLOAD, "--prepared", str(prepared)], capsys)
+    assert rc == 0 and "64 public stationary states" in stdout and "approximate (MCMC)" in stdout, err
+
+
+def test_sample_from_a_prepared_file_reports_its_certificate(prepared, capsys):
+    rc, stdout, err = run(["sample", *WORKLOAD, "--nonprivate-seed", "2", "--count", "5", "--prepared",
+                           str(prepared)], capsys)
+    assert rc == 0, err
+    assert "certified once for this body" in stdout and "from a public stationary state" in stdout
+    assert "W = " in stdout and "approximate" in stdout
+
+
+def test_verify_passes_a_good_file_and_a_tampered_one_is_refused(prepared, tmp_path, capsys):
+    rc, stdout, err = run(["prepare", *WORKLOAD, "--verify", str(prepared)], capsys)
+    assert rc == 0 and "passed" in stdout, (stdout, err)
+    z = dict(np.load(prepared, allow_pickle=False))
+    cert = json.loads(str(z["certificate"]))
+    cert["warmup"] = 0
+    z["certificate"] = np.array(json.dumps(cert))
+    bad = tmp_path / "bad.knorm"
+    with open(bad, "wb") as f:
+        np.savez(f, **z)
+    for argv in (["prepare", *WORKLOAD, "--verify", str(bad)], ["sample", *WORKLOAD, "--count", "1", "--prepared",
+                                                                   str(bad)]):
+        rc, _, err = run(argv, capsys)
+        assert rc == 1 and err.count("\n") == 1 and "refused" in err and "warm-up 0" in err, (argv, err)

