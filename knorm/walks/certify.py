@@ -293,9 +293,9 @@ class StationarySampler:
     """Draws fit for release from a certified body: a warm-up, not a pool (docs/design.md §3.5).
 
     ``StationarySampler(body, rounding, certified, *, rng=None, chains=None, workers=None)``.
-    A run of ``size`` draws uses ``c = min(size, chains)`` chains (``chains`` default
-    ``DEFAULT_CHAINS``; the count depends on ``size`` only, never on ``workers``, so seeded
-    draws are the same on any number of cores). A chain that does not exist yet starts at
+    A run of ``size`` draws uses :meth:`chains_for` chains (at most ``chains``, default
+    ``DEFAULT_CHAINS``; the count depends on ``size`` and the certificate only, never on
+    ``workers``, so seeded draws are the same on any number of cores) and those already started. A chain that does not exist yet starts at
     one of the certificate's public stationary states, picked with ``rng``, with its own
     generator spawned from ``rng``, and its first candidate is its state ``W`` steps later
     (the certificate's warm-up: ``W − 2·thin`` steps, then two records); chains then
@@ -327,6 +327,15 @@ class StationarySampler:
         self._next = 0  # the chain whose candidate comes first in the next run (round-robin across runs)
         self.last_info: SamplingInfo | None = None
 
+    def chains_for(self, size: int) -> int:
+        """Chains for ``size`` draws: ``min(chains, ⌈2·thin·size/W⌉)``, at least 1. A new chain
+        costs W steps and saves ``2·thin`` steps of one chain's continuation per draw it takes
+        over, so it pays once it takes over about a warm-up's worth: one chain for a few draws
+        (W + 2·thin·(size − 1) steps in all), 8 from ``size ≥ 4W/thin`` on. A function of
+        ``size`` and the certificate only, never of ``workers``."""
+        cert = self.cert
+        return max(1, min(self.max_chains, -(-2 * cert.thin * size // cert.warmup) if cert.warmup else self.max_chains))
+
     def _start(self, c: int) -> int:
         """Start chains until there are ``c``, each at a public state picked with the rng, and
         run ``W − 2·thin`` steps on each new one. Returns how many were started."""
@@ -356,7 +365,7 @@ class StationarySampler:
         index of each draw; ``rhat``/``ess``: the certificate's, ESS scaled to these records)."""
         t0 = time.perf_counter()
         size = positive_int("size", size)
-        started = self._start(max(len(self.chains), min(size, self.max_chains)))
+        started = self._start(max(len(self.chains), self.chains_for(size)))
         cs, thin, c = self.chains, self.cert.thin, len(self.chains)
         stats0 = sum(ch.stats for ch in cs)
         pivots0 = sum(ch.pivots for ch in cs)

@@ -89,6 +89,7 @@ def _release_from(K, c, start, warmup, n, seed):
     X = np.tile(start, (N_STATES, 1))
     fixed = Certified(cert, X, bases_at(rounding_of(K).frame, X))
     s = StationarySampler(K, rounding_of(K), fixed, rng=seed, chains=n)
+    s._start(n)  # n chains, each W steps from the start (a release starts as many as chains_for says)
     s.run(n)
     return np.array([ch.x for ch in s.chains])
 
