@@ -26,15 +26,15 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from .._rng import as_generator
-from .._validate import positive_int
+from .._validate import check_memory, positive_int
 from ..body.hull import Frame, OracleState, SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError
 from .chains import Chain, run_chains
 from .rounding import Rounding, per_step_tau
-from .sampler import (DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo, select_candidates,
-                      thinning_for)
+from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo,
+                      select_candidates, thinning_for)
 
 CERTIFY_SEED = 31415  # public: a certification is a deterministic function of F (and the walk)
 CERTIFY_DRAWS = 1000  # draws of the certified run: a pool of 2000 records, as a mechanism's first run
@@ -365,15 +365,23 @@ class StationarySampler:
         index of each draw; ``rhat``/``ess``: the certificate's, ESS scaled to these records)."""
         t0 = time.perf_counter()
         size = positive_int("size", size)
+        # records (frame and ambient copies) of 2·size candidates' worth, before anything is allocated
+        check_memory("size", size, 8 * 2 * size * (2 * self.frame.r + 2 * self.body.ambient_dim))
         started = self._start(max(len(self.chains), self.chains_for(size)))
         cs, thin, c = self.chains, self.cert.thin, len(self.chains)
         stats0 = sum(ch.stats for ch in cs)
         pivots0 = sum(ch.pivots for ch in cs)
         need = 2 * -(-size // c)  # an even number of records per chain: odd records stay the candidates
         draws = np.empty((c, 0, self.frame.r))
+        report = self.progress if callable(self.progress) else None
         for _ in range(21):
-            rec = run_chains(cs, self.walk, need * thin, thin, self.params, self.workers)
-            draws = np.concatenate([draws, rec], axis=1)
+            while need > 0:  # in chunks: progress moves, and the record count stays even
+                k = min(need, CHUNK_DRAWS)
+                rec = run_chains(cs, self.walk, k * thin, thin, self.params, self.workers)
+                draws = np.concatenate([draws, rec], axis=1)
+                need -= k
+                if report is not None:
+                    report(min(size, c * draws.shape[1] // 2), size)
             keep, dropped, last = select_candidates(draws, self._last)
             if len(keep) >= size:
                 break
