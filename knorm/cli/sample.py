@@ -358,7 +358,7 @@ def _print_sample_summary(s):
     dg = s["diagnostics"]
     if dg and dg["certificates"]:
         c = dg["certificates"][0]
-        print(f"mixing: the walk certified once for this body ({c['date']}, knorm {c['version']}): max R-hat "
+        print(f"mixing: the walk certified once for this body (knorm {c['version']}): max R-hat "
               f"{max(x['max_rhat'] for x in dg['certificates']):.4f}, min bulk ESS "
               f"{min(x['min_ess'] for x in dg['certificates']):.0f} of {c['pool']} records, gauge KS p "
               f"{min(x['gauge_ks_p'] for x in dg['certificates']):.3f}; each release chain ran W = "

@@ -155,7 +155,8 @@ class KNormMechanism(Mechanism):
                                              chains=opts.get("chains"), workers=opts.get("workers"),
                                              progress=opts.get("progress"))
         self._claim = replace(self._claim, details={**self._claim.details,
-                                                    "stationary_start": certificate_claim(certified.certificate)})
+                                                    "stationary_start": certificate_claim(certified.certificate),
+                                                    "certificate": certified.certificate.as_dict()})
         return self._stationary
 
     def _refill(self, short: int) -> None:

@@ -411,10 +411,11 @@ class StationarySampler:
 
 
 def certificate_claim(cert: Certificate) -> str:
-    """What a release from a certified body rests on, in one phrase (the privacy claim's)."""
-    return (f"W = {cert.warmup} steps from a stationary state of chains certified when the workload was prepared "
+    """What a release from a certified body rests on, in one phrase (the privacy claim's; the
+    certificate itself, with its date, is the claim's ``details["certificate"]``)."""
+    return (f"W = {cert.warmup} steps from a stationary state of chains certified once for this workload "
             f"(max R-hat {cert.max_rhat:.4f}, min ESS {cert.min_ess:.0f}/{cert.pool}, gauge KS p "
-            f"{cert.gauge_ks_p:.3f}; {cert.date}, knorm {cert.version})")
+            f"{cert.gauge_ks_p:.3f}; knorm {cert.version})")
 
 
 # body -> {walk: Certified}: weak, it goes with the body (as its rounding, sampler._ROUNDINGS)
