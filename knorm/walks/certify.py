@@ -31,7 +31,7 @@ from ..body.hull import Frame, OracleState, SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError
-from .chains import Chain, run_chains
+from .chains import WALKS, Chain, run_chains
 from .rounding import Rounding, per_step_tau
 from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo,
                       select_candidates, thinning_for)
@@ -82,6 +82,9 @@ class Certificate:
         run's own checks, W and the spacing must follow from the certificate's own ESS,
         so that no edit of W, τ or thin alone can shorten a release's warm-up."""
         out = []
+        if self.walk not in WALKS or self.chains < 4 or self.pool_thin < 1 or self.seed < -1:
+            return [f"not a certificate of a knorm walk (walk {self.walk!r}, {self.chains} chains, pool thinning "
+                    f"{self.pool_thin})"]
         if self.pool < MIN_POOL:
             out.append(f"pool {self.pool} < {MIN_POOL} records")
         if not self.max_rhat < MAX_RHAT:
