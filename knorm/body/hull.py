@@ -264,6 +264,32 @@ class Frame:
         state.ctr[2] = 0
         return state
 
+    def optimal_bases(self, X):
+        """An optimal basis at each row of X (frame coordinates), ``(k, r)`` codes: exact
+        solves from a fresh crash basis, each warm-started from the previous one."""
+        st = self.crash_basis()
+        out = np.empty((len(X), self.r), np.int64)
+        for i, x in enumerate(X):
+            self.solve(x, st)
+            out[i] = st.basis
+        return out
+
+    def gauges_from_bases(self, X, bases):
+        """Gauges of the rows of X (frame coordinates), each solved from its own basis
+        (:meth:`basis_state`, refactored; no pivot where it is optimal there, as a basis saved
+        by :meth:`optimal_bases` is), and the optimal states: ``(gauges, states)``. The result
+        is exact whatever the bases (they are warm starts) and, from the same bases, the same
+        to the last bit (one refactorisation, not a history of updates)."""
+        Z = self.to_oracle(X)
+        g = np.empty(len(X))
+        states = []
+        for i, (x, b) in enumerate(zip(X, bases)):
+            st = self.basis_state(b)
+            self.solve(x, st)
+            g[i] = float(st.lam @ Z[i])
+            states.append(st)
+        return g, states
+
     @property
     def state(self):
         """The shared warm-start state used by the Python-level oracle methods."""

@@ -146,44 +146,18 @@ class Certified:
     bases: NDArray[np.int64]
     _oracle: list[OracleState] | None = field(default=None, repr=False, compare=False)
 
-    def oracle_states(self, frame: Frame) -> list[OracleState]:
-        """Each state's oracle state, optimal at it (:func:`oracle_states_at`; built once)."""
-        if self._oracle is None:
-            self._oracle = oracle_states_at(frame, self.states, self.bases)
-        return self._oracle
-
     def gauges(self, frame: Frame) -> NDArray[np.float64]:
-        """``‖z‖_K`` of each state by the exact oracle."""
-        return gauges_at(frame, self.states, self.oracle_states(frame))
+        """``‖z‖_K`` of each state by the exact oracle, from its saved basis
+        (:meth:`~knorm.body.hull.Frame.gauges_from_bases`); keeps the optimal states."""
+        g, self._oracle = frame.gauges_from_bases(self.states, self.bases)
+        return g
 
-
-def bases_at(frame: Frame, X: NDArray[np.float64]) -> NDArray[np.int64]:
-    """An optimal oracle basis at each row of X (frame coordinates): exact solves, each
-    warm-started from the previous one."""
-    st = frame.crash_basis()
-    out = []
-    for x in X:
-        frame.solve(x, st)
-        out.append(st.basis.copy())
-    return np.array(out, dtype=np.int64).reshape(len(X), frame.r)
-
-
-def oracle_states_at(frame: Frame, X: NDArray[np.float64], bases: NDArray[Any]) -> list[OracleState]:
-    """The oracle state of each row of X from its saved basis: refactored
-    (:meth:`~knorm.body.hull.Frame.basis_state`), then solved exactly at the row (no pivot
-    where the basis is optimal there, as it is when it was saved with it)."""
-    out = []
-    for x, b in zip(X, bases):
-        st = frame.basis_state(b)
-        frame.solve(x, st)
-        out.append(st)
-    return out
-
-
-def gauges_at(frame: Frame, X: NDArray[np.float64], states: list[OracleState]) -> NDArray[np.float64]:
-    """``‖x‖_K = λ·z`` of each row of X at its optimal oracle state (z: oracle coordinates)."""
-    Z = frame.to_oracle(X)
-    return np.array([float(st.lam @ z) for st, z in zip(states, Z)])
+    def oracle_states(self, frame: Frame) -> list[OracleState]:
+        """Each state's oracle state, optimal at it (built once, by :meth:`gauges`)."""
+        if self._oracle is None:
+            self.gauges(frame)
+        assert self._oracle is not None
+        return self._oracle
 
 
 def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Generator | int | None = CERTIFY_SEED,

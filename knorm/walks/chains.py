@@ -30,18 +30,36 @@ BLOCK = 512  # steps of random inputs drawn at a time per chain
 _RADII = weakref.WeakKeyDictionary()  # frame -> body_radius (the sampling layer's cache, not the frame's state)
 
 
-def body_radius(frame, k=64):
-    """Median over ``k`` fixed random unit directions v of ``1/‖v‖_K``: a scale-free size of K.
+RADIUS_DIRECTIONS = 64
 
-    Deterministic to the last bit (fixed directions, fresh warm-start state; cached per
-    frame), so walk parameters derived from it never depend on earlier queries.
+
+def radius_directions(r, k=RADIUS_DIRECTIONS):
+    """The ``k`` fixed random unit directions (seed 12345) of :func:`body_radius`, ``(k, r)``."""
+    V = np.random.default_rng(12345).standard_normal((k, r))
+    return V / np.linalg.norm(V, axis=1, keepdims=True)
+
+
+def body_radius(frame, bases=None):
+    """Median over ``RADIUS_DIRECTIONS`` fixed random unit directions v of ``1/‖v‖_K``: a
+    scale-free size of K.
+
+    Each gauge is solved from its own optimal basis (``bases``: saved ones, e.g. a prepared
+    workload's, as warm starts; else :meth:`~knorm.body.hull.Frame.optimal_bases` from a fresh
+    crash basis) by :meth:`~knorm.body.hull.Frame.gauges_from_bases`: exact, and the same to the
+    last bit from computed or saved bases, so walk parameters never depend on earlier queries
+    or on where the bases came from. Cached per frame.
     """
     if frame not in _RADII:
-        V = np.random.default_rng(12345).standard_normal((k, frame.r))
-        V /= np.linalg.norm(V, axis=1, keepdims=True)
-        g, _ = frame.gauges(V, state=frame.crash_basis())
+        V = radius_directions(frame.r)
+        g, _ = frame.gauges_from_bases(V, frame.optimal_bases(V) if bases is None else bases)
         _RADII[frame] = float(np.median(1.0 / g))
     return _RADII[frame]
+
+
+def radius_bases(frame):
+    """Optimal bases at :func:`radius_directions` (saved by a prepared workload: its
+    :func:`body_radius` then costs one refactorisation per direction on load)."""
+    return frame.optimal_bases(radius_directions(frame.r))
 
 
 def _ball_params(frame):

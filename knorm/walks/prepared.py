@@ -28,8 +28,8 @@ from numpy.typing import ArrayLike, NDArray
 from .._io import atomic_write
 from .._validate import is_int
 from ..body.hull import SymmetricHull, validate_matrix
-from .certify import (PUBLIC_NOTE, Certificate, Certified, bases_at, cache_certified, certified_of, check_states,
-                      gauges_at, oracle_states_at)
+from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, certified_of, check_states
+from .chains import RADIUS_DIRECTIONS, body_radius, radius_bases
 from .checkpoint import fingerprint
 from .rounding import Rounding
 from .sampler import cache_rounding, rounding_of, rounding_progress
@@ -88,6 +88,7 @@ class PreparedWorkload:
         self.body, self.fingerprint, self.rounding = body, fingerprint, rounding
         self.certified = certified
         self.point_bases: NDArray[np.int64] | None = None  # oracle bases at the rounding's end points (saved)
+        self.radius_bases: NDArray[np.int64] | None = None  # and at body_radius's directions (saved)
         self.shape = shape  # (d, n) of the F it was prepared for
         # knorm.recommend's ε-free rows ({"options": …, "rows": {name: …}}, JSON-ready) and the arrays
         # they need (a searched p-Identity's Θ): filled by recommend(…, prepared=self), saved with it
@@ -133,8 +134,11 @@ class PreparedWorkload:
         if self.rounding is not None:
             rnd = self.rounding
             if self.point_bases is None:  # warm starts that make the check of the end points cheap on load
-                self.point_bases = bases_at(rnd.frame, rnd.points)
-            arrays.update(T=rnd.T, points=rnd.points, point_bases=self.point_bases, tau=np.array(rnd.tau),
+                self.point_bases = rnd.frame.optimal_bases(rnd.points)
+            if self.radius_bases is None:  # and the walk's length scale (body_radius)
+                self.radius_bases = radius_bases(rnd.frame)
+            arrays.update(T=rnd.T, points=rnd.points, point_bases=self.point_bases, radius_bases=self.radius_bases,
+                          tau=np.array(rnd.tau),
                           iterations=np.array(rnd.iterations),
                           eigen_spread=np.array(rnd.eigen_spread), span_basis=self.body.span_basis,
                           unit=np.array(self.body._unit))
@@ -223,7 +227,7 @@ def _rounding(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> Ro
         b = z.get("point_bases")
         try:
             g = (frame.gauges(pts, frame.crash_basis())[0] if b is None or b.shape != pts.shape else
-                 gauges_at(frame, pts, oracle_states_at(frame, pts, b)))
+                 frame.gauges_from_bases(pts, b)[0])
         except ValueError:
             raise damaged from None
         if not np.all(g <= 1.0 + 1e-9):
@@ -266,6 +270,13 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
     w = PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays, cert)
     if rnd is not None and "point_bases" in z and z["point_bases"].shape == rnd.points.shape:
         w.point_bases = np.asarray(z["point_bases"], dtype=np.int64)  # checked in _rounding
+    if rnd is not None and "radius_bases" in z:
+        try:  # the walk's length scale, exact from the saved warm starts (computed anew if they do not fit)
+            body_radius(rnd.frame, z["radius_bases"] if z["radius_bases"].shape == (RADIUS_DIRECTIONS, rnd.frame.r)
+                        else None)
+        except ValueError:
+            raise ValueError(f"prepared: {str(path)!r} is damaged (its radius bases are not bases)") from None
+        w.radius_bases = np.asarray(z["radius_bases"], dtype=np.int64)
     return w
 
 

@@ -30,7 +30,7 @@ from scipy import stats
 import knorm
 from knorm import ConvergenceError, KNormMechanism
 from knorm import workloads as W
-from knorm.walks.certify import (MIN_POOL, N_STATES, WARMUP_FLOOR, Certified, StationarySampler, bases_at,
+from knorm.walks.certify import (MIN_POOL, N_STATES, WARMUP_FLOOR, Certified, StationarySampler,
                                  certify, implied_tau, uniform_gauge_ks, verify, warmup_steps)
 from knorm.walks.sampler import rounding_of
 
@@ -88,7 +88,7 @@ def _release_from(K, c, start, warmup, n, seed):
     """n draws (frame coordinates), each the first candidate of a fresh chain started at ``start``."""
     cert = dataclasses.replace(c.certificate, warmup=warmup)
     X = np.tile(start, (N_STATES, 1))
-    fixed = Certified(cert, X, bases_at(rounding_of(K).frame, X))
+    fixed = Certified(cert, X, rounding_of(K).frame.optimal_bases(X))
     s = StationarySampler(K, rounding_of(K), fixed, rng=seed, chains=n)
     s._start(n)  # n chains, each W steps from the start (a release starts as many as chains_for says)
     s.run(n)
@@ -252,3 +252,21 @@ def test_an_uncertifiable_walk_raises_and_accept_uncertified_falls_back(small):
         assert "stationary_start" not in m.last_info.extra  # the per-run path's certified run
     finally:
         cm.certify = orig
+
+
+def test_saved_radius_bases_are_only_warm_starts(tmp_path, small):
+    """The walk's length scale (body_radius) is exact from any saved bases: the same value from
+    other valid bases; bases that are not bases make the file damaged."""
+    from knorm.walks import chains
+
+    F = small[0]
+    p = tmp_path / "w.knorm"
+    w = knorm.prepare(F, p)
+    want = chains.body_radius(w.rounding.frame)
+    z = dict(np.load(p, allow_pickle=False))
+    _rewrite(p, radius_bases=np.roll(z["radius_bases"], 1, axis=0))  # each direction warm-started elsewhere
+    got = chains.body_radius(knorm.load_prepared(p, F).rounding.frame)
+    assert got == pytest.approx(want, rel=1e-12)
+    _rewrite(p, radius_bases=np.full_like(z["radius_bases"], -1))
+    with pytest.raises(ValueError, match="damaged"):
+        knorm.load_prepared(p, F)

@@ -21,7 +21,7 @@ def test_the_file_holds_only_public_f_derived_data(saved):
     w, path = saved
     with np.load(path, allow_pickle=False) as z:
         keys = set(z.files)
-        assert keys == {"format", "knorm", "fingerprint", "shape", "has_rounding", "T", "points", "point_bases", "tau",
+        assert keys == {"format", "knorm", "fingerprint", "shape", "has_rounding", "T", "points", "point_bases", "radius_bases", "tau",
                         "iterations", "eigen_spread", "span_basis", "unit", "certificate", "states", "state_bases",
                         "public"}
         assert "public" in str(z["public"]) and "no data" in str(z["public"])
