@@ -602,3 +602,43 @@ def test_answers_are_written_before_the_error_estimate(tmp_path, capsys, monkeyp
     assert rc == 0 and calls == [True] and "expected error E‖noise‖₂:" in out.splitlines()[-1]
     rc, _, err = run(["sample", *SMALL, "--error-estimate"], capsys)
     assert rc == 2 and "--error-estimate applies only with --data" in err
+
+
+def test_first_hour_errors_name_the_option_and_the_fix(tmp_path, capsys):
+    """Issue 26's errors, each one line naming the option and how to fix it."""
+    (tmp_path / "x.csv").write_text("3,0,5,2\n")
+    np.save(tmp_path / "F.npy", np.eye(4))
+    F, x = str(tmp_path / "F.npy"), str(tmp_path / "x.csv")
+    cases = [
+        (["sample", "--matrix", F, "--data", x, "--count", "1", "--json"], 1,
+         "--data file", "is not a .npy array; make one in Python with numpy.save"),
+        (["sample", "--matrix", str(tmp_path / "x.csv"), "--count", "3"], 1, "--matrix file", "np.loadtxt("),
+        (["sample", "--workload", "marginals", "--shape", "2", "3"], 2, "--workload marginals needs --k", "--k 2"),
+        (["sample", "--matrix", F, "--prepared", str(tmp_path / "nope.knorm")], 1, "--prepared file",
+         "does not exist; make it with knorm prepare"),
+    ]
+    for argv, status, names, fix in cases:
+        rc, out, err = run(argv, capsys)
+        assert rc == status and err.count("\n") == 1 and names in err and fix in err and "pickle" not in err, \
+            (argv, err)
+
+
+def test_every_option_has_help():
+    """No option of any subcommand is listed without a help text."""
+    import argparse
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"{name} {'/'.join(a.option_strings)}" for name, p in sub.choices.items() for a in p._actions
+            if a.option_strings and a.help in (None, "") and not isinstance(a, argparse._HelpAction)]
+    assert not bare, bare
+
+
+def test_speed_line_of_few_answers():
+    from knorm.cli.sample import _speed
+
+    assert _speed({"count": 1, "seconds": 31.5, "samples_per_second": 1 / 31.5}) == "speed: 1 sample in 31.50 s"
+    assert _speed({"count": 1000, "seconds": 0.41, "samples_per_second": 2468.9}) == \
+        "speed: 1000 samples in 0.41 s (2469 samples/s)"
+    assert _speed({"count": 2, "seconds": 31.5, "samples_per_second": 2 / 31.5}) == \
+        "speed: 2 samples in 31.50 s (0.0635 samples/s)"

@@ -392,7 +392,8 @@ def _speed(s):
     if n == 1:
         return f"speed: 1 sample in {sec:.2f} s"
     rate = s["samples_per_second"]
-    return f"speed: {n} samples in {sec:.2f} s" + (f" ({rate:.4g} samples/s)" if rate else "")
+    shown = "" if not rate else f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}"
+    return f"speed: {n} samples in {sec:.2f} s" + (f" ({shown} samples/s)" if shown else "")
 
 
 def _print_sample_summary(s):
