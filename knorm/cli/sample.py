@@ -320,7 +320,10 @@ def cmd_sample(args):
     estimate = x is not None and args.error_estimate  # on request, after the answers are written
     if args.json:
         if estimate:
-            summary["expected_error"] = _expected_error(mech, None)
+            try:
+                summary["expected_error"] = _expected_error(mech, None)
+            finally:
+                progress.close()
         if answers_in_json:
             summary["answers"] = samples.tolist()
         print(json.dumps(summary, indent=2, default=float, ensure_ascii=False))
@@ -328,7 +331,10 @@ def cmd_sample(args):
     if not args.quiet:
         _print_sample_summary(summary)
     if estimate:  # nothing computed from Fx or the answers: separate draws, never released
-        summary["expected_error"] = ee = _expected_error(mech, None)
+        try:
+            summary["expected_error"] = ee = _expected_error(mech, None)
+        finally:
+            progress.close()  # the draws' own bar, if they needed a sampler run
         if not args.quiet:
             print(f"expected error E‖noise‖₂: {_estimate_text(ee)} ({ee['method']})", flush=True)
     return 0
