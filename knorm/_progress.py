@@ -12,11 +12,13 @@ iterations, steps and draws, and times.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, Callable, TextIO
 
 SLOW = 5.0  # seconds: a stage expected to take longer says roughly how long, once
 SETTLE = 1.0  # seconds of a stage before its rate is trusted for that estimate
+TICK = 1.0  # seconds between redraws of an open bar (its elapsed time moves between the sampler's reports)
 
 STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"), "pool": ("draws", "draw")}
 
@@ -47,6 +49,8 @@ class StageProgress:
         self._said = False  # this stage's time was announced
         self._done = False  # this stage reached its total (its bar is closed)
         self._total = self._last = 0
+        self._ticker: threading.Thread | None = None
+        self._lock = threading.Lock()  # the ticker's start and end against a new bar
 
     def __call__(self, done: int, target: int) -> None:
         """The pool: ``done`` records of ``target``."""
@@ -62,9 +66,24 @@ class StageProgress:
 
     def close(self) -> None:
         """Close the open bar (the stage is over)."""
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+        bar, self.bar = self.bar, None
+        if bar is not None:
+            bar.close()
+
+    def _tick(self) -> None:
+        """Redraw the open bar every TICK seconds, so that its elapsed time moves while the sampler
+        works between two reports (a pool chunk, a rounding iteration); ends when no bar is open."""
+        while True:
+            time.sleep(TICK)
+            with self._lock:
+                bar = self.bar
+                if bar is None:
+                    self._ticker = None
+                    return
+            try:
+                bar.refresh()
+            except Exception:  # a bar closed meanwhile: the next loop sees it gone
+                pass
 
     def _update(self, stage: str, done: int, total: int) -> None:
         if not self.enabled:
@@ -90,8 +109,12 @@ class StageProgress:
             self.runs += 1
             label += f" (run {self.runs})"
         self.stage, self._total, self._t0, self._said, self._done = stage, total, self.clock(), False, False
-        self.bar = tqdm(total=total, desc=f"{self.desc}: {label}", unit=unit, file=self.file or sys.stderr,
-                        leave=False, dynamic_ncols=True)
+        with self._lock:
+            self.bar = tqdm(total=total, desc=f"{self.desc}: {label}", unit=unit, file=self.file or sys.stderr,
+                            leave=False, dynamic_ncols=True)
+            if self._ticker is None:
+                self._ticker = threading.Thread(target=self._tick, name="knorm-progress", daemon=True)
+                self._ticker.start()
 
     def _announce(self, done: int, total: int) -> None:
         """Once per stage: roughly how long it takes in all, when that is more than SLOW seconds."""

@@ -89,3 +89,21 @@ def test_a_python_release_with_progress_true_shows_its_stages(capsys):
     assert np.array_equal(seeded, again)
     NIMechanism(F, epsilon=1.0, rng=3, sampler_options={"progress": True}).release(np.arange(10))
     assert "draws (run 1)" in capsys.readouterr().err
+
+
+def test_an_open_bar_is_redrawn_between_reports(monkeypatch):
+    """The elapsed time of a stage moves while the sampler works between two reports."""
+    import time
+
+    from knorm import _progress
+
+    monkeypatch.setattr(_progress, "TICK", 0.05)
+    out = io.StringIO()
+    p = StageProgress(True, "knorm", file=out)
+    p(0, 100)
+    before = out.getvalue().count("\r")
+    time.sleep(0.5)
+    assert out.getvalue().count("\r") > before + 2  # redrawn with no report
+    p.close()
+    time.sleep(0.2)
+    assert p._ticker is None  # no bar open: the ticker ended
