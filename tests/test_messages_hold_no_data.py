@@ -129,3 +129,12 @@ def test_cli_data_messages_hold_nothing_from_x(tmp_path, capsys):
                             "--count", "1", "--out", str(tmp_path / "a.npz")], capsys)
         assert rc == 1 and out == "" and not (tmp_path / "a.npz").exists(), (name, err)
         assert_clean(err.strip().replace(str(tmp_path), "<tmp>"), "--data")
+
+
+def test_ragged_inputs_hold_nothing_from_the_records():
+    """numpy's own message for ragged input states the outer length: here the number of records."""
+    ragged = [[1.0, 2.0, 3.0]] * (BAD - 1) + [[1.0]]  # BAD rows, one short
+    for call, names in [(lambda: histogram({"region": ragged, "age": ragged, "sex": ragged}, domain()), "columns"),
+                        (lambda: histogram(ragged, domain()), "table"),
+                        (lambda: LaplaceMechanism(F, epsilon=1.0).release(ragged), "x ")]:
+        assert_clean(message(call), names)

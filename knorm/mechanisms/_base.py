@@ -273,7 +273,10 @@ class Mechanism(Accounted, ABC):
         """
         if not isinstance(allow_noncounts, (bool, np.bool_)):
             raise ValueError(f"allow_noncounts must be True or False, got {short_repr(allow_noncounts)}")
-        arr = np.asarray(x)
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError):  # numpy's message would state x's (ragged) shape
+            raise ValueError("x must be a real numeric vector (the histogram: one count per column of F)") from None
         if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
             raise ValueError("x must be a real numeric vector (the histogram: one count per column of F)")
         if arr.ndim != 1 or arr.shape[0] != self.n:
