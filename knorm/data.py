@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -117,9 +118,9 @@ class Attribute:
         """
         if not isinstance(clip, (bool, np.bool_)):
             raise ValueError(f"clip must be True or False, got {short_repr(clip)}")
-        v = np.asarray(values)
-        if v.ndim != 1:
-            raise ValueError(f"attribute {self.name!r}: values must be 1-D, got shape {v.shape}")
+        v = _records_array(f"attribute {self.name!r}: values", values)
+        if v.ndim != 1:  # the shape would count the records: only its number of dimensions is named
+            raise ValueError(f"attribute {self.name!r}: values must be 1-D (one per record), got a {v.ndim}-D array")
         if np.iscomplexobj(v) or (v.dtype == object and any(isinstance(u, complex) for u in v.tolist())):
             raise ValueError(f"attribute {self.name!r}: values must be real, got complex numbers "
                              "(an imaginary part is never dropped)")
@@ -131,13 +132,16 @@ class Attribute:
             raise ValueError(f"attribute {self.name!r}: binned values must be numbers within float64's range, "
                              f"got dtype {v.dtype}") from None
         if np.isnan(num).any():
-            raise ValueError(f"attribute {self.name!r}: {int(np.isnan(num).sum())} missing (NaN) values")
+            raise ValueError(f"attribute {self.name!r}: some values are missing (NaN) and no declared bin holds them; "
+                             "recode them to a value of the declared domain before histogram() (how many, and "
+                             "which records, is not shown: it comes from the private records)")
         lo, hi = self.edges[0], self.edges[-1]  # type: ignore[index]  # binned: edges is set
         outside = (num < lo) | (num > hi)
         if outside.any():
             if not clip:
-                raise ValueError(f"attribute {self.name!r}: {int(outside.sum())} values outside the declared "
-                                 f"range [{lo:g}, {hi:g}] (pass clip=True to count them in the end bins)")
+                raise ValueError(f"attribute {self.name!r}: some values lie outside the declared range "
+                                 f"[{lo:g}, {hi:g}] (pass clip=True to count them in the end bins; how many, and "
+                                 "which, is not shown: it comes from the private records)")
             num = np.clip(num, lo, hi)
         codes = np.searchsorted(np.asarray(self.edges), num, side="right") - 1
         return np.minimum(codes, self.size - 1).astype(np.int64)  # e_m itself: the last bin
@@ -154,12 +158,23 @@ class Attribute:
         else:  # strings, objects (pandas columns): one hash lookup per value; 1 == 1.0, never "1"
             lookup = {c: i for i, c in enumerate(self.categories)}  # type: ignore[arg-type]
             codes = np.fromiter((_lookup(lookup, u) for u in v.tolist()), np.int64, v.shape[0])
-        bad = codes < 0
-        if bad.any():
-            shown = sorted({repr(u) for u in v[bad][:1000].tolist()})[:5]
-            raise ValueError(f"attribute {self.name!r}: {int(bad.sum())} values not among the declared categories "
-                             f"(e.g. {', '.join(shown)}); clip does not apply to categories")
+        if (codes < 0).any():  # neither the values nor their count: both come from the private records
+            declared = short_repr(list(self.categories or ()))
+            raise ValueError(f"attribute {self.name!r}: some values are not among the declared categories "
+                             f"{declared} (missing values included); declare every "
+                             "possible value, or recode the records to declared ones (the values and how many are "
+                             "not shown: they come from the private records); clip does not apply to categories")
         return codes
+
+
+def _records_array(name: str, values: Any) -> NDArray[Any]:
+    """``np.asarray(values)``, or a ValueError naming ``name`` without numpy's message (a ragged
+    input's message states shapes that count the records)."""
+    try:
+        return np.asarray(values)
+    except (ValueError, TypeError):
+        raise ValueError(f"{name} could not be read as an array of one value per record (ragged or mixed "
+                         "rows?)") from None
 
 
 def _lookup(lookup: dict[Any, int], u: Any) -> int:
@@ -222,9 +237,8 @@ class Domain:
                    clip: bool = False) -> NDArray[np.int64]:
         """Codes (N, k) int64 of the table's records, one column per attribute (see :func:`histogram`)."""
         cols = _columns(table, self, columns)
-        n_rows = {len(c) for c in cols}
-        if len(n_rows) != 1:
-            raise ValueError(f"table: columns have different lengths {sorted(n_rows)}")
+        if len({len(c) for c in cols}) != 1:  # their lengths count records: not shown
+            raise ValueError("table: the attributes' columns have different lengths (one value per record each)")
         codes = [a.discretise(c, clip=clip) for a, c in zip(self.attributes, cols)]
         return np.stack(codes, axis=1)
 
@@ -273,19 +287,22 @@ def _columns(table: Any, domain: Domain, columns: Sequence[Any] | Mapping[str, A
         for key in keys:
             if key not in table:
                 raise ValueError(f"columns: {short_repr(key)} is not a key of the table")
-        return [np.asarray(table[key]) for key in keys]
-    arr = np.asarray(table)
+        return [_records_array(f"columns: {short_repr(key)}", table[key]) for key in keys]
+    if isinstance(table, (str, bytes, os.PathLike)):
+        raise ValueError(f"table must be the records, not a file name ({short_repr(table)}): read the file first, "
+                         "e.g. pandas.read_csv(path) or numpy.loadtxt(path, delimiter=',')")
+    arr = _records_array("table", table)
     if arr.dtype.names is not None:  # structured array
         keys = list(domain.names) if keys is None else keys
         if arr.ndim != 1:
-            raise ValueError(f"table: a structured array must be 1-D, got shape {arr.shape}")
+            raise ValueError(f"table: a structured array must be 1-D (one entry per record), got {arr.ndim}-D")
         for key in keys:
             if key not in arr.dtype.names:
                 raise ValueError(f"columns: {short_repr(key)} is not a field of the structured array")
         return [arr[key] for key in keys]
     if arr.ndim != 2:
         raise ValueError(f"table must be a 2-D array (records × columns), a structured array, a mapping of "
-                         f"columns or a pandas DataFrame; got an array of shape {arr.shape}")
+                         f"columns or a pandas DataFrame; got a {arr.ndim}-D array")
     if keys is None:
         if arr.shape[1] != k:
             raise ValueError(f"table has {arr.shape[1]} columns but the domain has {k} attributes; "
@@ -307,7 +324,8 @@ def histogram(table: Any, domain: Domain, *, columns: Sequence[Any] | Mapping[st
     the columns named like the attributes). ``columns``: a list (one column name or index per
     attribute, in domain order) or a mapping attribute name → column.
 
-    Out-of-domain values raise a ValueError naming the attribute; ``clip=True`` counts numbers
+    Out-of-domain values raise a ValueError naming the attribute and what was declared, never a
+    value or a count of the records (the message may end up in logs); ``clip=True`` counts numbers
     outside the edges in the end bins (see :meth:`Attribute.discretise`). No record is ever
     dropped: ``x.sum()`` is the number of records.
 

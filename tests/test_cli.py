@@ -108,7 +108,7 @@ def test_summary_with_data_depends_on_the_seed_not_on_the_data(mech, tmp_path, c
     for i, x in enumerate([np.zeros(20), np.arange(20.0) * 7]):
         np.save(tmp_path / f"x{i}.npy", x)
         rc, stdout, _ = run(["sample", *SMALL, "--mechanism", mech, "--count", "4", "--nonprivate-seed", "2",
-                             "--data", str(tmp_path / f"x{i}.npy"), "--json"], capsys)
+                             "--data", str(tmp_path / f"x{i}.npy"), "--json", "--error-estimate"], capsys)
         assert rc == 0
         summaries.append(json.loads(stdout))
     a, b = summaries
@@ -537,3 +537,108 @@ def test_a_resumed_run_says_so(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli._common.Progress, "__call__", real)
     rc, stdout, _ = run([*base, "--resume"], capsys)
     assert rc == 0 and "resumed from a checkpoint" in stdout
+
+
+# ---- issue 26: a release on data says how many answers, and what they cost, before releasing ---------
+
+def test_data_needs_an_explicit_count(tmp_path, capsys):
+    """``--data`` without ``--count`` used to release 1000 answers at 1000·ε: now a usage error naming
+    --count, before anything is read or written."""
+    np.save(tmp_path / "F.npy", np.eye(4))
+    np.save(tmp_path / "x.npy", np.array([3.0, 0, 5, 2]))
+    rc, out, err = run(["sample", "--matrix", str(tmp_path / "F.npy"), "--data", str(tmp_path / "x.npy"),
+                        "--out", str(tmp_path / "a.npz")], capsys)
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "--data needs --count" in err, err
+    assert not (tmp_path / "a.npz").exists()
+
+
+def test_a_count_above_one_on_data_states_the_total_before_releasing(tmp_path, capsys, monkeypatch):
+    from knorm.mechanisms import _base
+
+    np.save(tmp_path / "F.npy", np.eye(4))
+    np.save(tmp_path / "x.npy", np.array([3.0, 0, 5, 2]))
+    seen = []
+    real = _base.Mechanism.release
+
+    def release(self, *args, **kwargs):  # what stderr held when the release began
+        seen.append(capsys.readouterr().err)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(_base.Mechanism, "release", release)
+    rc, out, err = run(["sample", "--matrix", str(tmp_path / "F.npy"), "--data", str(tmp_path / "x.npy"),
+                        "--mechanism", "laplace", "--epsilon", "0.5", "--count", "3", "--quiet",
+                        "--out", str(tmp_path / "a.npz")], capsys)
+    assert rc == 0 and len(seen) == 1
+    assert "releasing 3 answers on the same data: total ε = 1.5 (3 × ε = 0.5, basic composition)" in seen[0]
+    rc, out, err = run(["sample", "--matrix", str(tmp_path / "F.npy"), "--data", str(tmp_path / "x.npy"),
+                        "--mechanism", "laplace", "--epsilon", "0.5", "--count", "1",
+                        "--out", str(tmp_path / "b.npz")], capsys)
+    assert rc == 0 and "releasing" not in seen[1] + err  # one answer: nothing to add up
+    assert out.splitlines()[0].endswith("1 × answers Fx + noise at total ε = 0.5")
+
+
+def test_answers_are_written_before_the_error_estimate(tmp_path, capsys, monkeypatch):
+    """The expected error is opt-in with --data (--error-estimate) and computed only once the
+    answers file exists."""
+    from knorm.cli import sample
+
+    np.save(tmp_path / "F.npy", np.eye(4))
+    np.save(tmp_path / "x.npy", np.array([3.0, 0, 5, 2]))
+    out_file = tmp_path / "a.npz"
+    calls = []
+    real = sample._expected_error
+
+    def estimate(mech, norms):
+        calls.append(out_file.exists())
+        return real(mech, norms)
+
+    monkeypatch.setattr(sample, "_expected_error", estimate)
+    argv = ["sample", "--matrix", str(tmp_path / "F.npy"), "--data", str(tmp_path / "x.npy"), "--count", "1",
+            "--out", str(out_file)]
+    rc, out, _ = run(argv, capsys)
+    assert rc == 0 and calls == [] and "--error-estimate adds" in out
+    out_file.unlink()
+    rc, out, _ = run([*argv, "--error-estimate"], capsys)
+    assert rc == 0 and calls == [True] and "expected error E‖noise‖₂:" in out.splitlines()[-1]
+    rc, _, err = run(["sample", *SMALL, "--error-estimate"], capsys)
+    assert rc == 2 and "--error-estimate applies only with --data" in err
+
+
+def test_first_hour_errors_name_the_option_and_the_fix(tmp_path, capsys):
+    """Issue 26's errors, each one line naming the option and how to fix it."""
+    (tmp_path / "x.csv").write_text("3,0,5,2\n")
+    np.save(tmp_path / "F.npy", np.eye(4))
+    F, x = str(tmp_path / "F.npy"), str(tmp_path / "x.csv")
+    cases = [
+        (["sample", "--matrix", F, "--data", x, "--count", "1", "--json"], 1,
+         "--data file", "is not a .npy array; make one in Python with numpy.save"),
+        (["sample", "--matrix", str(tmp_path / "x.csv"), "--count", "3"], 1, "--matrix file", "np.loadtxt("),
+        (["sample", "--workload", "marginals", "--shape", "2", "3"], 2, "--workload marginals needs --k", "--k 2"),
+        (["sample", "--matrix", F, "--prepared", str(tmp_path / "nope.knorm")], 1, "--prepared file",
+         "does not exist; make it with knorm prepare"),
+    ]
+    for argv, status, names, fix in cases:
+        rc, out, err = run(argv, capsys)
+        assert rc == status and err.count("\n") == 1 and names in err and fix in err and "pickle" not in err, \
+            (argv, err)
+
+
+def test_every_option_has_help():
+    """No option of any subcommand is listed without a help text."""
+    import argparse
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"{name} {'/'.join(a.option_strings)}" for name, p in sub.choices.items() for a in p._actions
+            if a.option_strings and a.help in (None, "") and not isinstance(a, argparse._HelpAction)]
+    assert not bare, bare
+
+
+def test_speed_line_of_few_answers():
+    from knorm.cli.sample import _speed
+
+    assert _speed({"count": 1, "seconds": 31.5, "samples_per_second": 1 / 31.5}) == "speed: 1 sample in 31.50 s"
+    assert _speed({"count": 1000, "seconds": 0.41, "samples_per_second": 2468.9}) == \
+        "speed: 1000 samples in 0.41 s (2469 samples/s)"
+    assert _speed({"count": 2, "seconds": 31.5, "samples_per_second": 2 / 31.5}) == \
+        "speed: 2 samples in 31.50 s (0.0635 samples/s)"

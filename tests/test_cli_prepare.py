@@ -46,7 +46,7 @@ def test_bad_prepared_use_is_one_line(prepared, tmp_path, capsys):
     cases = [
         (["sample", "--matrix", str(tmp_path / "F.npy"), "--prepared", str(prepared)], 1, "another matrix"),
         (["sample", *WORKLOAD, "--prepared", str(tmp_path / "x.npy")], 1, "not a prepared-workload file"),
-        (["sample", *WORKLOAD, "--prepared", str(tmp_path / "missing.knorm")], 1, "No such file"),
+        (["sample", *WORKLOAD, "--prepared", str(tmp_path / "missing.knorm")], 1, "does not exist; make it with knorm prepare"),
         (["sample", *WORKLOAD, "--mechanism", "laplace", "--prepared", str(prepared)], 2, "--prepared applies only"),
         (["prepare", *WORKLOAD], 2, "--out"),
         (["prepare", *WORKLOAD, "--out", str(prepared)], 1, "exists; use --force"),

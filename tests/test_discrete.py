@@ -125,7 +125,7 @@ def test_profile_and_bound_arguments(value):
 
 def test_report_errors_name_reports_and_huge_floats_are_not_cast():
     rr = RandomizedResponse(k=3, epsilon=1.0)
-    with pytest.raises(ValueError, match=r"^reports must lie in \[0, 3\); got range \[0, 1e\+300\]"):
+    with pytest.raises(ValueError, match=r"^reports must lie in \[0, 3\); some do not"):
         rr.estimate_frequencies([0.0, 1e300])  # was cast to int64 first (a negative garbage value)
     with pytest.raises(ValueError, match=r"^values must be integers"):
         rr.release([0.5, 1.0])

@@ -361,3 +361,22 @@ def test_listed_commands_parse():
                 except SystemExit:
                     bad.append(f"{path.relative_to(ROOT)}:{block.line}: {cmd}")
     assert checked >= 5 and not bad, bad
+
+
+def test_every_documented_release_on_data_states_its_count():
+    """Every `knorm sample … --data …` command in README.md and docs/ (listings and runs) says how many
+    answers it releases (--count): a copied command never spends ε more times than its text says."""
+    import shlex
+
+    found, missing = 0, []
+    for path in PAGES:
+        for block in parse_blocks(path.read_text(encoding="utf-8")):
+            for line in block.body.split("\n"):
+                cmd = line.split("  #")[0].strip().removeprefix("$ ")
+                if not cmd.startswith("knorm sample") or "--data" not in cmd:
+                    continue
+                found += 1
+                words = shlex.split(cmd)
+                if "--count" not in words:
+                    missing.append(f"{path.relative_to(ROOT)}:{block.line}: {cmd}")
+    assert found >= 3 and not missing, missing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validate import as_real_array, is_real
+from .._validate import as_real_array, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
 from .marginal import empty_operator, marginal_operator, plan_speedup, recognise
@@ -35,6 +36,9 @@ THIN = 1e-13
 
 def validate_matrix(F: ArrayLike, name: str = "F") -> NDArray[np.float64]:
     """Return ``F`` as a finite float64 2-D array or raise ``ValueError`` saying why."""
+    if isinstance(F, (str, bytes, os.PathLike)):
+        raise ValueError(f"{name} must be a numeric array (d queries × n cells), not a file name "
+                         f"{short_repr(F)}: load it first, e.g. {name} = np.load(path)")
     arr = as_real_array(name, F)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D (d queries x n cells), got {arr.ndim}-D shape {arr.shape}")

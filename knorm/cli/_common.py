@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write
+from .._progress import StageProgress
 from .._validate import check_memory as _check_memory
 
 MECHANISMS = ("knorm", "nim", "laplace", "gaussian")
@@ -89,8 +90,22 @@ def _load_npy(path, what):
     if p.stat().st_size == 0:
         raise CLIError(f"{what} file {path!r} is empty (0 bytes), not a .npy array")
     try:
+        with open(p, "rb") as f:
+            head = f.read(6)
+    except OSError as exc:
+        raise CLIError(f"{what}: cannot read {path!r} ({exc.strerror or exc})") from None
+    if head[:2] == b"PK":
+        raise CLIError(f"{what} file {path!r} is an .npz archive; give a .npy array")
+    if head != b"\x93NUMPY":  # not numpy's header: a CSV, text or other file (its content is never shown)
+        stem = Path(path).stem or "array"
+        raise CLIError(f"{what} file {path!r} is not a .npy array; make one in Python with numpy.save, e.g. "
+                       f"np.save('{stem}.npy', np.loadtxt({path!r}, delimiter=','))")
+    try:
         arr = np.load(p, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
+        if "pickled" in str(exc):
+            raise CLIError(f"{what} file {path!r} holds Python objects, not numbers: save a numeric array "
+                           "(np.save(path, np.asarray(values, dtype=float)))") from None
         raise CLIError(f"cannot read {what} file {path!r} as .npy: {exc}".splitlines()[0]) from None
     if isinstance(arr, np.lib.npyio.NpzFile):
         arr.close()
@@ -127,6 +142,8 @@ def load_workload(args):
                                            else WORKLOAD_DEFAULTS["n"])
     if name == "marginals" and args.shape is None:
         raise UsageError("--workload marginals needs --shape (the attribute sizes)")
+    if name == "marginals" and args.k is None:
+        raise UsageError("--workload marginals needs --k (the marginal order: --k 2 for every 2-way table)")
     if name == "width_range" and args.k is None:
         raise UsageError("--workload width_range needs --k (the range width)")
     shape = tuple(args.shape) if args.shape else None
@@ -159,16 +176,24 @@ def _workload_shape(name, d, n, k, shape):
     return e[k], cells
 
 
-def load_data(path, n):
-    """x from ``--data``: a finite real vector of length n (checked before any sampling)."""
+def load_data(path, n, allow_noncounts=False):
+    """x from ``--data``: a finite vector of n counts (non-negative integers; any real vector with
+    ``allow_noncounts``), checked before any sampling. The data is in hand: no message shows a
+    value, a count or a length of it, only what F declares (n)."""
     x = _load_npy(path, "--data")
     if x.dtype == object or np.iscomplexobj(x) or x.dtype.kind not in "biuf":
-        raise CLIError(f"--data {path!r}: x must be a real numeric vector, got dtype {x.dtype}")
+        raise CLIError(f"--data {path!r}: x must be a real numeric vector (the histogram: one count per column of "
+                       "F)")
     if x.ndim != 1 or x.shape[0] != n:
-        raise CLIError(f"--data {path!r}: x must have shape ({n},) to match F's {n} columns; got {x.shape}")
+        got = "a vector of another length" if x.ndim == 1 else f"a {x.ndim}-D array"
+        raise CLIError(f"--data {path!r}: x must be a vector of length {n}, one count per column of F; got {got} "
+                       "(knorm.data.histogram makes it from records)")
     x = x.astype(np.float64)
     if not np.all(np.isfinite(x)):
         raise CLIError(f"--data {path!r}: x contains NaN or infinite entries")
+    if not allow_noncounts and not (np.all(x >= 0) and np.all(x == np.floor(x))):
+        raise CLIError(f"--data {path!r}: x has negative or non-integer entries, and a histogram holds counts of "
+                       "records (non-negative integers); --allow-noncounts releases another real vector")
     return x
 
 
@@ -228,43 +253,13 @@ def check_memory(option, count, d, copies, what=None, hint="ask for fewer, in se
                        f"copies; {hint}") from None
 
 
-class Progress:
-    """tqdm bar on a terminal (none with --quiet or when stderr is not a TTY)."""
+class Progress(StageProgress):
+    """The command line's bars (:class:`knorm._progress.StageProgress`: the rounding, the warm-up and
+    the draws, each with its count and, when slow, roughly how long): on a terminal only, none
+    with --quiet."""
 
     def __init__(self, enabled, desc):
-        self.bar = None
-        self.enabled = enabled
-        self.desc = desc
-        self.runs = 0
-
-    def __call__(self, done, target):
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-
-        if self.bar is None or self.bar.unit != "draw" or self.bar.total != target or done < self.bar.n:
-            if self.bar is not None:
-                self.bar.close()
-            self.runs += 1
-            self.bar = tqdm(total=target, desc=f"{self.desc} (run {self.runs})", unit="draw", file=sys.stderr,
-                            leave=False, dynamic_ncols=True)
-        self.bar.update(done - self.bar.n)
-
-    def rounding(self, it, total):
-        """The body's rounding (before the first draw): iterations done of at most ``total``."""
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-
-        if self.bar is None or self.bar.unit != "iteration":
-            self.close()
-            self.bar = tqdm(total=total, desc=f"{self.desc} (rounding K)", unit="iteration", file=sys.stderr,
-                            leave=False, dynamic_ncols=True)
-        self.bar.update(it - self.bar.n)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
+        super().__init__(enabled, desc)
 
 
 def _warn(message):

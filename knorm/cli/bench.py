@@ -114,7 +114,7 @@ def add_parser(sub):
                    help="all: oracles and table3 (default)")
     b.add_argument("--d", type=_positive_int, nargs="+", default=None,
                    help="query counts (default: the script's, see above)")
-    b.add_argument("--n", type=_positive_int, default=200, help="records (oracles, table3; default 200)")
+    b.add_argument("--n", type=_positive_int, default=200, help="cells: columns of the random ±1 workload F (oracles, table3; default 200)")
     b.add_argument("--eps", type=_positive_float, nargs="+", default=[0.1, 1.0, 2.0], help="table3")
     b.add_argument("--releases", type=_positive_int, default=100, help="table3: releases per cell")
     b.add_argument("--highs-steps", type=_positive_int, default=60, help="oracles: steps of the HiGHS chain")
@@ -127,7 +127,7 @@ def add_parser(sub):
                    help="seed of the synthetic workloads, data and noise (default: the script's, see above)")
     b.add_argument("--out-dir", default=".", help="folder for table3.* and scaling.* (default .)")
     b.add_argument("--force", action="store_true", help="overwrite table3.* / scaling.* files already in --out-dir")
-    b.add_argument("--no-plot", action="store_true")
+    b.add_argument("--no-plot", action="store_true", help="write no figures (table3.png, scaling.png)")
     _add_workers(b)
     b.set_defaults(func=cmd_bench)
     return b

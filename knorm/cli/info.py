@@ -107,7 +107,8 @@ def add_parser(sub):
                                    "by --mc-seed (reproducible; they depend on F only, so this costs no privacy).")
     _add_workload(i)
     _add_debug(i, argparse.SUPPRESS)
-    i.add_argument("--epsilon", type=_positive_float, default=1.0)
+    i.add_argument("--epsilon", type=_positive_float, default=1.0,
+                   help="ε of one answer, at which the expected errors are reported (default 1)")
     i.add_argument("--delta", type=_probability, default=None, help="also report the Gaussian mechanism at this δ")
     i.add_argument("--mc-seed", type=_seed, default=0, metavar="N",
                    help="seed of the Monte-Carlo error and volume estimates (default 0)")
@@ -118,6 +119,6 @@ def add_parser(sub):
     i.add_argument("--prepared", metavar="FILE",
                    help="show what a prepared workload of this F holds (knorm prepare): its rounding, certificate "
                         "and stationary states, checked as a release loads them; nothing else is computed")
-    i.add_argument("--json", action="store_true")
+    i.add_argument("--json", action="store_true", help="print the facts as machine-readable JSON")
     i.set_defaults(func=cmd_info)
     return i

@@ -101,7 +101,8 @@ def add_parser(sub):
     pl.add_argument("what", choices=PLOTS)
     pl.add_argument("--out", required=True, help="the figure (.png, .pdf or .svg)")
     pl.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    pl.add_argument("--walk", choices=list(WALKS), default="billiard")
+    pl.add_argument("--walk", choices=list(WALKS), default="billiard",
+                    help="the MCMC walk (default billiard; every walk targets Uniform(K))")
     pl.add_argument("--seed", type=_seed, default=0, metavar="N",
                     help="seed of the sampler and the Monte-Carlo estimates (default 0)")
     pl.add_argument("--count", type=_positive_int, default=None,

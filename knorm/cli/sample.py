@@ -183,6 +183,14 @@ def _check_sample_args(args):
                          "(δ = 0)")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint DIR")
+    if args.data and args.count is None:
+        raise UsageError("--data needs --count K, the number of answers to release on the data: K answers cost "
+                         "K·ε in total (--count 1 releases one answer at ε)")
+    if args.allow_noncounts and not args.data:
+        raise UsageError("--allow-noncounts applies only with --data")
+    if args.error_estimate and not args.data:
+        raise UsageError("--error-estimate applies only with --data (noise-only runs always report the noise's "
+                         "mean norm)")
     if args.data and not args.out and not args.json:
         raise UsageError("--data needs --out FILE or --json: otherwise the answers (and the budget spent on "
                          "them) would be lost")
@@ -202,12 +210,21 @@ def cmd_sample(args):
     out = check_output(args.out, args.force, inputs=(args.data, args.matrix, args.prepared))
     if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
         raise CLIError(f"--checkpoint {args.checkpoint!r} is a file, not a folder")
+    if args.prepared:  # a missing file is named like a missing --data or --matrix, not as a raw OSError
+        p = Path(args.prepared)
+        if not p.exists():
+            raise CLIError(f"--prepared file {args.prepared!r} does not exist; make it with knorm prepare (same "
+                           f"workload options) --out {args.prepared}")
+        if p.is_dir():
+            raise CLIError(f"--prepared file {args.prepared!r} is a directory")
     if args.scheduler:
         _require_dask()
+    if args.count is None:  # noise only (with --data the count is required: _check_sample_args)
+        args.count = NOISE_COUNT
     F, label = load_workload(args)
     prepared = load_prepared_option(args, F)
     d = F.shape[0]
-    x = load_data(args.data, F.shape[1]) if args.data else None
+    x = load_data(args.data, F.shape[1], args.allow_noncounts) if args.data else None
     answers_in_json = x is not None and args.json and out is None
     copies = (4 if args.mechanism in ("laplace", "gaussian") else 8) + (8 if answers_in_json else 0)
     check_memory("--count", args.count, d, copies)
@@ -239,9 +256,11 @@ def cmd_sample(args):
             choice, mech = _auto_mechanism(F, args, rng, opts, prepared)
         else:
             mech = build_mechanism(args.mechanism, F, args, rng, opts, prepared)
+        if x is not None and args.count > 1:  # said before anything is released, --quiet or not
+            _announce_total(mech, args.count)
         t0, compile_before = time.perf_counter(), compiling.seconds
         if x is not None:
-            samples = np.atleast_2d(mech.release(x, size=args.count))
+            samples = np.atleast_2d(mech.release(x, size=args.count, allow_noncounts=args.allow_noncounts))
         else:
             samples = mech.sample_noise(size=args.count)
     except CheckpointConflict as exc:  # the saved run is not this one: refused before anything is released
@@ -291,21 +310,49 @@ def cmd_sample(args):
         norms = row_norms(samples)  # F at 1e±300: no square over- or underflows
         summary["mean_l2_noise"], summary["mean_l2_noise_stderr"] = mean_stderr(norms)
         summary["expected_error"] = _expected_error(mech, norms)
-    else:  # nothing computed from Fx or the answers: the expected error comes from separate draws
-        summary["expected_error"] = _expected_error(mech, None)
+    else:  # computed, on request only, after the answers are written (below)
+        summary["expected_error"] = None
+        summary["error_estimate"] = bool(args.error_estimate)
     summary["diagnostics"] = diagnostics
     summary["resumed_from_checkpoint"] = bool(checkpoint is not None and checkpoint.loaded)
     summary["checkpoint_deleted"] = checkpoint is not None  # the finished run's snapshots and entropy
     summary["out"] = str(out) if out else None
-    if out is not None:
+    if out is not None:  # the answers first: nothing after the release delays them
         write_samples(out, samples, {"privacy": total, "privacy_per_answer": per_answer, "summary": summary})
+    estimate = x is not None and args.error_estimate  # on request, after the answers are written
     if args.json:
+        if estimate:
+            try:
+                summary["expected_error"] = _expected_error(mech, None)
+            finally:
+                progress.close()
         if answers_in_json:
             summary["answers"] = samples.tolist()
         print(json.dumps(summary, indent=2, default=float, ensure_ascii=False))
-    elif not args.quiet:
+        return 0
+    if not args.quiet:
         _print_sample_summary(summary)
+    if estimate:  # nothing computed from Fx or the answers: separate draws, never released
+        try:
+            summary["expected_error"] = ee = _expected_error(mech, None)
+        finally:
+            progress.close()  # the draws' own bar, if they needed a sampler run
+        if not args.quiet:
+            print(f"expected error E‖noise‖₂: {_estimate_text(ee)} ({ee['method']})", flush=True)
     return 0
+
+
+NOISE_COUNT = 1000  # --count without --data (noise only: nothing spent)
+
+
+def _announce_total(mech, count):
+    """Before a release of ``count`` > 1 answers on the data: their total claim, on stderr."""
+    p = mech.privacy_per_answer
+    tot = p.composed(count)
+    per = f"ε = {p.epsilon:g}" + (f", δ = {p.delta:g}" if p.delta else "")
+    sys.stderr.write(f"knorm: releasing {count} answers on the same data: total ε = {tot.epsilon:g}"
+                     + (f", δ = {tot.delta:g}" if tot.delta else "")
+                     + f" ({count} × {per}, basic composition)\n")
 
 
 def _claim_terms(p):
@@ -336,21 +383,45 @@ def _privacy_lines(s):
     return lines
 
 
+def _estimate_text(ee):
+    if ee["value"] is None:
+        return "not estimated"
+    return f"{ee['value']:.4g}" + ("" if ee["exact"] or ee["stderr"] is None else f" ± {ee['stderr']:.2g}")
+
+
+def _total_terms(p):
+    return f"total ε = {p['epsilon']:g}" + (f", δ = {p['delta']:g}" if p["delta"] else "")
+
+
+def _speed(s):
+    """The speed line: ``count`` draws in the run's seconds, with a rate from 2 draws on
+    (1 draw has no rate to speak of)."""
+    n, sec = s["count"], s["seconds"]
+    if n == 1:
+        return f"speed: 1 sample in {sec:.2f} s"
+    rate = s["samples_per_second"]
+    shown = "" if not rate else f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}"
+    return f"speed: {n} samples in {sec:.2f} s" + (f" ({shown} samples/s)" if shown else "")
+
+
 def _print_sample_summary(s):
-    print(f"knorm {s['knorm']}: {s['workload']}; {s['count']} × {s['output']}")
+    head = f"knorm {s['knorm']}: {s['workload']}; {s['count']} × {s['output']}"
+    if s["data_touched"]:
+        head += f" at {_total_terms(s['privacy'])}"
+    print(head)
     if s["mechanism_choice"]:
         print(f"--mechanism auto chose {s['mechanism_choice']['mechanism']}: {s['mechanism_choice']['reason']}")
     for line in _privacy_lines(s):
         print(line)
     if s["resumed_from_checkpoint"]:
         print("resumed from a checkpoint: the speed below counts the whole run, before and after the interrupt")
-    print(f"speed: {s['count']} samples in {s['seconds']:.2f} s ({s['samples_per_second']:.1f} samples/s)")
+    print(_speed(s))
     ee = s["expected_error"]
-    ee_text = ("not estimated" if ee["value"] is None else f"{ee['value']:.4g}"
-               + ("" if ee["exact"] or ee["stderr"] is None else f" ± {ee['stderr']:.2g}"))
     if s["data_touched"]:
-        print(f"expected error E‖noise‖₂: {ee_text} ({ee['method']}); nothing computed from the data is shown")
+        print("nothing computed from the data is shown" + ("" if s.get("error_estimate") else
+              "; --error-estimate adds E‖noise‖₂ (from separate draws, made after the answers are written)"))
     else:
+        ee_text = _estimate_text(ee)
         independent = not ee["method"].startswith("mean ℓ₂ norm of the")  # else it repeats the first number
         print(f"noise: mean ℓ₂ norm {s['mean_l2_noise']:.4g}"
               + (f" ± {s['mean_l2_noise_stderr']:.2g}" if s["mean_l2_noise_stderr"] else "")
@@ -388,12 +459,21 @@ def add_parser(sub):
     s.add_argument("--epsilon", type=_positive_float, default=1.0, help="ε of one answer (default 1)")
     s.add_argument("--delta", type=_probability, default=None,
                    help="δ in (0, 1), for --mechanism gaussian (or auto, letting it compete)")
-    s.add_argument("--count", type=_positive_int, default=1000,
-                   help="number of draws (default 1000); with --data, count answers on the same data cost "
-                        "count·ε in total")
-    s.add_argument("--data", help="x as a .npy vector of length n: release Fx + noise (default: noise only); "
-                                  "needs --out or --json")
-    s.add_argument("--walk", choices=list(WALKS), default="billiard")
+    s.add_argument("--count", type=_positive_int, default=None,
+                   help="number of answers (with --data: required, and count answers on the same data cost "
+                        "count·ε in total, printed before they are released) or noise draws (without --data: "
+                        f"default {NOISE_COUNT}, nothing spent)")
+    s.add_argument("--data", help="x as a .npy vector of n counts: release Fx + noise (default: noise only); "
+                                  "needs --count and --out or --json")
+    s.add_argument("--allow-noncounts", action="store_true",
+                   help="with --data: accept an x with negative or non-integer entries (refused by default: a "
+                        "histogram holds counts)")
+    s.add_argument("--error-estimate", action="store_true",
+                   help="with --data: after the answers are written, estimate the expected error E‖noise‖₂ from "
+                        "fresh draws (never released; an MCMC mechanism's draws take about as long as the release)")
+    s.add_argument("--walk", choices=list(WALKS), default="billiard",
+                   help="the MCMC walk drawing z uniform in K (knorm, nim; default billiard); every walk targets "
+                        "the same law")
     s.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
                    help="seed the noise: a reproducible run that is NOT PRIVATE (for tests and debugging); "
                         "default: OS entropy")
@@ -408,7 +488,8 @@ def add_parser(sub):
                    help="save snapshots of the unfinished run in DIR (created 0700; secret like the noise: they "
                         "hold its entropy and chain states); deleted when the run finishes; a new run refuses a "
                         "DIR that holds a checkpoint")
-    s.add_argument("--checkpoint-every", type=_positive_float, default=30.0, metavar="SECONDS")
+    s.add_argument("--checkpoint-every", type=_positive_float, default=30.0, metavar="SECONDS",
+                   help="with --checkpoint: seconds between snapshots (default 30)")
     s.add_argument("--resume", action="store_true",
                    help="continue the interrupted run in --checkpoint DIR: the identical command only (same F, "
                         "data, mechanism, ε, δ, count, walk, options), else refused")

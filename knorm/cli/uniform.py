@@ -53,12 +53,14 @@ def add_parser(sub):
     _add_debug(u, argparse.SUPPRESS)
     u.add_argument("--count", "--size", dest="count", type=_positive_int, default=2000,
                    help="number of draws (default 2000)")
-    u.add_argument("--walk", choices=list(WALKS), default="billiard")
-    u.add_argument("--chains", type=_positive_int, default=None)
+    u.add_argument("--walk", choices=list(WALKS), default="billiard",
+                   help="the MCMC walk (default billiard; every walk targets Uniform(K))")
+    u.add_argument("--chains", type=_positive_int, default=None,
+                   help="number of independent chains (default 8)")
     _add_workers(u)
     u.add_argument("--nonprivate-seed", type=_seed, default=None, metavar="N",
                    help="seed the draws (reproducible; default: OS entropy)")
     u.add_argument("--out", help="save the draws (.npy or .npz)")
-    u.add_argument("--force", action="store_true")
+    u.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     u.set_defaults(func=cmd_uniform)
     return u

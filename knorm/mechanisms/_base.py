@@ -262,29 +262,50 @@ class Mechanism(Accounted, ABC):
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
 
-    def check_x(self, x: ArrayLike) -> NDArray[np.float64]:
-        arr = np.asarray(x)
+    def check_x(self, x: ArrayLike, allow_noncounts: bool = False) -> NDArray[np.float64]:
+        """``x`` as a finite float64 vector of length n, else a one-line ValueError naming ``x``.
+
+        The data is in hand here, so no message names a value, a count or a length of it: only
+        what F declares (n) and what was wrong. A histogram holds counts (non-negative integers);
+        other vectors are refused unless ``allow_noncounts`` (the claim's neighbours
+        ``‖x − x'‖₁ ≤ 1`` hold for any real x, but negative or fractional counts are usually a
+        mistake: a difference of tables, weights, a column of records).
+        """
+        if not isinstance(allow_noncounts, (bool, np.bool_)):
+            raise ValueError(f"allow_noncounts must be True or False, got {short_repr(allow_noncounts)}")
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError):  # numpy's message would state x's (ragged) shape
+            raise ValueError("x must be a real numeric vector (the histogram: one count per column of F)") from None
         if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
-            raise ValueError("x must be a real numeric vector")
+            raise ValueError("x must be a real numeric vector (the histogram: one count per column of F)")
         if arr.ndim != 1 or arr.shape[0] != self.n:
-            raise ValueError(f"x must have shape ({self.n},) to match F with {self.n} columns; got {arr.shape}")
+            got = "a vector of another length" if arr.ndim == 1 else f"a {arr.ndim}-D array"
+            raise ValueError(f"x must be a vector of length {self.n} (one count per column of F), got {got}; "
+                             "knorm.data.histogram(table, domain) makes one from records")
         arr = arr.astype(np.float64)
         if not np.all(np.isfinite(arr)):
             raise ValueError("x contains NaN or infinite entries")
+        if not allow_noncounts and not (np.all(arr >= 0) and np.all(arr == np.floor(arr))):
+            raise ValueError("x has negative or non-integer entries, and a histogram holds counts of records "
+                             "(non-negative integers); pass allow_noncounts=True to release another real vector "
+                             "(the claim covers any x whose neighbours differ by ‖x − x'‖₁ ≤ 1)")
         return arr
 
     @abstractmethod
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         """Noise vector(s) of the mechanism: (d,) or (size, d)."""
 
-    def release(self, x: ArrayLike, size: int | None = None) -> NDArray[np.float64]:
+    def release(self, x: ArrayLike, size: int | None = None, *,
+                allow_noncounts: bool = False) -> NDArray[np.float64]:
         """``Fx + noise``: one answer (d,) or ``size`` answers (size, d), each with fresh noise.
 
         The answers are counted in :attr:`privacy` (``size`` answers on the same data cost
         ``size·ε``) and spent on the ``accountant``, which is checked before any noise is
-        drawn. Non-finite answers raise instead of being returned.
+        drawn. Non-finite answers raise instead of being returned. ``x`` must hold counts
+        (non-negative integers) unless ``allow_noncounts=True`` (:meth:`check_x`).
         """
-        x = self.check_x(x)
+        x = self.check_x(x, allow_noncounts)
         m = check_size(size, self.d)
         with np.errstate(over="ignore", invalid="ignore"):
             fx = self.F @ x

@@ -56,9 +56,12 @@ class BoundedLaplaceMechanism(Accounted):
 
     def release(self, value: float, size: int | None = None) -> float | NDArray[np.float64]:
         """Private value(s) for a true ``value`` in D."""
-        v = finite_real("value", value, f"a real number in [{self.lower}, {self.upper}]")
+        try:  # the value is private: no message shows it
+            v = finite_real("value", value)
+        except ValueError:
+            raise ValueError(f"value must be a finite real number in [{self.lower}, {self.upper}]") from None
         if not (self.lower <= v <= self.upper):
-            raise ValueError(f"value {v} lies outside the domain [{self.lower}, {self.upper}]")
+            raise ValueError(f"value lies outside the domain [{self.lower}, {self.upper}] (not shown: it is private)")
         m = check_size(size, 1)
         self._check_budget(m or 1)
         out = check_finite_output(v + self._rng.laplace(0.0, self.scale, size=m or 1), "the answer")

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
+from .._progress import as_progress
 from .._validate import check_options, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
@@ -30,12 +31,23 @@ def check_sampler_options(sampler_options: dict[str, Any] | None, name: str = "s
     Walk ``params`` are refused: they only trade speed for mixing, and a wrong one (a
     ball clip) moves the target away from Uniform(K) while the claim still says ε-DP, so
     released noise always uses the tuned defaults (docs/design.md §4.3). The remaining
-    keywords never change the law the chains target.
+    keywords never change the law the chains target. ``progress``: True shows the run's
+    stages on stderr (the rounding, the warm-up, the draws, each with its count, and roughly
+    how long a slow one takes: :class:`knorm._progress.StageProgress`); a callable is called as
+    the sampler's ``progress``.
     """
     if isinstance(sampler_options, Mapping) and "params" in sampler_options:
         raise ValueError(f"{name}: 'params' is not accepted by mechanisms (walk parameters could move the "
                          "noise away from Uniform(K)); released noise uses the walk's default parameters")
-    return check_options(name, sampler_options, SAMPLER_OPTIONS)
+    opts = check_options(name, sampler_options, SAMPLER_OPTIONS)
+    if "progress" in opts:  # True: the stage bars of knorm._progress (rounding, warm-up, draws) on stderr
+        try:
+            opts["progress"] = as_progress(opts["progress"])
+        except ValueError as exc:
+            raise ValueError(f"{name}['progress']: {exc}") from None
+        if opts["progress"] is None:
+            del opts["progress"]
+    return opts
 
 
 class KNormMechanism(Mechanism):

@@ -170,10 +170,11 @@ class _Strategy(Mechanism):
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         return self._one_or_many(check_finite_output(self._answers(self._solve(z)), "the noise"), m)
 
-    def release_estimate(self, x: ArrayLike, size: int | None = None) -> NDArray[np.float64]:
+    def release_estimate(self, x: ArrayLike, size: int | None = None, *,
+                         allow_noncounts: bool = False) -> NDArray[np.float64]:
         """The consistent estimate ``x̂ = A⁺(Ax + z) = x + A⁺z``, (n,) or (size, n): every answer is
         ``f·x̂`` (``release`` returns ``F x̂``). Counted and charged exactly as ``release``."""
-        x = self.check_x(x)
+        x = self.check_x(x, allow_noncounts)
         m = check_size(size, max(self.n, 2 * self._rows))
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
@@ -182,12 +183,13 @@ class _Strategy(Mechanism):
         self._spend(m or 1)
         return self._one_or_many(est, m)
 
-    def release(self, x: ArrayLike, size: int | None = None) -> NDArray[np.float64]:
+    def release(self, x: ArrayLike, size: int | None = None, *,
+                allow_noncounts: bool = False) -> NDArray[np.float64]:
         """``F x̂ = Fx + F A⁺ z``: (d,) or (size, d) answers (an implicit F: computed by its operator,
         refused before anything is drawn when it has none or the answers do not fit in memory)."""
         if self.workload is None:
-            return super().release(x, size)
-        x = self.check_x(x)
+            return super().release(x, size, allow_noncounts=allow_noncounts)
+        x = self.check_x(x, allow_noncounts)
         m = check_size(size, self.d + self.n + 2 * self._rows)
         self._check_answers(m)
         self.workload.apply(x)  # a ValueError if Fx overflows: nothing drawn

@@ -160,8 +160,8 @@ def test_bad_calibration_and_keyword_only():
         LaplaceMechanism(np.eye(2), 1.0)  # epsilon is keyword-only
 
 
-@pytest.mark.parametrize("x,match", [(np.ones(3), "shape"), (np.array([1.0, np.nan]), "NaN"),
-                                     (np.ones((2, 2)), "shape"), (np.array(["a", "b"]), "numeric")])
+@pytest.mark.parametrize("x,match", [(np.ones(3), "vector of length 2"), (np.array([1.0, np.nan]), "NaN"),
+                                     (np.ones((2, 2)), "vector of length 2"), (np.array(["a", "b"]), "numeric")])
 def test_bad_x(x, match):
     for m in [LaplaceMechanism(np.eye(2), epsilon=1.0), KNormMechanism(np.eye(2), epsilon=1.0)]:
         with pytest.raises(ValueError, match=match):

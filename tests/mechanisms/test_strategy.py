@@ -310,7 +310,7 @@ def test_validation():
         for eps in (0, -1, np.inf, "1", True):
             with pytest.raises(ValueError, match="epsilon"):
                 make(F, epsilon=eps)
-        with pytest.raises(ValueError, match="x must have shape"):
+        with pytest.raises(ValueError, match="x must be a vector of length 4"):
             make(F, epsilon=1).release(np.ones(5))
     for b in (1, 0, 2.0, True, "2"):
         with pytest.raises(ValueError, match="branching"):

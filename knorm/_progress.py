@@ -1,0 +1,142 @@
+"""Progress of a release, stage by stage: the rounding of K, the chains' warm-up, the pool of draws.
+
+A :class:`StageProgress` is a sampler's ``progress`` (``sampler_options={"progress": True}`` on a
+mechanism makes one; the command line's bar is one): the sampler calls ``rounding(it, total)``
+while it rounds K (iterations, at most ``total``), ``warmup(done, total)`` during the warm-up
+(steps per chain) and ``progress(done, target)`` with the pooled records. Each stage is one tqdm
+bar with its count; a stage that will take more than ``SLOW`` seconds says so once, with roughly
+how long (from the rate so far), above its bar. Nothing shown depends on data: only counts of
+iterations, steps and draws, and times.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, Callable, TextIO
+
+SLOW = 5.0  # seconds: a stage expected to take longer says roughly how long, once
+SETTLE = 1.0  # seconds of a stage before its rate is trusted for that estimate
+TICK = 1.0  # seconds between redraws of an open bar (its elapsed time moves between the sampler's reports)
+
+STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"), "pool": ("draws", "draw")}
+
+
+def rough_time(seconds: float) -> str:
+    """``seconds`` as a rough duration: "about 40 s", "about 3 min", "about 1.5 h"."""
+    if seconds < 90:
+        return f"about {max(seconds, 1):.0f} s"
+    if seconds < 90 * 60:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"
+
+
+class StageProgress:
+    """tqdm bars for the stages of a sampler run (see the module docstring).
+
+    ``enabled``: False shows nothing (the calls still cost nothing); ``desc``: the bars' prefix;
+    ``file``: where they go (default: stderr at the time of each bar); ``clock``: seconds (for tests).
+    """
+
+    def __init__(self, enabled: bool = True, desc: str = "knorm", file: TextIO | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.enabled, self.desc, self.file, self.clock = bool(enabled), desc, file, clock
+        self.bar: Any = None
+        self.stage: str | None = None
+        self.runs = 0  # pool stages started (one per sampler run)
+        self._t0 = 0.0
+        self._said = False  # this stage's time was announced
+        self._done = False  # this stage reached its total (its bar is closed)
+        self._total = self._last = 0
+        self._ticker: threading.Thread | None = None
+        self._lock = threading.Lock()  # the ticker's start and end against a new bar
+
+    def __call__(self, done: int, target: int) -> None:
+        """The pool: ``done`` records of ``target``."""
+        self._update("pool", done, target)
+
+    def rounding(self, it: int, total: int) -> None:
+        """The rounding of K: ``it`` iterations done of at most ``total``."""
+        self._update("rounding", it, total)
+
+    def warmup(self, done: int, total: int) -> None:
+        """The warm-up: ``done`` steps per chain of ``total``."""
+        self._update("warmup", done, total)
+
+    def close(self) -> None:
+        """Close the open bar (the stage is over)."""
+        bar, self.bar = self.bar, None
+        if bar is not None:
+            bar.close()
+
+    def _tick(self) -> None:
+        """Redraw the open bar every TICK seconds, so that its elapsed time moves while the sampler
+        works between two reports (a pool chunk, a rounding iteration); ends when no bar is open."""
+        while True:
+            time.sleep(TICK)
+            with self._lock:
+                bar = self.bar
+                if bar is None:
+                    self._ticker = None
+                    return
+            try:
+                bar.refresh()
+            except Exception:  # a bar closed meanwhile: the next loop sees it gone
+                pass
+
+    def _update(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        new = stage != self.stage or total != self._total or done < self._last
+        self._last = done
+        if not new and self._done:  # a finished stage reported again (a pool extended past its target)
+            return
+        if new:
+            self._start(stage, total)
+        self.bar.update(done - self.bar.n)
+        self._announce(done, total)
+        if done >= total:
+            self.close()
+            self._done = True
+
+    def _start(self, stage: str, total: int) -> None:
+        from tqdm import tqdm
+
+        self.close()
+        label, unit = STAGES[stage]
+        if stage == "pool":
+            self.runs += 1
+            label += f" (run {self.runs})"
+        self.stage, self._total, self._t0, self._said, self._done = stage, total, self.clock(), False, False
+        with self._lock:
+            self.bar = tqdm(total=total, desc=f"{self.desc}: {label}", unit=unit, file=self.file or sys.stderr,
+                            leave=False, dynamic_ncols=True)
+            if self._ticker is None:
+                self._ticker = threading.Thread(target=self._tick, name="knorm-progress", daemon=True)
+                self._ticker.start()
+
+    def _announce(self, done: int, total: int) -> None:
+        """Once per stage: roughly how long it takes in all, when that is more than SLOW seconds."""
+        spent = self.clock() - self._t0
+        if self._said or done <= 0 or spent < SETTLE or done >= total:
+            return
+        whole = spent * total / done
+        if whole > SLOW:
+            self._said = True
+            label, unit = STAGES[self.stage or "pool"]
+            bound = "at most " if self.stage == "rounding" else ""  # the rounding may stop before its total
+            self.bar.write(f"knorm: {label}: {bound}{total} {unit}s, {rough_time(whole)} in all "
+                           f"({rough_time(whole - spent)} left)", file=self.file or sys.stderr)
+
+
+def as_progress(progress: Any) -> Any:
+    """A mechanism's ``sampler_options['progress']``: True is a :class:`StageProgress` on stderr,
+    False or None nothing; a callable is kept as it is."""
+    if progress is True:
+        return StageProgress(True)
+    if progress is False or progress is None:
+        return None
+    if not callable(progress):
+        raise ValueError(f"progress must be True, False, None or callable, got {type(progress).__name__}")
+    return progress

@@ -1,0 +1,109 @@
+"""knorm._progress: a release's stages (rounding, warm-up, draws) as bars with their counts, a rough
+time for a slow stage, and ``progress=True`` in a mechanism's sampler_options."""
+
+import io
+
+import numpy as np
+import pytest
+
+from knorm import workloads as W
+from knorm._progress import StageProgress, as_progress, rough_time
+from knorm.mechanisms import KNormMechanism, NIMechanism
+from knorm.mechanisms.knorm_mechanism import check_sampler_options
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_each_stage_is_a_bar_with_its_count_and_a_slow_one_says_how_long():
+    out, clock = io.StringIO(), Clock()
+    p = StageProgress(True, "knorm ε=1", file=out, clock=clock)
+    p.rounding(1, 40)
+    clock.t = 2.0
+    p.rounding(4, 40)  # 0.5 s an iteration: 20 s at most in all, said once
+    p.rounding(6, 40)
+    p.warmup(100, 400)  # a new stage: a new bar, and a new clock
+    clock.t = 2.5
+    p.warmup(400, 400)
+    p(256, 2048)
+    clock.t = 3.0
+    p(2048, 2048)
+    p(2048, 2048)  # a pool extended past its target: nothing new
+    p.close()
+    text = out.getvalue()
+    for shown in ("knorm ε=1: rounding K", "/40", "iteration", "knorm ε=1: warm-up", "/400", "step",
+                  "knorm ε=1: draws (run 1)", "/2048", "draw"):
+        assert shown in text, shown
+    said = [line for line in text.replace("\r", "\n").splitlines() if line.startswith("knorm: ")]
+    assert said == ["knorm: rounding K: at most 40 iterations, about 20 s in all (about 18 s left)"]
+    assert "run 2" not in text and p.runs == 1
+
+
+def test_a_new_run_of_the_sampler_is_a_new_pool_bar():
+    out = io.StringIO()
+    p = StageProgress(True, "nim", file=out)
+    p(1000, 2000)
+    p(2000, 2000)
+    p(500, 2000)  # fewer than before: the next run
+    p.close()
+    assert "nim: draws (run 2)" in out.getvalue() and p.runs == 2
+
+
+def test_disabled_shows_nothing():
+    out = io.StringIO()
+    p = StageProgress(False, file=out)
+    p.rounding(1, 10)
+    p.warmup(1, 10)
+    p(1, 10)
+    p.close()
+    assert out.getvalue() == "" and p.bar is None
+
+
+def test_rough_times():
+    assert [rough_time(s) for s in (0.2, 40, 200, 7200)] == ["about 1 s", "about 40 s", "about 3 min", "about 2.0 h"]
+
+
+def test_progress_true_in_sampler_options_is_a_stage_reporter():
+    assert isinstance(check_sampler_options({"progress": True})["progress"], StageProgress)
+    assert "progress" not in check_sampler_options({"progress": False})
+    f = print
+    assert as_progress(f) is f and as_progress(None) is None
+    with pytest.raises(ValueError, match=r"sampler_options\['progress'\]: progress must be True, False, None or "
+                                         "callable"):
+        KNormMechanism(np.eye(2), epsilon=1.0, sampler_options={"progress": "yes"})
+
+
+def test_a_python_release_with_progress_true_shows_its_stages(capsys):
+    F = W.random_pm1(4, 10, rng=0)
+    m = KNormMechanism(F, epsilon=1.0, rng=3, sampler_options={"progress": True})
+    m.release(np.arange(10), size=3)
+    err = capsys.readouterr().err
+    assert "knorm: rounding K" in err and "knorm: draws (run 1)" in err and "draw" in err
+    seeded = KNormMechanism(F, epsilon=1.0, rng=3).release(np.arange(10), size=3)  # the bars change no draw
+    again = KNormMechanism(F, epsilon=1.0, rng=3, sampler_options={"progress": True}).release(np.arange(10), size=3)
+    assert np.array_equal(seeded, again)
+    NIMechanism(F, epsilon=1.0, rng=3, sampler_options={"progress": True}).release(np.arange(10))
+    assert "draws (run 1)" in capsys.readouterr().err
+
+
+def test_an_open_bar_is_redrawn_between_reports(monkeypatch):
+    """The elapsed time of a stage moves while the sampler works between two reports."""
+    import time
+
+    from knorm import _progress
+
+    monkeypatch.setattr(_progress, "TICK", 0.05)
+    out = io.StringIO()
+    p = StageProgress(True, "knorm", file=out)
+    p(0, 100)
+    before = out.getvalue().count("\r")
+    time.sleep(0.5)
+    assert out.getvalue().count("\r") > before + 2  # redrawn with no report
+    p.close()
+    time.sleep(0.2)
+    assert p._ticker is None  # no bar open: the ticker ended
