@@ -241,23 +241,26 @@ def synthesize(F: ArrayLike, answers: ArrayLike, *, noise: Any, shape: Sequence[
             continue
         clique = tuple(names_t[a] for a in c)
         seen = cnt > 0
+        ints = tuple(int(a) for a in c)  # private-pgm's attributes are 0..k−1: a set of ints iterates in the
+        # same order in every process (strings' hash order varies), so seeded records are reproducible
         scale = float(np.sqrt(np.mean(vsum[sl][seen] / cnt[seen] ** 2)))  # √(mean var / times answered)
         table = np.where(seen, sums[sl] / np.maximum(cnt, 1), 0.0)
         if seen.all():
-            query = mbi.LinearMeasurement(table, clique, stddev=scale)
+            query = mbi.LinearMeasurement(table, ints, stddev=scale)
         else:  # a partial table: only its answered cells are measured
             idx = np.flatnonzero(seen)
-            query = mbi.LinearMeasurement(table[idx], clique, stddev=scale,
+            query = mbi.LinearMeasurement(table[idx], ints, stddev=scale,
                                           query=lambda f, idx=idx: f.datavector()[idx])
         measurements.append(query)
         scales[clique] = scale
-    domain = mbi.Domain(names_t, decl)
+    domain = mbi.Domain(tuple(range(k)), decl)
     model = mbi.estimation.MirrorDescent().estimate(domain, measurements, iters=iters)
     tables = {}
     for q, c in enumerate(cliques):
         if counts[offs[q]:offs[q + 1]].any():
             clique = tuple(names_t[a] for a in c)
-            tables[clique] = np.asarray(model.project(clique).datavector(flatten=False), dtype=np.float64).reshape(
+            ints = tuple(int(a) for a in c)
+            tables[clique] = np.asarray(model.project(ints).datavector(flatten=False), dtype=np.float64).reshape(
                 tuple(decl[a] for a in c))
     # F's answers from the model's tables (F = scale·M[rows])
     cell = np.zeros(s.rows)
@@ -274,6 +277,6 @@ def synthesize(F: ArrayLike, answers: ArrayLike, *, noise: Any, shape: Sequence[
         data = model.synthetic_data(m).to_dict()
     finally:
         np.random.set_state(state)
-    records = np.stack([np.asarray(data[a], dtype=np.int64) for a in names_t], axis=1)
+    records = np.stack([np.asarray(data[a], dtype=np.int64) for a in range(k)], axis=1)
     records = records[gen.permutation(len(records))]  # private-pgm emits them grouped: in random order
     return Synthetic(records, names_t, decl, tables, fitted, scales, total, privacy, NOTE, model)
