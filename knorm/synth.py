@@ -15,6 +15,10 @@ it)``, from ``noise``: a mechanism (exact variances for Laplace, Gaussian and th
 Gaussian; for K-norm, NIM and the other mechanisms the empirical variances of ``noise_draws``
 draws of its noise, which touch no data and cost no privacy), a number (the standard deviation
 of every answer), or one number per answer.
+
+private-pgm runs on JAX, which starts threads when imported: a process pool forked afterwards in
+the same process (e.g. knorm's process executors with the "fork" start method) may deadlock;
+use threads or the "spawn" start method there.
 """
 
 from __future__ import annotations
