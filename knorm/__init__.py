@@ -12,7 +12,8 @@ from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
                          KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, KroneckerStrategyMechanism,
-                         LaplaceMechanism, NIMechanism, PIdentityMechanism, PrivacyClaim)
+                         LaplaceMechanism, NIMechanism, PIdentityMechanism, PrivacyClaim, ResidualGaussianMechanism,
+                         SVDGaussianMechanism)
 from .mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
 from .recommend import Recommendation, recommend
 from .walks import WALKS, ConvergenceError, ConvergenceWarning, Sampler, SamplingInfo, sample_uniform
@@ -29,7 +30,7 @@ __all__ = [
     "LaplaceMechanism", "GaussianMechanism", "KNormMechanism", "NIMechanism", "BoundedLaplaceMechanism",
     "CovarianceGaussianMechanism", "IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism",
     "KroneckerStrategyMechanism", "KroneckerPIdentityMechanism", "KroneckerHierarchicalMechanism", "PrivacyClaim",
-    "ErrorEstimate", "recommend", "Recommendation",
+    "ErrorEstimate", "recommend", "Recommendation", "ResidualGaussianMechanism", "SVDGaussianMechanism",
     # modules
     "diagnostics", "workloads", "implicit", "bounds", "discrete", "functional", "privacy", "audit", "postprocess",
     "data",

@@ -8,6 +8,11 @@ Every row of the table is the same measure of the noise on the released answers
 which never depends on x. Exact where a formula exists:
 
 * Laplace: ``E‖·‖₂² = 2d(Δ₁/ε)²``; Gaussian: ``dσ²``;
+* with δ, the optimal Gaussian strategies (:mod:`knorm.mechanisms.residual`, all ``c/μ`` with
+  μ = 1/σ₁(ε, δ) the analytic calibration's GDP parameter): ``gaussian-marginal`` (only for a
+  marginal workload, found from F's entries: ResidualPlanner's ``scale·Σ_S √(v_S p_S)/μ``) and
+  ``gaussian-svd`` (any F: ``√(max diag G^½·tr G^½)/μ``, the SVD bound where G^½'s diagonal is
+  constant); and ``knorm_wins_below``, the δ under which K-norm has less error than all of them;
 * strategies (identity, hierarchical, p-identity, and on a product domain Kronecker
   p-identity): ``2(Δ₁(A)/ε)²‖F A⁺‖_F²``, from FᵀF alone (so also for an implicit workload of
   :mod:`knorm.implicit`, on which the rows needing W's entries are skipped);
@@ -60,18 +65,22 @@ from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMecha
 from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check_epsilon, check_n_samples,
                                finite_real, in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
+from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism, gaussian_mu, marginal_plan
 from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts
 from .implicit import ImplicitWorkload, from_matrix
 from .walks.chains import check_workers, walk_id
+from .privacy import gdp_delta
 from .walks.prepared import PreparedWorkload, check_prepared
 
-__all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "row_cost"]
+__all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "row_cost", "knorm_crossover_delta"]
 
 # the order also breaks ties (within TIE of each other): the simpler, exact mechanism first
-CANDIDATES = ("laplace", "gaussian", "identity", "hierarchical", "p-identity", "kron-hierarchical", "kron-p-identity",
+CANDIDATES = ("laplace", "gaussian", "gaussian-marginal", "gaussian-svd", "identity", "hierarchical", "p-identity", "kron-hierarchical", "kron-p-identity",
               "knorm", "nim")
 # rows that need W's entries (an implicit workload skips them) and the one for product domains only
-NEED_W = ("laplace", "gaussian", "knorm", "nim")
+NEED_W = ("laplace", "gaussian", "gaussian-marginal", "gaussian-svd", "knorm", "nim")
+# the (ε, δ)-DP rows (computed only with delta; never kept in a prepared workload: they depend on δ)
+GAUSSIAN = ("gaussian", "gaussian-marginal", "gaussian-svd")
 PRODUCT_ONLY = ("kron-hierarchical", "kron-p-identity")
 # exact rows whose mechanism searches its strategy: the least-error one is kept for the answer
 SEARCHED = ("hierarchical", "p-identity", "kron-hierarchical", "kron-p-identity")
@@ -126,7 +135,9 @@ class ErrorRow:
 class Recommendation:
     """``recommend``'s answer: ``table`` (name → :class:`ErrorRow`), ``best`` (the name of the
     least-error row), ``mechanism`` (a ready mechanism for it, built with the caller's rng);
-    ``dropped``: rows not computed for lack of time (``budget_s``) or memory, name → why."""
+    ``dropped``: rows not computed for lack of time (``budget_s``) or memory, name → why;
+    ``knorm_wins_below``: with δ, the largest δ at which K-norm (pure ε-DP) still has less error
+    than every Gaussian row of the table at this ε (:func:`knorm_crossover_delta`), else None."""
 
     table: dict[str, ErrorRow]
     best: str
@@ -138,27 +149,33 @@ class Recommendation:
     reason: str
     dropped: dict[str, str] = field(default_factory=dict)
     budget_s: float | None = None
+    knorm_wins_below: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"best": self.best, "reason": self.reason, "epsilon": self.epsilon, "delta": self.delta,
                 "measure": "rms = √E‖noise‖₂² on the d answers (per query: rms/√d)",
                 "budget_s": self.budget_s, "dropped": dict(self.dropped),
+                "knorm_wins_below_delta": self.knorm_wins_below,
                 "table": {k: r.as_dict() for k, r in self.table.items()}}
 
     def __str__(self) -> str:
         head = f"expected error at ε = {self.epsilon:g}" + (f", δ = {self.delta:g}" if self.delta else "")
         lines = [f"{head} ({self.d} queries, {self.n} cells); rms = √E‖noise‖₂² on the answers, "
                  "per query = rms/√d:",
-                 f"  {'mechanism':13s} {'rms':>12s} {'± SE':>9s} {'per query':>11s}  notion       how"]
+                 f"  {'mechanism':17s} {'rms':>12s} {'± SE':>9s} {'per query':>11s}  notion       how"]
         for name, r in self.table.items():
             mark = "*" if name == self.best else " "
             if r.rms is None:
-                lines.append(f"{mark} {name:13s} {'—':>12s} {'':>9s} {'—':>11s}  {r.notion:12s} "
+                lines.append(f"{mark} {name:17s} {'—':>12s} {'':>9s} {'—':>11s}  {r.notion:12s} "
                              f"skipped: {r.skipped}")
                 continue
             se = "exact" if r.exact else f"{r.stderr:.2g}"
-            lines.append(f"{mark} {name:13s} {r.rms:12.5g} {se:>9s} {r.per_query_rmse:11.5g}  {r.notion:12s} "
+            lines.append(f"{mark} {name:17s} {r.rms:12.5g} {se:>9s} {r.per_query_rmse:11.5g}  {r.notion:12s} "
                          f"{r.method}")
+        if self.knorm_wins_below is not None:
+            approx = "" if self.table["knorm"].exact else " (K-norm's row is Monte Carlo: approximate)"
+            lines.append(f"K-norm (pure ε-DP) has less error than every Gaussian row at ε = {self.epsilon:g} for "
+                         f"δ < {self.knorm_wins_below:.3g}{approx}")
         lines.append(f"recommended: {self.best} ({self.reason})")
         return "\n".join(lines)
 
@@ -166,14 +183,15 @@ class Recommendation:
 def _check_candidates(candidates, delta, product):
     """The rows to compute, in CANDIDATES order; the Kronecker row only on a product domain."""
     if candidates is None:
-        names = [c for c in CANDIDATES if c != "gaussian" or delta is not None]
+        names = [c for c in CANDIDATES if c not in GAUSSIAN or delta is not None]
     else:
         names = [candidates] if isinstance(candidates, str) else list(candidates)
         bad = [c for c in names if not isinstance(c, str) or c not in CANDIDATES]
         if bad or not names:
             raise ValueError(f"candidates must be a non-empty list from {list(CANDIDATES)}, got {candidates!r}")
-        if "gaussian" in names and delta is None:
-            raise ValueError("candidates: 'gaussian' needs delta (it is (ε, δ)-DP)")
+        gauss = [c for c in names if c in GAUSSIAN]
+        if gauss and delta is None:
+            raise ValueError(f"candidates: {', '.join(repr(c) for c in gauss)} need delta (they are (ε, δ)-DP)")
     out = [c for c in CANDIDATES if c in names and (product or c not in PRODUCT_ONLY)]
     if not out:
         raise ValueError(f"candidates: {names} hold only rows for a product domain (an implicit workload with two "
@@ -243,6 +261,10 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
     held = 0.0 if shape is not None else 16 * dn  # a mechanism's copy of F and one temporary
     if name in ("laplace", "gaussian"):
         flops, nbytes = 3 * dn, 32 * dn  # a copy of F, |F| at unit scale, temporaries
+    elif name == "gaussian-marginal":  # recognise F: a pass over F per divisor of n tried
+        flops, nbytes = 3 * dn * (1 + np.log2(n + 1)), 24 * dn
+    elif name == "gaussian-svd":  # FᵀF, its eigendecomposition and F A⁺
+        flops, nbytes = 2 * dn * n + 10.0 * n**3 + 2 * dn * n, 8.0 * (4.0 * n * n + 3 * dn)
     elif name == "identity":
         flops, nbytes = (3 * dn, 24 * dn) if shape is None else (float(sum(s * s for s in shape)), 0.0)
     elif name == "hierarchical":  # all b from FᵀF (HB) in O(n² log n)
@@ -280,6 +302,7 @@ class _Builder:
         self.F, self.epsilon, self.delta = F, epsilon, delta
         self.workload = F if isinstance(F, ImplicitWorkload) else None
         self._strategy_F = None
+        self.plan = None  # F's marginal plan (the gaussian-marginal row), found by recommend
         self.prepared = prepared  # a PreparedWorkload of F (checked): its body and rounding are reused
         self.sampler_options = {} if workers is None else {"workers": workers}  # the table's MCMC runs
         # the rows of these are exact formulas (no draws): built once, with the caller's rng; the
@@ -300,7 +323,7 @@ class _Builder:
     def usable(self, name):
         """Whether the prepared workload holds ``name``'s row and what rebuilding its mechanism
         needs (and p-Identity is not capped off by ``p_identity_max_n``, as a fresh row would be)."""
-        if name not in self.stored or name == "gaussian":
+        if name not in self.stored or name in GAUSSIAN:
             return False
         params = self.stored[name]["params"]
         if name == "hierarchical":
@@ -335,7 +358,7 @@ class _Builder:
     def store(self, name, row):
         """Keep a computed pure ε-DP row in the prepared workload (ε-free), with what rebuilding
         its mechanism needs; rows computed under other options are replaced."""
-        if self.prepared is None or row.rms is None or name == "gaussian":
+        if self.prepared is None or row.rms is None or name in GAUSSIAN:
             return
         with np.errstate(over="ignore", under="ignore"):
             unit, use = np.float64(row.rms) * self.epsilon, np.float64(row.stderr) * self.epsilon
@@ -375,7 +398,7 @@ class _Builder:
         return ErrorRow(name, rms, float(stderr), bool(exact), method, notion, self.d)
 
     def skipped(self, name, why):
-        notion = "(ε, δ)-DP" if name == "gaussian" else "pure ε-DP"
+        notion = "(ε, δ)-DP" if name in GAUSSIAN else "pure ε-DP"
         return ErrorRow(name, None, None, False, "", notion, self.d, skipped=why)
 
     def keep(self, name, mech, rms):
@@ -402,10 +425,23 @@ class _Builder:
         m = GaussianMechanism(self.F, delta=self.delta, **self.common)
         return self._exact("gaussian", m, "exact: √d·σ (analytic calibration)", notion="(ε, δ)-DP")
 
+    def gaussian_marginal(self):
+        m = ResidualGaussianMechanism(self.F, delta=self.delta, **self.common)
+        return self._exact("gaussian-marginal", m, f"exact: scale·Σ_S √(v_S p_S)/μ, ResidualPlanner's optimal "
+                                                   f"strategy, {len(m.plan.subsets)} residual sets",
+                           notion="(ε, δ)-DP")
+
+    def gaussian_svd(self):
+        m = SVDGaussianMechanism(self.F, delta=self.delta, **self.common)
+        how = ("attains the SVD bound (tr G^½)²/n" if m.attains_bound else
+               f"{m.bound_ratio:.4g}× the SVD bound's root (diag G^½ not constant)")
+        return self._exact("gaussian-svd", m, f"exact: √(max diag G^½·tr G^½)/μ, A = (FᵀF)^¼; {how}",
+                           notion="(ε, δ)-DP")
+
     def _exact(self, name, m, how, notion="pure ε-DP"):
         row = self.row(name, m.rms_error(), 0.0, True, how, notion)
         self.last = m
-        if name in SEARCHED:  # the others cost O(dn) to build again, and each holds a copy of F
+        if name in SEARCHED or name == "gaussian-svd":  # the others cost O(dn) to build again
             self.keep(name, m, row.rms)
         return row
 
@@ -492,6 +528,17 @@ class _Builder:
                                                 f"{len(m.levels)} level(s) {[lv.dim for lv in m.levels]}")
 
 
+def knorm_crossover_delta(epsilon: float, delta: float, knorm_rms: float, gaussian_rms: float) -> float:
+    """The δ* at which a Gaussian row (``gaussian_rms`` at (ε, δ)) has K-norm's error: every
+    Gaussian row here is ``rms = c/μ`` with c free of δ and μ = 1/σ₁(ε, δ) its GDP parameter,
+    so at δ* its μ* = c/knorm_rms and ``δ* = Φ(−ε/μ* + μ*/2) − e^ε Φ(−ε/μ* − μ*/2)`` (exact;
+    the rms decreases as δ grows, so K-norm wins for every δ < δ*)."""
+    mu, _ = gaussian_mu(epsilon, delta)
+    with np.errstate(over="ignore", divide="ignore"):
+        mu_star = float(np.float64(gaussian_rms) * mu / np.float64(knorm_rms))
+    return float(gdp_delta(epsilon, mu_star)) if np.isfinite(mu_star) else 0.0
+
+
 def _one_line(exc):
     text = str(exc).strip()
     return f"{type(exc).__name__}: " + (text.splitlines()[0] if text else "no message")
@@ -521,7 +568,9 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     ``n_samples`` draws seeded by ``mc_seed``), in :data:`CANDIDATES` order, each with the
     ``seconds`` it took. ``candidates`` (default: all of :data:`CANDIDATES`; ``"gaussian"``
     only with ``delta``, then marked (ε, δ)-DP and competing: giving δ says (ε, δ)-DP is
-    acceptable); ``"kron-hierarchical"`` (an HB tree per attribute) and ``"kron-p-identity"``
+    acceptable; so are ``"gaussian-marginal"``, a row only when F is a marginal workload, and
+    ``"gaussian-svd"``; then ``knorm_wins_below`` is the largest δ at which K-norm still has less
+    error than every Gaussian row); ``"kron-hierarchical"`` (an HB tree per attribute) and ``"kron-p-identity"``
     (HDMM's Kronecker p-Identity) only on a product domain.
     A row that cannot be built (too large, an oracle error) says why (``skipped``) instead of
     failing the call. ``F``: an explicit d × n matrix, or a :class:`knorm.implicit.ImplicitWorkload`
@@ -561,6 +610,14 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     epsilon = check_epsilon(epsilon)
     delta = None if delta is None else check_delta(delta)
     names = _check_candidates(candidates, delta, isinstance(W, ImplicitWorkload) and len(W.shape) > 1)
+    plan = None
+    if "gaussian-marginal" in names and not implicit:
+        plan = marginal_plan(W)
+    if plan is None and "gaussian-marginal" in names:  # a row for marginal workloads only (as Kronecker's for
+        names.remove("gaussian-marginal")              # product domains)
+        if not names:
+            raise ValueError("candidates: 'gaussian-marginal' is only for a marginal workload (complete marginal "
+                             "tables, any row order), and F is not one")
     n_samples = check_n_samples(n_samples)
     walk_id(walk)
     if not is_int(mc_seed) or mc_seed < 0:
@@ -580,6 +637,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
 
     b = _Builder(W, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant,
                  workers, prepared)
+    b.plan = plan
     limit = memory_limit()
     costs = {name: b.cost(name) for name in names}
     table: dict[str, ErrorRow] = {}
@@ -648,4 +706,8 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     else:  # an exact row whose mechanism was not kept: built again (never K-norm or NIM: handled above)
         getattr(b, best.replace("-", "_"))()
         mech = b.last
-    return Recommendation(table, best, mech, epsilon, delta, b.d, b.n, reason, dropped, budget_s)
+    crossover = None
+    gauss = [rms[g] for g in GAUSSIAN if g in rms]
+    if delta is not None and gauss and "knorm" in rms:
+        crossover = knorm_crossover_delta(epsilon, delta, rms["knorm"], min(gauss))
+    return Recommendation(table, best, mech, epsilon, delta, b.d, b.n, reason, dropped, budget_s, crossover)

@@ -207,7 +207,8 @@ def test_info_reports_and_recommends(capsys):
     assert f["vol_lower_bound"]["value"] > 0
     assert set(f["expected_l2_error"]) == {"laplace", "knorm", "gaussian", "nim"}
     table = f["recommend"]["table"]  # recommend's table: every candidate, gaussian because --delta was given
-    assert set(table) == {"laplace", "gaussian", "identity", "hierarchical", "p-identity", "knorm", "nim"}
+    assert set(table) == {"laplace", "gaussian", "gaussian-svd", "identity", "hierarchical", "p-identity", "knorm",
+                          "nim"}
     assert f["recommend"]["best"] == "knorm" == min(table, key=lambda k: table[k]["rms"])
     assert table["gaussian"]["notion"] == "(ε, δ)-DP"
 

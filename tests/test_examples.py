@@ -35,3 +35,20 @@ def test_marginals_diabetes_is_private_by_default():
     example = load("marginals_diabetes")
     assert example.parse_args([]).seed is None
     assert example.parse_args(["--seed", "3"]).seed == 3
+
+
+def test_fair_synthetic_every_record_is_in_the_declared_domain():
+    """The fair data's 6,366 records all fall inside the domain declared from its documentation."""
+    sm = pytest.importorskip("statsmodels.api")
+    from knorm.data import Domain, histogram
+
+    example = load("fair_synthetic")
+    table = sm.datasets.fair.load_pandas().data
+    x = histogram(table, Domain([example.ATTRIBUTES[a] for a in example.FULL]))
+    assert x.sum() == len(table) == 6366
+
+
+def test_fair_synthetic_is_private_by_default():
+    example = load("fair_synthetic")
+    assert example.parse_args([]).seed is None
+    assert example.parse_args(["--seed", "3"]).seed == 3

@@ -2,6 +2,7 @@
 is the argmin and comes back as a ready mechanism built with the caller's rng."""
 
 import importlib
+import math
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from knorm import workloads as W
 from knorm import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism, LaplaceMechanism,
                    NIMechanism, PIdentityMechanism, Recommendation, recommend)
 from knorm.mechanisms.additive import analytic_gaussian_sigma
-from knorm.recommend import CANDIDATES, TIE
+from knorm.recommend import CANDIDATES, GAUSSIAN, TIE
 
 EPS = 0.7
 CLASSES = {"laplace": LaplaceMechanism, "gaussian": GaussianMechanism, "identity": IdentityMechanism,
@@ -111,11 +112,19 @@ def test_mechanism_follows_rng_and_the_table_does_not():
 def test_gaussian_only_with_delta():
     F = W.prefix(3)
     assert "gaussian" not in recommend(F, epsilon=1.0).table
-    r = recommend(F, epsilon=1.0, delta=0.5)  # a huge δ: the Gaussian row wins and is built
+    no_svd = [c for c in CANDIDATES if c != "gaussian-svd"]
+    r = recommend(F, epsilon=1.0, delta=0.5, candidates=no_svd)  # a huge δ: the Gaussian row wins and is built
     assert r.best == "gaussian" and isinstance(r.mechanism, GaussianMechanism)
     assert r.mechanism.privacy_per_answer.delta == 0.5 and "(ε, δ)-DP with δ = 0.5" in r.reason
-    with pytest.raises(ValueError, match="candidates: 'gaussian' needs delta"):
+    # prefix sums are not a marginal workload: no gaussian-marginal row (a row for marginal workloads only)
+    default = recommend(F, epsilon=1.0, delta=0.5)
+    assert "gaussian-marginal" not in default.table and default.best == "gaussian-svd"
+    with pytest.raises(ValueError, match="^candidates: 'gaussian-marginal' is only for a marginal workload"):
+        recommend(F, epsilon=1.0, delta=0.5, candidates=["gaussian-marginal"])
+    with pytest.raises(ValueError, match="candidates: 'gaussian' need delta"):
         recommend(F, epsilon=1.0, candidates=["gaussian"])
+    with pytest.raises(ValueError, match="candidates: 'gaussian-svd' need delta"):
+        recommend(F, epsilon=1.0, candidates=["gaussian-svd"])
 
 
 def test_rows_that_cannot_be_built_say_why(monkeypatch):
@@ -186,7 +195,7 @@ def test_rows_that_leave_float64_are_skipped_with_the_reason():
     """F·1e8 at ε = 1e-300: the pure-DP rows' rms (≈ √(2d)·Δ₁/ε ≈ 1e309) overflows float64, the
     Gaussian's (σ bounded by δ alone as ε → 0) does not: it alone is ranked."""
     r = recommend(W.prefix(4) * 1e8, epsilon=1e-300, delta=1e-6, rng=1)
-    assert r.best == "gaussian" and np.isfinite(r.table["gaussian"].rms)
+    assert r.best in GAUSSIAN and np.isfinite(r.table["gaussian"].rms)
     for name in ("laplace", "identity", "hierarchical", "knorm"):
         assert r.table[name].rms is None and "overflows float64" in r.table[name].skipped, r.table[name]
     assert "skipped" in str(r) and "inf" not in str(r)
@@ -264,7 +273,7 @@ def test_every_scale_gives_shifted_rows_or_skips(k, e):
     for name, row in r.table.items():
         if row.rms is None:
             assert "epsilon" in row.skipped or "F" in row.skipped, row.skipped
-        elif name != "gaussian":  # the Gaussian's σ is not ∝ 1/ε
+        elif name not in GAUSSIAN:  # the Gaussian's σ is not ∝ 1/ε
             assert row.rms == np.ldexp(base.table[name].rms, k - e), (name, row.rms)
 
 
@@ -272,7 +281,7 @@ def test_every_scale_gives_shifted_rows_or_skips(k, e):
 
 def test_rows_run_cheapest_first_and_record_their_seconds():
     r = recommend(W.prefix(8), epsilon=1.0, rng=0)
-    assert list(r.table) == [c for c in CANDIDATES if c not in ("gaussian", "kron-hierarchical", "kron-p-identity")]
+    assert list(r.table) == [c for c in CANDIDATES if c not in GAUSSIAN + ("kron-hierarchical", "kron-p-identity")]
     assert all(row.seconds is not None and row.seconds >= 0 for row in r.table.values())
     assert r.dropped == {} and r.budget_s is None
     assert r.as_dict()["table"]["identity"]["seconds"] == r.table["identity"].seconds
@@ -291,7 +300,7 @@ def test_the_budget_drops_rows_estimated_to_be_too_slow():
     says so."""
     r = recommend(W.prefix(8), epsilon=1.0, rng=0, budget_s=1e-12)
     assert [k for k, row in r.table.items() if row.rms is not None] == ["laplace"]
-    assert set(r.dropped) == set(CANDIDATES) - {"laplace", "gaussian", "kron-hierarchical", "kron-p-identity"}
+    assert set(r.dropped) == set(CANDIDATES) - {"laplace", "kron-hierarchical", "kron-p-identity", *GAUSSIAN}
     for name in r.dropped:
         assert r.table[name].skipped.startswith("budget_s = 1e-12: estimated") and r.table[name].seconds is None
     assert r.best == "laplace" and "not computed" in r.reason and r.as_dict()["dropped"] == r.dropped
@@ -402,7 +411,7 @@ def test_prepared_rows_are_reused_at_any_epsilon_and_equal_a_fresh_table(monkeyp
     F = W.marginals((2, 2, 3), 2)  # K-norm by MCMC (no exact structure)
     P = prepare(F)
     first = recommend(F, epsilon=1.0, prepared=P, n_samples=300)
-    assert set(P.rows["rows"]) == set(first.table) - {"gaussian"}
+    assert set(P.rows["rows"]) == set(first.table) - set(GAUSSIAN)
     fresh = recommend(F, epsilon=3.0, delta=1e-6, n_samples=300)
     P.save(tmp_path / "w.knorm")
     loaded = load_prepared(tmp_path / "w.knorm", F)
@@ -419,7 +428,7 @@ def test_prepared_rows_are_reused_at_any_epsilon_and_equal_a_fresh_table(monkeyp
             got = again.table[name]
             assert got.rms == pytest.approx(row.rms, rel=1e-12) and got.stderr == pytest.approx(row.stderr, rel=1e-12)
             assert got.exact == row.exact and got.notion == row.notion
-            assert got.method.endswith("(prepared)") == (name != "gaussian")
+            assert got.method.endswith("(prepared)") == (name not in GAUSSIAN)
         assert again.best == fresh.best == "knorm" and isinstance(again.mechanism, KNormMechanism)
     monkeypatch.undo()
     # other Monte Carlo options: the rows are computed again (and replace the kept ones)
@@ -481,3 +490,33 @@ def test_prepared_rows_follow_the_rules_a_fresh_table_follows():
     assert Q.rows["rows"]["nim"]["params"] == {"levels": 1}
     assert both.table["nim"].rms == both.table["knorm"].rms and both.best == "knorm"
     assert alone.table["nim"].rms != both.table["knorm"].rms  # its own Monte Carlo: the rule mattered
+
+
+def test_gaussian_rows_on_a_marginal_workload_and_the_knorm_crossover():
+    """2-way marginals over (2, 3, 2), rows shuffled: the gaussian-marginal row is ResidualPlanner's
+    closed form scale·Σ_S √(v_S p_S)·σ₁ (here Σ_S √(v_S p_S) from the formulas of
+    tests/mechanisms/test_residual.py: S = ∅: v = 1/6+1/4+1/6, p = 1; S = {0}: v = 1/3+1/2, p = 1/2;
+    S = {1}: v = 2(1/2+1/2), p = 2/3; S = {2}: v = 1/2+1/3, p = 1/2; pairs: v = (n_i−1)(n_j−1),
+    p = v/(n_i n_j)), equal to the gaussian-svd row (the SVD bound is attained on marginals); and
+    at δ* = knorm_wins_below the best Gaussian row's rms equals K-norm's (the crossover is exact)."""
+    from knorm.mechanisms.residual import ResidualGaussianMechanism
+
+    F = W.marginals((2, 3, 2), 2)
+    F = F[np.random.default_rng(5).permutation(len(F))] * 3.0
+    root = (math.sqrt(1 / 6 + 1 / 4 + 1 / 6) + math.sqrt((1 / 3 + 1 / 2) / 2) + math.sqrt(2 * 2 / 3)
+            + math.sqrt((1 / 2 + 1 / 3) / 2) + math.sqrt(2 * 2 / 6) + math.sqrt(1 / 4) + math.sqrt(2 * 2 / 6))
+    eps, delta = 1.0, 1e-6
+    r = recommend(F, epsilon=eps, delta=delta, rng=0, candidates=["gaussian", "gaussian-marginal", "gaussian-svd",
+                                                                    "knorm"])
+    sigma1 = analytic_gaussian_sigma(1.0, eps, delta)
+    assert r.table["gaussian-marginal"].rms == pytest.approx(3.0 * root * sigma1, rel=1e-9)
+    assert r.table["gaussian-svd"].rms == pytest.approx(3.0 * root * sigma1, rel=1e-7)
+    assert r.table["gaussian-marginal"].notion == "(ε, δ)-DP"
+    star = r.knorm_wins_below
+    assert star is not None and delta < star < 1 and "δ < " in str(r)
+    at = recommend(F, epsilon=eps, delta=star, rng=0, candidates=["gaussian-marginal", "knorm"])
+    assert at.table["gaussian-marginal"].rms == pytest.approx(r.table["knorm"].rms, rel=1e-6)
+    # the chosen Gaussian mechanism, when it wins (a large δ), is the residual one, built with the rng
+    big = recommend(F, epsilon=eps, delta=0.2, rng=0, candidates=["gaussian-marginal", "knorm"])
+    assert big.best == "gaussian-marginal" and isinstance(big.mechanism, ResidualGaussianMechanism)
+    assert big.knorm_wins_below is not None and big.knorm_wins_below < 0.2

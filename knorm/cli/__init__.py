@@ -6,6 +6,7 @@
 * ``knorm bench``   -- the oracle comparison and the Table-3 reproduction.
 * ``knorm plot``    -- figures: a run's chains, error vs ε, NIM's spectrum (no data).
 * ``knorm prepare`` -- the work that depends on F only (the rounding), done once and saved.
+* ``knorm synth``   -- synthetic records from released marginals (post-processing, private-pgm).
 
 Each subcommand is a module of this package (``sample.py``, ``info.py``, …) holding its
 parser (``add_parser``) and its ``cmd_*``; the options, checks and output helpers they
@@ -32,10 +33,10 @@ from pathlib import Path
 from .. import __version__
 from ..errors import ConvergenceError
 from ..walks.checkpoint import SNAPSHOTS
-from . import bench, info, plot, prepare, sample, uniform
+from . import bench, info, plot, prepare, sample, synth, uniform
 from ._common import CLIError, UsageError, _add_debug, _Parser, _warn
 
-SUBCOMMANDS = (sample, info, uniform, bench, plot, prepare)
+SUBCOMMANDS = (sample, info, uniform, bench, plot, prepare, synth)
 
 
 def build_parser():

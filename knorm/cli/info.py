@@ -47,7 +47,7 @@ def cmd_info(args):
         facts["vol_lower_bound"] = {"value": lb.value, "stderr": lb.stderr, "note": lb.note}
     else:
         facts["vol_lower_bound"] = None
-    candidates = [c for c in CANDIDATES if not (c == "nim" and args.no_nim or c == "gaussian" and args.delta is None)]
+    candidates = [c for c in CANDIDATES if not (c == "nim" and args.no_nim or c.startswith("gaussian") and args.delta is None)]
     table = recommend(F, epsilon=eps, delta=args.delta, rng=args.mc_seed, candidates=candidates, mc_seed=args.mc_seed,
                       workers=args.workers)
     rec = {"mechanism": table.best, "reason": table.reason}

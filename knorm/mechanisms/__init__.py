@@ -10,6 +10,7 @@ from ._base import ErrorEstimate, Mechanism
 from .additive import GaussianMechanism, LaplaceMechanism, analytic_gaussian_sigma, l1_sensitivity, l2_sensitivity
 from .knorm_mechanism import KNormMechanism
 from .nim import NIMechanism, NIMLevel
+from .residual import ResidualGaussianMechanism, SVDGaussianMechanism
 from .strategy import (HierarchicalMechanism, IdentityMechanism, KroneckerHierarchicalMechanism,
                        KroneckerPIdentityMechanism, KroneckerStrategyMechanism, PIdentityMechanism)
 
@@ -17,4 +18,4 @@ __all__ = ["Mechanism", "PrivacyClaim", "ErrorEstimate", "LaplaceMechanism", "Ga
            "KNormMechanism", "NIMechanism", "NIMLevel", "analytic_gaussian_sigma", "l1_sensitivity",
            "l2_sensitivity", "IdentityMechanism", "HierarchicalMechanism",
            "PIdentityMechanism", "KroneckerStrategyMechanism", "KroneckerPIdentityMechanism",
-           "KroneckerHierarchicalMechanism"]
+           "KroneckerHierarchicalMechanism", "ResidualGaussianMechanism", "SVDGaussianMechanism"]
