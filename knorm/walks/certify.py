@@ -33,7 +33,7 @@ from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError
 from .chains import WALKS, Chain, run_chains
 from .rounding import Rounding, per_step_tau
-from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo,
+from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo, advance,
                       select_candidates, thinning_for)
 
 CERTIFY_SEED = 31415  # public: a certification is a deterministic function of F (and the walk)
@@ -234,7 +234,7 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     from .chains import default_params
 
     params = default_params(cert.walk, rounding.frame)
-    run_chains(cs, cert.walk, cert.warmup, cert.warmup, params, workers)
+    advance(cs, cert.walk, cert.warmup, params, workers)
     per = MIN_POOL // DEFAULT_CHAINS
     records = run_chains(cs, cert.walk, per * cert.thin, cert.thin, params, workers)
     m = pool_measures(body, rounding, records, cert.thin)
@@ -323,14 +323,8 @@ class StationarySampler:
             new.append(Chain(self.frame, self.certified.states[i], self._gen.spawn(1)[0], state=start))
         if new:
             # W steps from the start to the first candidate (record 1, 2·thin steps after the warm-up)
-            w = max(0, self.cert.warmup - 2 * self.cert.thin)
-            warm = getattr(self.progress, "warmup", None)
-            if callable(warm):
-                warm(0, w)
-            if w:
-                run_chains(new, self.walk, w, w, self.params, self.workers)
-            if callable(warm):
-                warm(w, w)
+            advance(new, self.walk, max(0, self.cert.warmup - 2 * self.cert.thin), self.params, self.workers,
+                    self.progress)
             self.chains += new
             self.records = np.concatenate([self.records, np.zeros(len(new), np.int64)])
             self._last = np.vstack([self._last, np.full((len(new), self.frame.r), np.nan)])

@@ -190,13 +190,29 @@ def _start_points(frame: Any, k: int, rng: np.random.Generator) -> NDArray[np.fl
     return W @ frame.Ft
 
 
-CHUNK_DRAWS = 256  # records per chain between progress reports / checkpoint opportunities (even)
+CHUNK_DRAWS = 64  # records per chain between progress reports / checkpoint opportunities (even)
+WARMUP_PIECES = 10  # progress reports of a warm-up
 WARMUP_TAUS = 20  # warm-up before the first record: at least 20·τ steps per chain (see Sampler)
 MAX_REPEAT_FRACTION = 0.01  # a certified run drops at most 1% of its release candidates as repeats
 
 
 def _even(k: int) -> int:
     return int(k) + (int(k) & 1)
+
+
+def advance(chains: list[Chain], walk: str, steps: int, params: Any, workers: Any, progress: Any = None) -> None:
+    """Run every chain ``steps`` steps keeping nothing (a warm-up), in ``WARMUP_PIECES`` pieces
+    reported to ``progress.warmup(done, steps)`` when it has that method. Chains draw their
+    randomness in fixed blocks, so the pieces never change a bit of the result."""
+    report = getattr(progress, "warmup", None)
+    piece = max(1, -(-steps // WARMUP_PIECES))
+    done = 0
+    while done < steps:
+        k = min(piece, steps - done)
+        run_chains(chains, walk, k, k, params, workers)
+        done += k
+        if callable(report):
+            report(done, steps)
 
 
 def select_candidates(draws: NDArray[np.float64], last: NDArray[np.float64]
@@ -353,7 +369,7 @@ class Sampler:
                 pilot *= 2
         rest = int(np.ceil(WARMUP_TAUS * tau)) - used
         if rest > 0:
-            run_chains(cs, walk, rest, rest, self.params, self.workers)
+            advance(cs, walk, rest, self.params, self.workers, self.progress)
             used += rest
         self.tau, self.thin, self.warm = float(tau), thinning_for(tau), True
         return used
