@@ -478,7 +478,8 @@ def add_parser(sub):
                    help="seed the noise: a reproducible run that is NOT PRIVATE (for tests and debugging); "
                         "default: OS entropy")
     s.add_argument("--accept-uncertified", action="store_true",
-                   help="release even if a sampler run does not certify (the claim then says UNCERTIFIED)")
+                   help="release even if the walk (or, with --checkpoint, a sampler run) does not certify (the claim "
+                        "then says UNCERTIFIED)")
     s.add_argument("--out", help="write the samples to FILE (.npy, or .npz with the privacy claim and summary)")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     s.add_argument("--json", action="store_true",
@@ -487,15 +488,16 @@ def add_parser(sub):
     s.add_argument("--checkpoint", metavar="DIR",
                    help="save snapshots of the unfinished run in DIR (created 0700; secret like the noise: they "
                         "hold its entropy and chain states); deleted when the run finishes; a new run refuses a "
-                        "DIR that holds a checkpoint")
+                        "DIR that holds a checkpoint. A resumable run certifies its own pool (the per-run path)")
     s.add_argument("--checkpoint-every", type=_positive_float, default=30.0, metavar="SECONDS",
                    help="with --checkpoint: seconds between snapshots (default 30)")
     s.add_argument("--resume", action="store_true",
                    help="continue the interrupted run in --checkpoint DIR: the identical command only (same F, "
                         "data, mechanism, ε, δ, count, walk, options), else refused")
     s.add_argument("--prepared", metavar="FILE",
-                   help="a prepared workload of this F (knorm prepare): its rounding is loaded, not computed "
-                        "(refused for another F)")
+                   help="a prepared workload of this F (knorm prepare): its rounding and certificate are loaded, "
+                        "not computed, and a release runs W steps from one of its public stationary states (refused "
+                        "for another F, or if its certificate misses a threshold)")
     _add_workers(s)
     s.add_argument("--scheduler", metavar="ADDRESS", help="run chain batches on this Dask distributed scheduler")
     s.set_defaults(func=cmd_sample)
