@@ -3,7 +3,8 @@
 A :class:`StageProgress` is a sampler's ``progress`` (``sampler_options={"progress": True}`` on a
 mechanism makes one; the command line's bar is one): the sampler calls ``rounding(it, total)``
 while it rounds K (iterations, at most ``total``), ``warmup(done, total)`` during the warm-up
-(steps per chain) and ``progress(done, target)`` with the pooled records. Each stage is one tqdm
+(steps per chain), ``progress(done, target)`` with the pooled records, and ``certify(done, target)``
+with the records of a workload's one certification. Each stage is one tqdm
 bar with its count; a stage that will take more than ``SLOW`` seconds says so once, with roughly
 how long (from the rate so far), above its bar. Nothing shown depends on data: only counts of
 iterations, steps and draws, and times.
@@ -20,7 +21,8 @@ SLOW = 5.0  # seconds: a stage expected to take longer says roughly how long, on
 SETTLE = 1.0  # seconds of a stage before its rate is trusted for that estimate
 TICK = 1.0  # seconds between redraws of an open bar (its elapsed time moves between the sampler's reports)
 
-STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"), "pool": ("draws", "draw")}
+STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"), "pool": ("draws", "draw"),
+          "certify": ("certifying the walk (once per workload)", "record")}
 
 
 def rough_time(seconds: float) -> str:
@@ -63,6 +65,11 @@ class StageProgress:
     def warmup(self, done: int, total: int) -> None:
         """The warm-up: ``done`` steps per chain of ``total``."""
         self._update("warmup", done, total)
+
+    def certify(self, done: int, total: int) -> None:
+        """The certification's pool (once per workload: :func:`knorm.walks.certify.certify`): ``done``
+        records of ``total``."""
+        self._update("certify", done, total)
 
     def close(self) -> None:
         """Close the open bar (the stage is over)."""

@@ -6,6 +6,7 @@ import io
 import numpy as np
 import pytest
 
+import knorm
 from knorm import workloads as W
 from knorm._progress import StageProgress, as_progress, rough_time
 from knorm.mechanisms import KNormMechanism, NIMechanism
@@ -80,10 +81,10 @@ def test_progress_true_in_sampler_options_is_a_stage_reporter():
 
 def test_a_python_release_with_progress_true_shows_its_stages(capsys):
     F = W.random_pm1(4, 10, rng=0)
-    m = KNormMechanism(F, epsilon=1.0, rng=3, sampler_options={"progress": True})
-    m.release(np.arange(10), size=3)
+    m = KNormMechanism(F, epsilon=1.0, rng=3, body=knorm.SymmetricHull(F), sampler_options={"progress": True})
+    m.release(np.arange(10), size=3)  # a fresh body: it is rounded and certified here
     err = capsys.readouterr().err
-    assert "knorm: rounding K" in err and "knorm: draws (run 1)" in err and "draw" in err
+    assert "knorm: rounding K" in err and "knorm: certifying the walk" in err and "knorm: draws (run 1)" in err
     seeded = KNormMechanism(F, epsilon=1.0, rng=3).release(np.arange(10), size=3)  # the bars change no draw
     again = KNormMechanism(F, epsilon=1.0, rng=3, sampler_options={"progress": True}).release(np.arange(10), size=3)
     assert np.array_equal(seeded, again)

@@ -66,7 +66,7 @@ def test_certificate_passes_and_is_consistent(small):
 def test_tampered_certificates_fail_their_own_checks(small):
     cert = small[2].certificate
     for change in ({"warmup": 0}, {"warmup": cert.warmup - 1}, {"max_rhat": 1.02}, {"min_ess": cert.pool / 3},
-                   {"gauge_ks_p": 0.001}, {"pool": 500}, {"thin": 0}, {"pool_thin": 0}, {"chains": 1},
+                   {"gauge_ks_p": 0.0005}, {"pool": 500}, {"thin": 0}, {"pool_thin": 0}, {"chains": 1},
                    {"walk": "teleport"}, {"tau": 1.0, "warmup": WARMUP_FLOOR}
                    if cert.tau > 1.05 else {"repeat_fraction": 0.02}):
         assert dataclasses.replace(cert, **change).failures(), change
