@@ -321,6 +321,7 @@ class StationarySampler:
         self.records = np.zeros(0, np.int64)  # records per chain so far (always even: odd ones are candidates)
         self._last = np.empty((0, self.frame.r))
         self._next = 0  # the chain whose candidate comes first in the next run (round-robin across runs)
+        self._pivots_new: list[int] = []
         self.last_info: SamplingInfo | None = None
 
     def chains_for(self, size: int) -> int:
@@ -340,6 +341,7 @@ class StationarySampler:
             i = int(self._gen.integers(len(self.certified.states)))
             start = self.certified.oracle_states(self.frame)[i].copy()
             new.append(Chain(self.frame, self.certified.states[i], self._gen.spawn(1)[0], state=start))
+        self._pivots_new = [ch.pivots for ch in new]  # their counters before the warm-up
         if new:
             # W steps from the start to the first candidate (record 1, 2·thin steps after the warm-up)
             advance(new, self.walk, max(0, self.cert.warmup - 2 * self.cert.thin), self.params, self.workers,
@@ -357,10 +359,12 @@ class StationarySampler:
         size = positive_int("size", size)
         # records (frame and ambient copies) of 2·size candidates' worth, before anything is allocated
         check_memory("size", size, 8 * 2 * size * (2 * self.frame.r + 2 * self.body.ambient_dim))
+        # counters before this run: the chains that exist, and (at 0) those it starts, warm-up included
+        stats0 = sum((ch.stats for ch in self.chains), np.zeros(3, np.int64))
+        pivots0 = sum(ch.pivots for ch in self.chains)
         started = self._start(max(len(self.chains), self.chains_for(size)))
         cs, thin, c = self.chains, self.cert.thin, len(self.chains)
-        stats0 = sum(ch.stats for ch in cs)
-        pivots0 = sum(ch.pivots for ch in cs)
+        pivots0 += sum(self._pivots_new)
         need = 2 * -(-size // c)  # an even number of records per chain: odd records stay the candidates
         draws = np.empty((c, 0, self.frame.r))
         report = self.progress if callable(self.progress) else None

@@ -270,3 +270,14 @@ def test_saved_radius_bases_are_only_warm_starts(tmp_path, small):
     _rewrite(p, radius_bases=np.full_like(z["radius_bases"], -1))
     with pytest.raises(ValueError, match="damaged"):
         knorm.load_prepared(p, F)
+
+
+def test_a_runs_pivots_count_its_warm_up(small):
+    """info.pivots counts every pivot of the run: the new chains' warm-up included."""
+    F, K, c = small
+    s = StationarySampler(K, rounding_of(K), c, rng=1)
+    _, info = s.run(1)
+    assert info.pivots == sum(ch.pivots for ch in s.chains) - sum(s._pivots_new) > 0
+    before = sum(ch.pivots for ch in s.chains)
+    _, info = s.run(3)
+    assert info.pivots == sum(ch.pivots for ch in s.chains) - before
