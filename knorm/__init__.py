@@ -7,7 +7,7 @@ invalidate_stale_caches()
 # isort: split
 # (the imports below load the numba kernels, so they come after the cache check)
 
-from . import audit, bounds, data, diagnostics, discrete, functional, implicit, postprocess, privacy, workloads
+from . import bounds, data, diagnostics, discrete, functional, implicit, postprocess, privacy, workloads
 from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
@@ -36,3 +36,13 @@ __all__ = [
     "data",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``knorm.audit`` is imported on first use: it needs scipy.stats (≈ 1 s to import), which a
+    release never does."""
+    if name == "audit":
+        import importlib
+
+        return importlib.import_module(".audit", __name__)
+    raise AttributeError(f"module 'knorm' has no attribute {name!r}")

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 from ._validate import as_real_array, is_int, is_real, positive_int, short_repr
 from .errors import BudgetExceededError
@@ -116,6 +116,8 @@ def tradeoff_gdp(alpha: ArrayLike, mu: float) -> NDArray[np.float64]:
     """``G_μ(α) = Φ(Φ⁻¹(1 − α) − μ)``: the trade-off of N(0,1) vs N(μ,1)."""
     mu = _nonneg("mu", mu)
     a = _array("alpha", alpha, hi=1.0)
+    from scipy import stats  # here, not at import: scipy.stats takes ≈ 1 s to import, and a release needs none of it
+
     return stats.norm.cdf(stats.norm.ppf(1 - a) - mu)
 
 

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
 from .._validate import as_real_array
 
@@ -61,6 +60,8 @@ def _split(a: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def _z_scale(a: NDArray[np.float64]) -> NDArray[np.float64]:
+    from scipy import stats  # here, not at import: scipy.stats takes ≈ 1 s to import
+
     rank = stats.rankdata(a, method="average", axis=None).reshape(a.shape)
     return stats.norm.ppf((rank - 0.375) / (a.size + 0.25))
 

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from .._rng import as_generator
 from .._validate import check_memory, positive_int
@@ -134,6 +133,8 @@ def warmup_steps(tau: float) -> int:
 def uniform_gauge_ks(gauges: NDArray[np.float64], r: int) -> float:
     """KS p-value of ``gauges`` against the law of ‖z‖_K for z ~ Uniform(K), K r-dimensional:
     ``P(‖z‖_K ≤ t) = vol(tK)/vol(K) = t^r``, so ``‖z‖_K^r ~ U(0, 1)``."""
+    from scipy import stats  # here, not at import: scipy.stats takes ≈ 1 s to import, and a release needs none
+
     u = np.clip(np.asarray(gauges, dtype=np.float64), 0.0, 1.0) ** r
     return float(stats.kstest(u, "uniform").pvalue)
 
