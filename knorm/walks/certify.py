@@ -17,7 +17,7 @@ import datetime
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from ..body.hull import Frame, OracleState, SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError
-from .chains import WALKS, Chain, run_chains
+from .chains import WALKS, Chain, n_workers, run_chains
 from .rounding import Rounding, per_step_tau
 from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo, advance,
                       select_candidates, thinning_for)
@@ -180,7 +180,8 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
     _, info = s.run(CERTIFY_DRAWS)
     assert s._kept is not None
     records = s._kept[0]  # (chains, k, r): the pool, in the rounding's frame
-    m = pool_measures(body, s.rounding, records, info.thin)
+    m = pool_measures(body, s.rounding, records, info.thin, [c.state for c in s.chains], workers,
+                      (info.ess, info.rhat))
     from .. import __version__
 
     cert = Certificate(
@@ -217,23 +218,43 @@ class _Certifying:
         return getattr(self._progress, name)
 
 
-def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.float64], thin: int
-                  ) -> dict[str, Any]:
+def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.float64], thin: int,
+                  states: list[OracleState], workers: int | Executor | None = None,
+                  ambient: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None) -> dict[str, Any]:
     """The certificate's measures of a pool ``(chains, k, r)`` (rounded-frame records thinned by
-    ``thin``): ``max_rhat`` over the ambient coordinates; ``min_ess`` over them, ``|z|²`` and
-    ``‖z‖_K`` (exact oracle, from a fresh basis: the last bits depend on the pool only);
-    ``gauge_ks_p`` of the odd records' ``‖z‖_K^r`` (:func:`uniform_gauge_ks`); ``tau`` (per
-    step, :func:`implied_tau`); ``pool``."""
+    ``thin``; ``states``: each chain's oracle state now, optimal at its last record):
+
+    - ``max_rhat`` over the ambient coordinates (``ambient``: their ESS and R-hat, when the
+      sampler run measured them already);
+    - ``min_ess`` over the ambient coordinates, ``|z|²`` and ``‖z‖_K``. The gauges are the
+      exact oracle's, of the release candidates (odd records) only, each chain's solved in turn
+      from its own state (in threads; the same bits on any number of them); their ESS per
+      candidate gives a per-step τ (AR(1), lag ``2·thin``), counted as the ESS of a pool of
+      records with that τ;
+    - ``gauge_ks_p`` of the candidates' ``‖z‖_K^r`` (:func:`uniform_gauge_ks`); ``tau`` (per
+      step, :func:`implied_tau`); ``pool``.
+    """
     nch, k, r = records.shape
     frame = rounding.frame
-    amb = body.to_ambient(rounding.to_span(records))
-    g = frame.gauges(records.reshape(-1, r), frame.crash_basis())[0].reshape(nch, k)
-    ess_amb = float(np.min(np.atleast_1d(_ess(amb))))
+    pool = nch * k
+    if ambient is None:
+        amb = body.to_ambient(rounding.to_span(records))
+        ambient = (np.atleast_1d(_ess(amb)), np.atleast_1d(_rhat(amb)))
+    cand = np.ascontiguousarray(records[:, 1::2])
+
+    def chain_gauges(i: int) -> NDArray[np.float64]:
+        return frame.gauges(cand[i], states[i].copy())[0]
+
+    w = 1 if isinstance(workers, Executor) or hasattr(workers, "run_chains") else min(n_workers(workers), nch)
+    with ThreadPoolExecutor(max_workers=w) as ex:
+        g = np.array(list(ex.map(chain_gauges, range(nch))))
     e_sq = float(np.min(_ess(np.sum(records**2, axis=2)[..., None])))
-    e_g = float(np.min(_ess(g[..., None])))
-    min_ess = min(ess_amb, e_sq, e_g)
-    return {"pool": nch * k, "max_rhat": float(np.max(np.atleast_1d(_rhat(amb)))), "min_ess": min_ess,
-            "gauge_ks_p": uniform_gauge_ks(g[:, 1::2].ravel(), r), "tau": implied_tau(nch * k, min_ess, thin)}
+    tau_g = per_step_tau(g.size / float(np.min(_ess(g[..., None]))), 2 * thin)
+    rho = ((tau_g - 1.0) / (tau_g + 1.0)) ** thin  # lag-thin correlation of the gauge
+    e_g = pool * (1.0 - rho) / (1.0 + rho)
+    min_ess = min(float(np.min(ambient[0])), e_sq, e_g)
+    return {"pool": pool, "max_rhat": float(np.max(ambient[1])), "min_ess": min_ess,
+            "gauge_ks_p": uniform_gauge_ks(g.ravel(), r), "tau": implied_tau(pool, min_ess, thin)}
 
 
 def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
@@ -257,7 +278,7 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     advance(cs, cert.walk, cert.warmup, params, workers)
     per = MIN_POOL // DEFAULT_CHAINS
     records = run_chains(cs, cert.walk, per * cert.thin, cert.thin, params, workers)
-    m = pool_measures(body, rounding, records, cert.thin)
+    m = pool_measures(body, rounding, records, cert.thin, [c.state for c in cs], workers)
     fails = []
     if not m["max_rhat"] < MAX_RHAT:
         fails.append(f"max R-hat {m['max_rhat']:.4f} ≥ {MAX_RHAT}")
