@@ -45,7 +45,9 @@ N_STATES = 64  # public stationary states kept: 8 per chain, evenly spaced in it
 GAUGE_KS_MIN_P = 0.001
 MAX_RHAT = 1.01
 WARMUP_FLOOR = WARMUP_TAUS  # W ≥ ⌈20τ⌉ ≥ 20 steps (τ ≥ 1): no file can lower it
-VERIFY_TAU_SLACK = 1.25  # verify: a re-measured τ up to 1.25× the file's is estimation noise
+# verify: a re-measured τ up to 1.5× the file's is estimation noise (the gauge's τ comes from the ESS of
+# 1000 candidates at lag 2·thin, whose ±5% noise the AR(1) conversion to a per-step τ amplifies near τ = 1)
+VERIFY_TAU_SLACK = 1.5
 PUBLIC_NOTE = ("public: functions of F, the walk and the public seed CERTIFY_SEED; no data, and no state of a "
                "chain whose draws became noise")
 
@@ -265,7 +267,7 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     ``MIN_POOL`` records at its thinning, measured as :func:`certify` measures
     (:func:`pool_measures`). Passes if the pool meets the certificate's thresholds and the
     τ it measures is at most ``VERIFY_TAU_SLACK`` times the file's (τ from 2000 records is
-    itself an estimate: two honest runs differ by ≈ 5%). Returns ``(passed, measures)``."""
+    itself an estimate). Returns ``(passed, measures)``."""
     cert = certified.certificate
     gen = as_generator(rng)
     idx = gen.integers(len(certified.states), size=DEFAULT_CHAINS)
