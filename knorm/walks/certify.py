@@ -172,8 +172,8 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
     """Certify the body's walk once: a :class:`~knorm.walks.sampler.Sampler` run of
     ``CERTIFY_DRAWS`` draws (pool ``2·CERTIFY_DRAWS``, ``DEFAULT_CHAINS`` chains from the
     rounding's end points, warm-up ⌈20τ⌉ with the rounding's τ) seeded by the public
-    ``CERTIFY_SEED``, then the gauges of its pool (exact oracle, a fresh basis: the last bits
-    depend on the pool only), τ on the chains' own records and ``N_STATES`` stationary states.
+    ``CERTIFY_SEED``, then its measures (:func:`pool_measures`: the gauge's law on the release
+    candidates, τ on the chains' own records) and ``N_STATES`` stationary states.
     Nothing drawn here is ever released. Raises :class:`~knorm.ConvergenceError` (one line,
     with the failed checks) if the run does not pass.
     """
