@@ -91,14 +91,9 @@ class Certificate:
                     f"{self.pool_thin})"]
         if self.pool < MIN_POOL:
             out.append(f"pool {self.pool} < {MIN_POOL} records")
-        if not self.max_rhat < MAX_RHAT:
-            out.append(f"max R-hat {self.max_rhat:.4f} ≥ {MAX_RHAT}")
-        if not self.min_ess >= self.pool / 2:
-            out.append(f"min ESS {self.min_ess:.0f} < pool/2 = {self.pool / 2:.0f}")
+        out += pool_failures(self.max_rhat, self.min_ess, self.pool, self.gauge_ks_p)
         if not self.repeat_fraction <= MAX_REPEAT_FRACTION:
             out.append(f"repeats {self.repeat_fraction:.2%} > {MAX_REPEAT_FRACTION:.0%}")
-        if not self.gauge_ks_p >= GAUGE_KS_MIN_P:
-            out.append(f"gauge KS p {self.gauge_ks_p:.2g} < {GAUGE_KS_MIN_P}")
         tau = implied_tau(self.pool, self.min_ess, self.pool_thin) if self.min_ess > 0 else np.inf
         if not (self.tau >= tau - 1e-12 and self.tau >= 1.0):
             out.append(f"τ {self.tau:.3g} below the {tau:.3g} its ESS implies")
@@ -120,6 +115,19 @@ class Certificate:
                 f"{self.max_rhat:.4f}, min bulk ESS {self.min_ess:.0f} of {self.pool} records ({self.chains} chains, "
                 f"thin {self.pool_thin}), gauge KS p {self.gauge_ks_p:.3f}, repeats {self.repeat_fraction:.2%}; "
                 f"τ {self.tau:.2f} per step, warm-up W = {self.warmup} steps, release thinning {self.thin}")
+
+
+def pool_failures(max_rhat: float, min_ess: float, pool: int, gauge_ks_p: float) -> list[str]:
+    """The thresholds a certifying pool of ``pool`` records misses: max R-hat < 1.01, min ESS ≥
+    pool/2, gauge KS p ≥ ``GAUGE_KS_MIN_P`` (empty: it meets them)."""
+    out = []
+    if not max_rhat < MAX_RHAT:
+        out.append(f"max R-hat {max_rhat:.4f} ≥ {MAX_RHAT}")
+    if not min_ess >= pool / 2:
+        out.append(f"min ESS {min_ess:.0f} < pool/2 = {pool / 2:.0f}")
+    if not gauge_ks_p >= GAUGE_KS_MIN_P:
+        out.append(f"gauge KS p {gauge_ks_p:.2g} < {GAUGE_KS_MIN_P}")
+    return out
 
 
 def implied_tau(pool: int, min_ess: float, pool_thin: int) -> float:
@@ -281,13 +289,7 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     per = MIN_POOL // DEFAULT_CHAINS
     records = run_chains(cs, cert.walk, per * cert.thin, cert.thin, params, workers)
     m = pool_measures(body, rounding, records, cert.thin, [c.state for c in cs], workers)
-    fails = []
-    if not m["max_rhat"] < MAX_RHAT:
-        fails.append(f"max R-hat {m['max_rhat']:.4f} ≥ {MAX_RHAT}")
-    if not m["min_ess"] >= m["pool"] / 2:
-        fails.append(f"min ESS {m['min_ess']:.0f} < pool/2")
-    if not m["gauge_ks_p"] >= GAUGE_KS_MIN_P:
-        fails.append(f"gauge KS p {m['gauge_ks_p']:.2g} < {GAUGE_KS_MIN_P}")
+    fails = pool_failures(m["max_rhat"], m["min_ess"], m["pool"], m["gauge_ks_p"])
     if not m["tau"] <= VERIFY_TAU_SLACK * cert.tau:
         fails.append(f"τ {m['tau']:.2f} > {VERIFY_TAU_SLACK}× the file's {cert.tau:.2f}: its W = {cert.warmup} is too "
                      "short")
