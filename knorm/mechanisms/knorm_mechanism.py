@@ -14,7 +14,7 @@ from .._progress import as_progress
 from .._validate import check_options, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
-from ..walks.certify import StationarySampler, cached_certified, certificate_claim, certified_of
+from ..walks.certify import StationarySampler, certificate_claim, certified_of
 from ..walks.prepared import PreparedWorkload, body_of, check_prepared
 from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
@@ -154,15 +154,13 @@ class KNormMechanism(Mechanism):
         if self._per_run or self._stationary is not None:
             return self._stationary
         opts = self.sampler_options
-        certified = cached_certified(self.body, self.walk)
-        if certified is None:
-            try:
-                certified = certified_of(self.body, self.walk, opts.get("workers"), opts.get("progress"))
-            except ConvergenceError:
-                if not self.accept_uncertified:
-                    raise
-                self._per_run = True  # the per-run path's runs say whether they passed
-                return None
+        try:  # the file's certification, or this process's for the body, or one made now
+            certified = certified_of(self.body, self.walk, opts.get("workers"), opts.get("progress"))
+        except ConvergenceError:
+            if not self.accept_uncertified:
+                raise
+            self._per_run = True  # the per-run path's runs say whether they passed
+            return None
         self._stationary = StationarySampler(self.body, rounding_of(self.body), certified, rng=self._rng,
                                              chains=opts.get("chains"), workers=opts.get("workers"),
                                              progress=opts.get("progress"))

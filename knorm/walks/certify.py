@@ -451,11 +451,6 @@ def certified_of(body: SymmetricHull, walk: str = "billiard", workers: int | Exe
     return per[walk]
 
 
-def cached_certified(body: SymmetricHull, walk: str) -> Certified | None:
-    """The body's certification for ``walk`` if one was computed or loaded, else None."""
-    return _CERTIFIED.get(body, {}).get(walk)
-
-
 def cache_certified(body: SymmetricHull, certified: Certified) -> None:
     """Make ``certified`` the body's (:func:`certified_of`): a prepared workload's, restored from its file."""
     _CERTIFIED.setdefault(body, {})[certified.certificate.walk] = certified

@@ -27,7 +27,8 @@ BILLIARD_MAX_REFLECTIONS = 10  # per dimension; never reached at r = 40â€“80 (6â
 BLOCK = 512  # steps of random inputs drawn at a time per chain
 
 
-_RADII = weakref.WeakKeyDictionary()  # frame -> body_radius (the sampling layer's cache, not the frame's state)
+# frame -> (body_radius, the optimal bases it was solved from): the sampling layer's cache, not the frame's state
+_RADII = weakref.WeakKeyDictionary()
 
 
 RADIUS_DIRECTIONS = 64
@@ -51,15 +52,17 @@ def body_radius(frame, bases=None):
     """
     if frame not in _RADII:
         V = radius_directions(frame.r)
-        g, _ = frame.gauges_from_bases(V, frame.optimal_bases(V) if bases is None else bases)
-        _RADII[frame] = float(np.median(1.0 / g))
-    return _RADII[frame]
+        g, states = frame.gauges_from_bases(V, frame.optimal_bases(V) if bases is None else bases)
+        _RADII[frame] = (float(np.median(1.0 / g)), np.array([st.basis for st in states], dtype=np.int64))
+    return _RADII[frame][0]
 
 
 def radius_bases(frame):
-    """Optimal bases at :func:`radius_directions` (saved by a prepared workload: its
-    :func:`body_radius` then costs one refactorisation per direction on load)."""
-    return frame.optimal_bases(radius_directions(frame.r))
+    """The optimal bases at :func:`radius_directions` that :func:`body_radius` solved from (saved by
+    a prepared workload: its :func:`body_radius` then costs one refactorisation per direction on
+    load); computed with the radius, once per frame."""
+    body_radius(frame)
+    return _RADII[frame][1]
 
 
 def _ball_params(frame):

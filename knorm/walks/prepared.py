@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import typing
 from collections import OrderedDict
 from concurrent.futures import Executor
 from pathlib import Path
@@ -29,7 +30,7 @@ from .._io import atomic_write
 from .._validate import is_int
 from ..body.hull import SymmetricHull, validate_matrix
 from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, certified_of, check_states
-from .chains import RADIUS_DIRECTIONS, body_radius, radius_bases
+from .chains import RADIUS_DIRECTIONS, body_radius, radius_bases, walk_id
 from .checkpoint import fingerprint
 from .rounding import Rounding
 from .sampler import cache_rounding, rounding_of, rounding_progress
@@ -163,8 +164,6 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, workers
     Raises :class:`~knorm.ConvergenceError` if the walk cannot be certified. Returns the
     :class:`PreparedWorkload`; later releases load the file with :func:`load_prepared`.
     """
-    from .chains import walk_id
-
     walk_id(walk)
     if not isinstance(certify, (bool, np.bool_)):
         raise ValueError(f"certify must be True or False, got {certify!r}")
@@ -260,11 +259,12 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
                          f"{tuple(int(s) for s in z['shape'])}, fingerprint {str(z['fingerprint'])[:12]}…), not for "
                          f"this F {F.shape} ({fp[:12]}…): prepare this F")
     body = SymmetricHull(F)
+    rnd = None
     if bool(z.get("has_rounding", False)):
         # prepare found no exact structure (else it would not have rounded): not searched again here
         # (a file that says so of an exact body only routes it to MCMC, whose claim says approximate)
         body._structure = None
-    rnd = _rounding(z, body, path) if bool(z.get("has_rounding", False)) else None
+        rnd = _rounding(z, body, path)
     cert = _certified(z, rnd, path) if "certificate" in z else None
     rows, arrays = _rows(z, path, int(F.shape[1]))
     w = PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays, cert)
@@ -280,9 +280,7 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
     return w
 
 
-_CERT_TYPES = {"walk": str, "chains": int, "pool": int, "pool_thin": int, "max_rhat": float, "min_ess": float,
-               "repeat_fraction": float, "gauge_ks_p": float, "tau": float, "warmup": int, "thin": int,
-               "version": str, "date": str, "seed": int}
+_CERT_TYPES = typing.get_type_hints(Certificate)  # each field's type (str, int or float), from its declaration
 
 
 def _certified(z: dict[str, NDArray[Any]], rnd: Rounding | None, path: Path) -> Certified:
