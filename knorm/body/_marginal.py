@@ -22,17 +22,18 @@ _FM = {"reassoc", "contract"}
 
 
 @kernel(fastmath=_FM)
-def marginal_dots(M, v, out):
-    """``out = Fᵀ(W v)`` for the marginal operator ``M`` (see the module docstring)."""
+def marginal_tables(M, v, t, V):
+    """``t = W v`` (the query-space vector, d·r) and the groups' inner vectors ``V`` (gathers
+    from t): what every block of :func:`marginal_block` reads."""
     Wt, mem_off, mem_group, mem_outptr, mem_outoff, mem_inmap, g_vptr, g_nout, codes, oo_idx, B = M
     r, d = Wt.shape
-    t = np.zeros(d)
+    t[:] = 0.0
     for i in range(r):
         vi = v[i]
         row = Wt[i]
         for k in range(d):
             t[k] += vi * row[k]
-    V = np.zeros(g_vptr[g_vptr.shape[0] - 1])
+    V[:] = 0.0
     for m in range(mem_off.shape[0]):
         g = mem_group[m]
         base = g_vptr[g]
@@ -42,28 +43,47 @@ def marginal_dots(M, v, out):
             seg = V[base + c * B: base + (c + 1) * B]
             for i in range(B):
                 seg[i] += tt[inmap[i]]
-    ngroups = g_nout.shape[0]
-    nblocks = codes.shape[1]
-    noo = oo_idx.shape[0]
-    for o in range(nblocks):
-        s = 0.0
-        for c in range(noo):
-            s += t[oo_idx[c, o]]
-        seg = out[o * B: (o + 1) * B]
+
+
+@kernel(fastmath=_FM)
+def marginal_block(M, t, V, o, seg):
+    """``seg`` = block o of ``Fᵀ(W v)`` (cells ``o·B … (o+1)·B − 1``) from :func:`marginal_tables`'
+    ``t`` and ``V``: the outer-only cliques' scalar plus one inner vector per group."""
+    g_vptr, codes, oo_idx, B = M[6], M[8], M[9], M[10]
+    ngroups = g_vptr.shape[0] - 1
+    s = 0.0
+    for c in range(oo_idx.shape[0]):
+        s += t[oo_idx[c, o]]
+    for i in range(B):
+        seg[i] = s
+    # the groups' inner vectors four at a time: one pass over the block per four
+    g = 0
+    while g + 4 <= ngroups:
+        a = V[g_vptr[g] + codes[g, o] * B:]
+        b = V[g_vptr[g + 1] + codes[g + 1, o] * B:]
+        c_ = V[g_vptr[g + 2] + codes[g + 2, o] * B:]
+        e = V[g_vptr[g + 3] + codes[g + 3, o] * B:]
         for i in range(B):
-            seg[i] = s
-        # the groups' inner vectors four at a time: one pass over the block per four
-        g = 0
-        while g + 4 <= ngroups:
-            a = V[g_vptr[g] + codes[g, o] * B:]
-            b = V[g_vptr[g + 1] + codes[g + 1, o] * B:]
-            c_ = V[g_vptr[g + 2] + codes[g + 2, o] * B:]
-            e = V[g_vptr[g + 3] + codes[g + 3, o] * B:]
-            for i in range(B):
-                seg[i] = seg[i] + a[i] + b[i] + c_[i] + e[i]
-            g += 4
-        while g < ngroups:
-            a = V[g_vptr[g] + codes[g, o] * B:]
-            for i in range(B):
-                seg[i] += a[i]
-            g += 1
+            seg[i] = seg[i] + a[i] + b[i] + c_[i] + e[i]
+        g += 4
+    while g < ngroups:
+        a = V[g_vptr[g] + codes[g, o] * B:]
+        for i in range(B):
+            seg[i] += a[i]
+        g += 1
+
+
+@kernel()
+def marginal_scratch(M):
+    """The ``(t, V)`` buffers of :func:`marginal_tables` for the operator M."""
+    return np.empty(M[0].shape[1]), np.empty(M[6][M[6].shape[0] - 1])
+
+
+@kernel()
+def marginal_dots(M, v, out):
+    """``out = Fᵀ(W v)`` for the marginal operator ``M`` (see the module docstring)."""
+    t, V = marginal_scratch(M)
+    marginal_tables(M, v, t, V)
+    B = M[10]
+    for o in range(M[8].shape[1]):
+        marginal_block(M, t, V, o, out[o * B: (o + 1) * B])

@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from .._jit import kernel
-from ._marginal import marginal_dots
+from ._marginal import marginal_block, marginal_dots, marginal_scratch, marginal_tables
 
 OK = 0
 PIVOT_LIMIT = -1
@@ -390,45 +390,80 @@ def _row_alpha(A, rho, alpha):
     return np.sqrt(_dot(rho, rho))
 
 
-@kernel(fastmath=_FM)
-def _ratio_test(alpha, g, cp, cm, atol, bland, cand):
-    """Dual ratio test over the 2n columns; returns the entering code or -1.
+SCAN_CHUNK = 256  # columns the ratio scan tests at once, without branches, before scanning them one by one
 
-    Column ``+f_j`` has row entry ``alpha_j`` and reduced cost ``1 - g_j``; column
-    ``-f_j`` has ``-alpha_j`` and ``1 + g_j``. For each j exactly one of the two has a
-    negative entry (when ``|alpha_j| > atol``): the candidate has reduced cost
-    ``d_j = 1 + sign(alpha_j)·g_j`` and entry magnitude ``|alpha_j|``.
-    Normal mode: Harris two-pass test (bound ``min (d_j + DUAL_TOL)/|alpha_j|``, then
-    the largest |alpha| with ``d_j <= bound·|alpha_j|``). Bland mode: exact minimum
-    ratio, ties (within 1e-12) to the smallest column code, which rules out cycling.
-    One pass over the columns, without divisions: the bound is updated only when a
-    column beats it (``d + slack < bound·|alpha|``), and the columns that pass the
-    running bound -- a superset of the final candidates -- are kept in ``cand`` (int64[n])
-    for the second pass, which reads only those.
+
+@kernel(fastmath=_FM)
+def _chunk_hits(alpha, g, cp, cm, atol, keep):
+    """How many columns of a chunk pass ``|alpha| > atol`` and ``d <= keep·|alpha|`` (vectorised:
+    chunks are slices, so the loop index is known to be in range)."""
+    cnt = 0
+    if cp.shape[0] == 0:
+        for k in range(alpha.shape[0]):
+            a = alpha[k]
+            aa = abs(a)
+            d = 1.0 + math.copysign(1.0, a) * g[k]
+            cnt += (aa > atol) & (d <= keep * aa)
+    else:
+        for k in range(alpha.shape[0]):
+            a = alpha[k]
+            aa = abs(a)
+            d = cm[k] + g[k] if a > 0.0 else cp[k] - g[k]
+            cnt += (aa > atol) & (d <= keep * aa)
+    return cnt
+
+
+@kernel(fastmath=_FM)
+def _ratio_scan(alpha, g, cp, cm, atol, bland, cand, lo, hi, bound, keep, m):
+    """The first pass of :func:`_ratio_test` over the columns ``lo … hi − 1``, continuing
+    from ``(bound, keep, m)``; returns the new ``(bound, keep, m)``.
+
+    ``SCAN_CHUNK`` columns at a time, the chunk is first tested against the running bound
+    without branches (:func:`_chunk_hits`: ``d <= keep·|alpha|``, which every column that
+    could lower the bound or be a candidate passes, as ``d + slack < bound·|alpha|``
+    implies it); only chunks with such a column are scanned one by one (a few dozen of
+    thousands on the census-size bodies). Same result as the plain scan, column for column.
     """
-    n = alpha.shape[0]
     unit = cp.shape[0] == 0
     slack = 0.0 if bland else DUAL_TOL
-    bound = np.inf
-    keep = np.inf  # the running bound with Bland's tie window
-    m = 0
-    for j in range(n):
-        a = alpha[j]
-        aa = abs(a)
-        if aa <= atol:
-            continue
-        if unit:
-            d = 1.0 + (g[j] if a > 0.0 else -g[j])
-        else:
-            d = cm[j] + g[j] if a > 0.0 else cp[j] - g[j]
-        if d + slack < bound * aa:
-            bound = (d + slack) / aa
-            keep = bound + 1e-12 * (1.0 + abs(bound)) if bland else bound
-        if d <= keep * aa:
-            cand[m] = j
-            m += 1
+    j = lo
+    while j < hi:
+        stop = min(j + SCAN_CHUNK, hi)
+        if keep < np.inf:
+            if unit:
+                hits = _chunk_hits(alpha[j:stop], g[j:stop], cp, cm, atol, keep)
+            else:
+                hits = _chunk_hits(alpha[j:stop], g[j:stop], cp[j:stop], cm[j:stop], atol, keep)
+            if hits == 0:
+                j = stop
+                continue
+        for k in range(j, stop):
+            a = alpha[k]
+            aa = abs(a)
+            if aa <= atol:
+                continue
+            if unit:
+                d = 1.0 + (g[k] if a > 0.0 else -g[k])
+            else:
+                d = cm[k] + g[k] if a > 0.0 else cp[k] - g[k]
+            if d + slack < bound * aa:
+                bound = (d + slack) / aa
+                keep = bound + 1e-12 * (1.0 + abs(bound)) if bland else bound
+            if d <= keep * aa:
+                cand[m] = k
+                m += 1
+        j = stop
+    return bound, keep, m
+
+
+@kernel(fastmath=_FM)
+def _ratio_pick(alpha, g, cp, cm, bland, cand, bound, keep, m):
+    """The second pass of :func:`_ratio_test`: among the ``m`` candidates kept by
+    :func:`_ratio_scan`, the entering code (-1 if the bound stayed infinite)."""
     if bound == np.inf:
         return -1
+    n = alpha.shape[0]
+    unit = cp.shape[0] == 0
     best = -1
     best_a = 0.0
     for k in range(m):
@@ -450,6 +485,55 @@ def _ratio_test(alpha, g, cp, cm, atol, bland, cand):
     return best
 
 
+@kernel(fastmath=_FM)
+def _ratio_test(alpha, g, cp, cm, atol, bland, cand):
+    """Dual ratio test over the 2n columns; returns the entering code or -1.
+
+    Column ``+f_j`` has row entry ``alpha_j`` and reduced cost ``1 - g_j``; column
+    ``-f_j`` has ``-alpha_j`` and ``1 + g_j``. For each j exactly one of the two has a
+    negative entry (when ``|alpha_j| > atol``): the candidate has reduced cost
+    ``d_j = 1 + sign(alpha_j)·g_j`` and entry magnitude ``|alpha_j|``.
+    Normal mode: Harris two-pass test (bound ``min (d_j + DUAL_TOL)/|alpha_j|``, then
+    the largest |alpha| with ``d_j <= bound·|alpha_j|``). Bland mode: exact minimum
+    ratio, ties (within 1e-12) to the smallest column code, which rules out cycling.
+    One pass over the columns, without divisions (:func:`_ratio_scan`): the bound is
+    updated only when a column beats it (``d + slack < bound·|alpha|``), and the columns
+    that pass the running bound -- a superset of the final candidates -- are kept in
+    ``cand`` (int64[n]) for the second pass (:func:`_ratio_pick`), which reads only those.
+    """
+    bound, keep, m = _ratio_scan(alpha, g, cp, cm, atol, bland, cand, 0, alpha.shape[0], np.inf, np.inf, 0)
+    return _ratio_pick(alpha, g, cp, cm, bland, cand, bound, keep, m)
+
+
+@kernel()
+def _axpy(g, theta, alpha, lo, hi):
+    """``g[lo:hi] -= θ·alpha[lo:hi]``: the dual update ``g' = Fᵀλ' = g − θ·Fᵀρ`` of a pivot."""
+    gs = g[lo:hi]
+    al = alpha[lo:hi]
+    for j in range(gs.shape[0]):
+        gs[j] -= theta * al[j]
+
+
+@kernel(fastmath=_FM)
+def _alpha_ratio(A, fmax, rho, alpha, g, cp, cm, bland, cand):
+    """``alpha = Fᵀρ`` and the dual ratio test on it (:func:`_row_alpha` then
+    :func:`_ratio_test`, same result). For a marginal workload, block by block: a block's
+    values are summed and scanned while they are in cache."""
+    atol = PIVOT_TOL * np.sqrt(_dot(rho, rho)) * fmax
+    M = A[7]
+    if M[0].shape[1] == 0:
+        _all_dots(A, rho, alpha)
+        return _ratio_test(alpha, g, cp, cm, atol, bland, cand)
+    t, V = marginal_scratch(M)
+    marginal_tables(M, rho, t, V)
+    B = M[10]
+    bound, keep, m = np.inf, np.inf, 0
+    for o in range(M[8].shape[1]):
+        marginal_block(M, t, V, o, alpha[o * B: (o + 1) * B])
+        bound, keep, m = _ratio_scan(alpha, g, cp, cm, atol, bland, cand, o * B, (o + 1) * B, bound, keep, m)
+    return _ratio_pick(alpha, g, cp, cm, bland, cand, bound, keep, m)
+
+
 @kernel()
 def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
     """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹.
@@ -469,16 +553,14 @@ def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
         dq = (1.0 if cp.shape[0] == 0 else cm[q - n]) + g[q - n]
     # dual simplex: θ >= 0 (Harris may pick dq slightly < 0); primal cleanup: dq < 0
     theta = (max(dq, 0.0) if clamp else dq) / (-aq)
-    _matvec(Binv, col, u)
-    up = u[p]
+    up = _dot(Binv[p], col)
     # λ' = λ - θρ ; g' = g - θ alpha   (ρ is still row p of the old B⁻¹); nothing to do
     # for a degenerate pivot (θ = 0: about half of them on 0/1 workloads)
     if theta != 0.0:
         for i in range(r):
             lam[i] -= theta * Binv[p, i]
-        for j in range(n):
-            g[j] -= theta * alpha[j]
-    _eta_update(Binv, u, p, up, col)
+        _axpy(g, theta, alpha, 0, n)
+    _eta_update(Binv, col, u, p, up, np.empty(r))
     basis[p] = q
     ctr[0] += 1
     ctr[1] += 1
@@ -491,22 +573,27 @@ def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
 
 
 @kernel(fastmath=_FM)
-def _eta_update(Binv, u, p, up, rowp):
-    """``B⁻¹ ← E B⁻¹`` for the eta matrix of pivot row p (``u = B⁻¹a_q``, ``up = u[p]``).
+def _eta_update(Binv, col, u, p, up, rowp):
+    """``u = B⁻¹a_q`` (``col = a_q``, ``up = u[p]`` given) and ``B⁻¹ ← E B⁻¹`` for the eta
+    matrix of pivot row p, in one pass over B⁻¹: each row k's ``u_k`` is its dot with
+    ``a_q`` before the row is updated, ``B⁻¹_k ← B⁻¹_k − u_k·(B⁻¹_p / u_p)``, while it is in cache.
 
-    Row p is copied to ``rowp`` first: the row updates then provably do not alias and
-    vectorise (3× faster than updating from row p in place)."""
+    Row p (scaled) is copied to ``rowp`` first: the row updates then provably do not
+    alias and vectorise (3× faster than updating from row p in place)."""
     r = Binv.shape[0]
     inv_up = 1.0 / up
     for i in range(r):
         Binv[p, i] *= inv_up
         rowp[i] = Binv[p, i]
+    u[p] = up
     for k in range(r):
         if k != p:
-            f = u[k]
+            row = Binv[k]
+            f = _dot(row, col)
+            u[k] = f
             if f != 0.0:
                 for i in range(r):
-                    Binv[k, i] -= f * rowp[i]
+                    row[i] -= f * rowp[i]
 
 
 @kernel()
@@ -533,8 +620,7 @@ def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, 
     the old basis is valid for incremental updates).
     """
     _row(Binv, p, rho)
-    rn = _row_alpha(A, rho, alpha)
-    q = _ratio_test(alpha, g, cp, cm, PIVOT_TOL * rn * fmax, bland, cand)
+    q = _alpha_ratio(A, fmax, rho, alpha, g, cp, cm, bland, cand)
     if q < 0:
         return NO_ENTERING
     return _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True)
