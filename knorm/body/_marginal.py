@@ -48,16 +48,25 @@ def marginal_tables(M, v, t, V):
 @kernel(fastmath=_FM)
 def marginal_block(M, t, V, o, seg):
     """``seg`` = block o of ``Fᵀ(W v)`` (cells ``o·B … (o+1)·B − 1``) from :func:`marginal_tables`'
-    ``t`` and ``V``: the outer-only cliques' scalar plus one inner vector per group."""
+    ``t`` and ``V``: the outer-only cliques' scalar plus one inner vector per group, added
+    four (then two, then one) groups per pass over the block."""
     g_vptr, codes, oo_idx, B = M[6], M[8], M[9], M[10]
     ngroups = g_vptr.shape[0] - 1
     s = 0.0
     for c in range(oo_idx.shape[0]):
         s += t[oo_idx[c, o]]
-    for i in range(B):
-        seg[i] = s
-    # the groups' inner vectors four at a time: one pass over the block per four
     g = 0
+    if ngroups >= 4:  # the first pass writes the block
+        a = V[g_vptr[0] + codes[0, o] * B:]
+        b = V[g_vptr[1] + codes[1, o] * B:]
+        c_ = V[g_vptr[2] + codes[2, o] * B:]
+        e = V[g_vptr[3] + codes[3, o] * B:]
+        for i in range(B):
+            seg[i] = s + a[i] + b[i] + c_[i] + e[i]
+        g = 4
+    else:
+        for i in range(B):
+            seg[i] = s
     while g + 4 <= ngroups:
         a = V[g_vptr[g] + codes[g, o] * B:]
         b = V[g_vptr[g + 1] + codes[g + 1, o] * B:]
@@ -66,11 +75,16 @@ def marginal_block(M, t, V, o, seg):
         for i in range(B):
             seg[i] = seg[i] + a[i] + b[i] + c_[i] + e[i]
         g += 4
-    while g < ngroups:
+    if g + 2 <= ngroups:
+        a = V[g_vptr[g] + codes[g, o] * B:]
+        b = V[g_vptr[g + 1] + codes[g + 1, o] * B:]
+        for i in range(B):
+            seg[i] = seg[i] + a[i] + b[i]
+        g += 2
+    if g < ngroups:
         a = V[g_vptr[g] + codes[g, o] * B:]
         for i in range(B):
             seg[i] += a[i]
-        g += 1
 
 
 @kernel()
