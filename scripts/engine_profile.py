@@ -89,7 +89,7 @@ def _t_binv_update(Binv, U, reps):
     r = Binv.shape[0]
     m = U.shape[0]
     for t in range(reps):
-        p = t % r
+        p = t % m  # row i of U has a usable pivot entry at i (m <= r)
         u = U[t % m]
         sign = 1.0 if t % 2 == 0 else -1.0
         up = u[p]
