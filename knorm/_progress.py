@@ -82,7 +82,7 @@ class StageProgress:
             label, unit = self._label()
             count = "" if self.stage == "rounding" and self._last >= self._total else \
                 f" {self._last:g} of {self._total} {unit}s"  # a rounding may stop before its total
-            self._line(f"{label}: {'done' if self._last >= self._total else 'stopped'},{count} in "
+            self._line(f"{label}: {'done' if self._last >= self._total else 'stopped'}{count and ','}{count} in "
                        f"{self.clock() - self._t0:.1f} s")
         bar, self.bar = self.bar, None
         if bar is not None:
