@@ -86,6 +86,11 @@ def _private_folder(path: Path, create: bool) -> None:
                              "it would hold secrets: use a new path (created 0700) or make it private (chmod 700)")
 
 
+def _check_every(every: Any) -> None:
+    if not is_real(every) or not (every >= 0 and (every == math.inf or every < 2.0**1000)):
+        raise ValueError(f"every must be a number of seconds >= 0, got {short_repr(every)}")
+
+
 def write_run(path: Path, meta: dict[str, Any], chains: Any, scalars: dict[str, Any], draws: Any, *,
               private: bool) -> None:
     """Write a sampler run's snapshot atomically: ``meta`` arrays, each chain's
@@ -154,8 +159,7 @@ class Checkpoint:
                  context: Any = None) -> None:
         if not isinstance(directory, (str, os.PathLike)) or not str(directory):
             raise TypeError(f"directory must be a path, got {short_repr(directory)}")
-        if not is_real(every) or not (every >= 0 and (every == math.inf or every < 2.0**1000)):
-            raise ValueError(f"every must be a number of seconds >= 0, got {short_repr(every)}")
+        _check_every(every)
         if not isinstance(resume, (bool, np.bool_)):
             raise TypeError(f"resume must be True or False, got {short_repr(resume)}")
         self.directory = Path(directory)
@@ -339,8 +343,7 @@ class PublicSnapshot:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, every: float = 30.0) -> None:
-        if not is_real(every) or not (every >= 0 and (every == math.inf or every < 2.0**1000)):
-            raise ValueError(f"every must be a number of seconds >= 0, got {short_repr(every)}")
+        _check_every(every)
         self.path = Path(path)
         self.every = float(every)
         self._parts: list[Any] = []

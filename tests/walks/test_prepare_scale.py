@@ -39,6 +39,9 @@ def test_chains_is_validated():
         with pytest.raises(ValueError, match="chains must be a positive integer") as e:
             prepare(F, chains=bad)
         assert "\n" not in str(e.value)
+    for name, bad in (("resume", 1), ("snapshot_every", -1.0), ("snapshot_every", float("nan"))):
+        with pytest.raises(ValueError, match=f"^{name} must be"):
+            prepare(F, **{name: bad})
 
 
 def test_more_chains_are_recorded_and_the_file_is_the_same_on_any_number_of_threads(reference, tmp_path):
