@@ -44,6 +44,12 @@ class DaskExecutor(Executor):
             self.client, self._own = Client(address_or_client, timeout=timeout), True
         self._scattered = {}
 
+    @property
+    def slots(self):
+        """The cluster's threads now: :func:`~knorm.walks.chains.run_chains` sends a batch of more
+        chains than that as this many tasks, each a run of consecutive chains."""
+        return max(1, sum(self.client.nthreads().values()))
+
     def _frame_future(self, frame):
         key = id(frame)
         if key not in self._scattered:  # keeps the frame alive, so its id is never reused

@@ -349,6 +349,12 @@ def advance_chain(frame, state, walk, steps, thin, params):
     return rec, chain.compact_state() if "block_rng" in state else chain.state_dict()
 
 
+def advance_chains(frame, states, walk, steps, thin, params):
+    """:func:`advance_chain` for each of ``states`` in turn (one task of an executor with fewer slots
+    than chains: :func:`run_chains`); returns the list of ``(record, new state)``."""
+    return [advance_chain(frame, state, walk, steps, thin, params) for state in states]
+
+
 def run_chains(chains, walk, steps, thin, params, workers=None):
     """Run every chain ``steps`` steps in parallel; returns an array (chains, steps // thin, r).
 
@@ -359,7 +365,10 @@ def run_chains(chains, walk, steps, thin, params, workers=None):
     other executor (a :class:`~concurrent.futures.ProcessPoolExecutor`, Dask's
     ``client.get_executor()``, :class:`knorm.distributed.DaskExecutor`) is sent each
     chain's exact state (:meth:`Chain.compact_state`) and the frame (:func:`advance_chain`)
-    and the chains load the states that come back. The states are exact and every chain draws its randomness
+    and the chains load the states that come back; an executor with a ``slots`` attribute
+    (:class:`~knorm.distributed.DaskExecutor`: the cluster's threads) fewer than the chains
+    gets that many tasks, each a run of consecutive chains (:func:`advance_chains`), so a
+    batch costs a few tasks' latency, not one per chain. The states are exact and every chain draws its randomness
     from its own generator, so seeded results never depend on ``workers``.
     """
     workers = check_workers(workers)
@@ -367,9 +376,16 @@ def run_chains(chains, walk, steps, thin, params, workers=None):
     if isinstance(workers, ThreadPoolExecutor):
         return np.stack(list(workers.map(lambda c: c.run(walk, steps, thin, params), chains)))
     if isinstance(workers, Executor):
-        futures = [workers.submit(advance_chain, c.frame, c.compact_state(), walk, steps, thin, params)
-                   for c in chains]
-        results = [f.result() for f in futures]
+        slots = getattr(workers, "slots", None)
+        if is_int(slots) and 1 <= slots < len(chains) and all(c.frame is chains[0].frame for c in chains):
+            groups = np.array_split(np.arange(len(chains)), slots)
+            futures = [workers.submit(advance_chains, chains[g[0]].frame, [chains[i].compact_state() for i in g],
+                                      walk, steps, thin, params) for g in groups]
+            results = [out for f in futures for out in f.result()]
+        else:
+            futures = [workers.submit(advance_chain, c.frame, c.compact_state(), walk, steps, thin, params)
+                       for c in chains]
+            results = [f.result() for f in futures]
         for c, (_, state) in zip(chains, results):
             c.load_state_dict(state)
         return np.stack([rec for rec, _ in results])

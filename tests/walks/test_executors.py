@@ -169,3 +169,23 @@ def test_a_compact_state_is_the_whole_state_less_the_block_it_draws_again():
     assert "normals" in loaded.compact_state()
     loaded.run("hit_and_run", BLOCK, 1, params)  # its next block is drawn here: known from now on
     assert "normals" not in loaded.compact_state()
+
+
+def test_an_executor_with_fewer_slots_than_chains_gets_runs_of_chains(reference):
+    """An executor with ``slots`` gets that many tasks per batch (runs of consecutive chains), with the
+    draws of one task per chain."""
+
+    class Slotted(InlineExecutor):
+        slots = 3
+
+        def __init__(self):
+            self.tasks = []
+
+        def submit(self, fn, /, *args, **kwargs):
+            self.tasks.append((fn.__name__, len(args[1])))  # the function and how many chain states
+            return super().submit(fn, *args, **kwargs)
+
+    ex = Slotted()
+    s = Sampler(F, rng=21, workers=ex)
+    np.testing.assert_array_equal(s.sample(SIZE), reference)
+    assert len(ex.tasks) > 3 and set(ex.tasks) == {("advance_chains", 3), ("advance_chains", 2)}  # 8 = 3 + 3 + 2
