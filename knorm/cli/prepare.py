@@ -32,7 +32,7 @@ def prepare_chains(args, executor):
         return args.chains
     slots = args.workers or 0
     if executor is not None:
-        slots = sum(executor.client.nthreads().values())
+        slots = executor.slots
     return max(DEFAULT_CHAINS, slots)
 
 
