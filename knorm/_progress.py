@@ -6,8 +6,9 @@ while it rounds K (iterations, at most ``total``), ``warmup(done, total)`` durin
 (steps per chain), ``progress(done, target)`` with the pooled records, and ``certify(done, target)``
 with the records of a workload's one certification. Each stage is one tqdm
 bar with its count; a stage that will take more than ``SLOW`` seconds says so once, with roughly
-how long (from the rate so far), above its bar. Nothing shown depends on data: only counts of
-iterations, steps and draws, and times.
+how long (from the rate so far), above its bar. With ``plain=True`` (a log, not a terminal) each
+stage is two lines instead: one as it starts (its total) and one as it ends (its count and time).
+Nothing shown depends on data: only counts of iterations, steps and draws, and times.
 """
 
 from __future__ import annotations
@@ -38,12 +39,15 @@ class StageProgress:
     """tqdm bars for the stages of a sampler run (see the module docstring).
 
     ``enabled``: False shows nothing (the calls still cost nothing); ``desc``: the bars' prefix;
-    ``file``: where they go (default: stderr at the time of each bar); ``clock``: seconds (for tests).
+    ``file``: where they go (default: stderr at the time of each bar); ``clock``: seconds (for tests);
+    ``plain``: no bars, a line as each stage starts and as it ends (for a log file or a pipe).
     """
 
     def __init__(self, enabled: bool = True, desc: str = "knorm", file: TextIO | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, plain: bool = False) -> None:
         self.enabled, self.desc, self.file, self.clock = bool(enabled), desc, file, clock
+        self.plain = bool(plain)
+        self._open = False  # plain: a stage has started and not ended
         self.bar: Any = None
         self.stage: str | None = None
         self.runs = 0  # pool stages started (one per sampler run)
@@ -73,9 +77,25 @@ class StageProgress:
 
     def close(self) -> None:
         """Close the open bar (the stage is over)."""
+        if self._open:
+            self._open = False
+            label, unit = self._label()
+            count = "" if self.stage == "rounding" and self._last >= self._total else \
+                f" {self._last:g} of {self._total} {unit}s"  # a rounding may stop before its total
+            self._line(f"{label}: {'done' if self._last >= self._total else 'stopped'}{count and ','}{count} in "
+                       f"{self.clock() - self._t0:.1f} s")
         bar, self.bar = self.bar, None
         if bar is not None:
             bar.close()
+
+    def _label(self) -> tuple[str, str]:
+        label, unit = STAGES[self.stage or "pool"]
+        return (label + (f" (run {self.runs})" if self.stage == "pool" else ""), unit)
+
+    def _line(self, text: str) -> None:
+        out = self.file or sys.stderr
+        out.write(f"{self.desc}: {text}\n")
+        out.flush()
 
     def _tick(self) -> None:
         """Redraw the open bar every TICK seconds, so that its elapsed time moves while the sampler
@@ -96,11 +116,17 @@ class StageProgress:
         if not self.enabled:
             return
         new = stage != self.stage or total != self._total or done < self._last
-        self._last = done
         if not new and self._done:  # a finished stage reported again (a pool extended past its target)
+            self._last = done
             return
         if new:
             self._start(stage, total)
+        self._last = done
+        if self.plain:
+            if done >= total:
+                self.close()
+                self._done = True
+            return
         self.bar.update(done - self.bar.n)
         self._announce(done, total)
         if done >= total:
@@ -111,11 +137,14 @@ class StageProgress:
         from tqdm import tqdm
 
         self.close()
-        label, unit = STAGES[stage]
         if stage == "pool":
             self.runs += 1
-            label += f" (run {self.runs})"
         self.stage, self._total, self._t0, self._said, self._done = stage, total, self.clock(), False, False
+        label, unit = self._label()
+        if self.plain:
+            self._open = True
+            self._line(f"{label}: {'at most ' if stage == 'rounding' else ''}{total} {unit}s")
+            return
         with self._lock:
             self.bar = tqdm(total=total, desc=f"{self.desc}: {label}", unit=unit, file=self.file or sys.stderr,
                             leave=False, dynamic_ncols=True)

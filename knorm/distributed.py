@@ -7,10 +7,12 @@ that executor plus two conveniences: it connects to a scheduler address (and clo
 the client it opened), and it broadcasts each frame to the workers once instead of
 sending it with every batch.
 
-Each batch ships every chain's complete state (:meth:`Chain.state_dict`) to a worker,
-which rebuilds the chain, advances it and returns the record and the new state
+Each batch ships every chain's complete state (:meth:`Chain.compact_state`: its buffered
+block of random inputs as the generator state that draws it again) to a worker, which
+rebuilds the chain, advances it and returns the record and the new state
 (:func:`~knorm.walks.chains.advance_chain`). The states are exact, so a seeded run
-gives the same draws on a cluster as on one machine.
+gives the same draws on a cluster as on one machine; a batch is a pure function of its
+input, so Dask can run again the batch of a worker that died, with the same result.
 """
 
 from concurrent.futures import Executor
@@ -41,6 +43,12 @@ class DaskExecutor(Executor):
         else:
             self.client, self._own = Client(address_or_client, timeout=timeout), True
         self._scattered = {}
+
+    @property
+    def slots(self):
+        """The cluster's threads now: :func:`~knorm.walks.chains.run_chains` sends a batch of more
+        chains than that as this many tasks, each a run of consecutive chains."""
+        return max(1, sum(self.client.nthreads().values()))
 
     def _frame_future(self, frame):
         key = id(frame)

@@ -114,3 +114,51 @@ def test_verify_passes_a_good_file_and_a_tampered_one_is_refused(prepared, tmp_p
                                                                    str(bad)]):
         rc, _, err = run(argv, capsys)
         assert rc == 1 and err.count("\n") == 1 and "refused" in err and "warm-up 0" in err, (argv, err)
+
+
+def test_prepare_chains_progress_lines_and_restart(prepared, tmp_path, capsys):
+    """``--chains N`` goes into the certificate; a non-terminal stderr gets a line as each stage starts
+    and ends (counts and times only); ``--workers N`` beyond 8 raises the default chain count; a
+    snapshot of another prepare is refused until ``--restart``; an interrupted prepare names its
+    snapshot and the same command finishes it with the file of an uninterrupted one."""
+    from knorm import cli
+    from knorm.walks.prepared import snapshot_path
+
+    out = tmp_path / "w.knorm"
+    rc, stdout, err = run(["prepare", *WORKLOAD, "--out", str(out), "--chains", "10", "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(stdout)["chains"] == 10 and json.loads(stdout)["certificate"]["chains"] == 10
+    lines = err.splitlines()
+    assert lines[0] == "prepare: rounding K: at most 8 iterations" and lines[1].startswith("prepare: rounding K: done in ")
+    assert any(line.startswith("prepare: certifying the walk (once per workload): done, ") for line in lines)
+    assert all(line.startswith("prepare: ") for line in lines) and "\r" not in err
+    rc, stdout, err = run(["prepare", *WORKLOAD, "--out", str(tmp_path / "w9.knorm"), "--workers", "9", "--json",
+                           "--quiet"], capsys)
+    assert rc == 0 and json.loads(stdout)["chains"] == 9 and err == "", err
+
+    again = tmp_path / "again.knorm"
+    snapshot_path(again).mkdir()
+    (snapshot_path(again) / "prepare.json").write_text("{}")
+    rc, _, err = run(["prepare", *WORKLOAD, "--out", str(again), "--chains", "10", "--quiet"], capsys)
+    assert rc == 1 and err.count("\n") == 1 and "another prepare" in err and "--restart" in err, err
+    real = cli._common.Progress.certify
+
+    def interrupting(self, done, total):
+        raise KeyboardInterrupt
+
+    cli._common.Progress.certify = interrupting
+    try:
+        rc, _, err = run(["prepare", *WORKLOAD, "--out", str(again), "--chains", "10", "--quiet", "--restart"], capsys)
+    finally:
+        cli._common.Progress.certify = real
+    assert rc == 130 and str(snapshot_path(again)) in err and "--restart discards it" in err, err
+    assert (snapshot_path(again) / "rounding.knorm").exists() and not again.exists()
+    rc, _, err = run(["prepare", *WORKLOAD, "--out", str(again), "--chains", "10", "--quiet"], capsys)
+    assert rc == 0 and not snapshot_path(again).exists(), err
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_prepare_scheduler_usage(capsys, tmp_path):
+    rc, _, err = run(["prepare", *WORKLOAD, "--out", str(tmp_path / "w.knorm"), "--workers", "2", "--scheduler",
+                      "tcp://localhost:1"], capsys)
+    assert rc == 2 and "--scheduler" in err and err.count("\n") <= 2

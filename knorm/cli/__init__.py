@@ -33,6 +33,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import ConvergenceError
 from ..walks.checkpoint import SNAPSHOTS
+from ..walks.prepared import snapshot_path
 from . import bench, info, plot, prepare, sample, synth, uniform
 from ._common import CLIError, UsageError, _add_debug, _Parser, _warn
 
@@ -71,7 +72,11 @@ def main(argv=None):
         if args.debug:
             raise
         resumable = getattr(args, "checkpoint", None) and any(Path(args.checkpoint).glob(SNAPSHOTS))
-        sys.stderr.write("knorm: interrupted" + (" (resume with --resume)\n" if resumable else "\n"))
+        partial = snapshot_path(args.out) if args.command == "prepare" and getattr(args, "out", None) else None
+        hint = (" (resume with --resume)" if resumable else
+                f" (the same command continues from {str(partial)!r}; --restart discards it)"
+                if partial is not None and partial.is_dir() else "")
+        sys.stderr.write(f"knorm: interrupted{hint}\n")
         return 130
     except BrokenPipeError:  # the reader went away (`knorm ... | head`): stop quietly
         try:

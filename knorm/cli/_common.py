@@ -255,11 +255,29 @@ def check_memory(option, count, d, copies, what=None, hint="ask for fewer, in se
 
 class Progress(StageProgress):
     """The command line's bars (:class:`knorm._progress.StageProgress`: the rounding, the warm-up and
-    the draws, each with its count and, when slow, roughly how long): on a terminal only, none
-    with --quiet."""
+    the draws, each with its count and, when slow, roughly how long), none with --quiet; ``plain``:
+    a line as each stage starts and ends instead (stderr is not a terminal)."""
 
-    def __init__(self, enabled, desc):
-        super().__init__(enabled, desc)
+    def __init__(self, enabled, desc, plain=False):
+        super().__init__(enabled, desc, plain=plain)
+
+
+def _require_dask():
+    """Fail before any work when the Dask extra is missing."""
+    try:
+        import dask.distributed  # noqa: F401
+    except ImportError:
+        raise CLIError("--scheduler needs dask.distributed, which is not installed: "
+                       "pip install 'knorm[dask]'") from None
+
+
+def _dask_executor(address):
+    from ..distributed import DaskExecutor
+
+    try:
+        return DaskExecutor(address)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise CLIError(f"--scheduler: cannot reach the Dask scheduler at {address!r}: {exc}".splitlines()[0]) from None
 
 
 def _warn(message):

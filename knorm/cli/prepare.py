@@ -5,7 +5,8 @@ import json
 import sys
 import time
 
-from ._common import CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload, check_output, load_workload
+from ._common import (CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload, _dask_executor,
+                      _positive_int, _require_dask, check_output, load_workload)
 
 
 def load_prepared_option(args, F):
@@ -22,6 +23,19 @@ def load_prepared_option(args, F):
             from None
 
 
+def prepare_chains(args, executor):
+    """``--chains``, or its default: ``max(8, N)`` for ``--workers N``, ``max(8, the cluster's threads)``
+    for ``--scheduler``, else 8 (a seeded prepare's file depends on the chain count only)."""
+    from ..walks.sampler import DEFAULT_CHAINS
+
+    if args.chains is not None:
+        return args.chains
+    slots = args.workers or 0
+    if executor is not None:
+        slots = executor.slots
+    return max(DEFAULT_CHAINS, slots)
+
+
 def cmd_prepare(args):
     if args.verify:
         return _verify(args)
@@ -30,16 +44,28 @@ def cmd_prepare(args):
 
     if not args.out:
         raise UsageError("--out: give the prepared-workload file to write (or --verify FILE to check one)")
+    if args.scheduler and args.workers:
+        raise UsageError("--workers and --scheduler cannot be combined")
     out = check_output(args.out, args.force, inputs=(args.matrix,), suffixes=(".knorm", ".npz"))
+    if args.scheduler:
+        _require_dask()
     F, label = load_workload(args)
-    progress = Progress(not args.quiet and sys.stderr.isatty(), "prepare")
+    # bars on a terminal; otherwise a line as each stage starts and ends (counts and times only)
+    progress = Progress(not args.quiet, "prepare", plain=not sys.stderr.isatty())
     t0 = time.perf_counter()
+    executor = None
     try:
-        w = prepare(F, None if args.recommend else out, workers=args.workers, progress=progress)
+        if args.scheduler:
+            executor = _dask_executor(args.scheduler)
+        workers = executor if executor is not None else args.workers
+        chains = prepare_chains(args, executor)
+        w = prepare(F, out, chains=chains, workers=workers, progress=progress, resume=not args.restart)
     except (ValueError, ConvergenceError) as exc:
         raise CLIError(str(exc).splitlines()[0]) from None
     finally:
         progress.close()
+        if executor is not None:
+            executor.close()
     rows = []
     if args.recommend:  # the table's rows, ε-free, kept in the file (the mechanism it builds draws nothing)
         from ..recommend import recommend
@@ -52,7 +78,7 @@ def cmd_prepare(args):
         w.save(out)
     cert = w.certificate
     summary = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "dim": int(w.body.dim),
-               "fingerprint": w.fingerprint, "rounding": w.rounding is not None,
+               "fingerprint": w.fingerprint, "chains": chains, "rounding": w.rounding is not None,
                "rounding_iterations": None if w.rounding is None else w.rounding.iterations,
                "tau": None if w.rounding is None else w.rounding.tau,
                "certificate": None if cert is None else cert.as_dict(),
@@ -61,7 +87,7 @@ def cmd_prepare(args):
         print(json.dumps(summary, indent=2))
     elif not args.quiet:
         how = ("exact structure: nothing to round or certify" if w.rounding is None else
-               f"rounded in {w.rounding.iterations} iteration(s)")
+               f"rounded in {w.rounding.iterations} iteration(s) of {chains} chains")
         if rows:
             how += f"; recommend's rows {', '.join(rows)}"
         print(f"knorm prepare: {label}, rank {w.body.dim}; {how}; {summary['seconds']:.2f} s")
@@ -122,5 +148,14 @@ def add_parser(sub):
     s.add_argument("--json", action="store_true", help="print a machine-readable summary")
     s.add_argument("--quiet", action="store_true", help="no progress bar and no summary (unless --json)")
     _add_workers(s)
+    s.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the chains on this Dask distributed scheduler (tcp://host:port; pip install "
+                        "'knorm[dask]'); the file is the same as with threads")
+    s.add_argument("--chains", type=_positive_int, default=None, metavar="N",
+                   help="chains of the rounding and of the certified run (default 8, or the --workers count or "
+                        "the cluster's threads when more); the file depends on N, never on --workers or "
+                        "--scheduler")
+    s.add_argument("--restart", action="store_true",
+                   help="discard the snapshot of an unfinished prepare (OUT.partial) instead of continuing from it")
     s.set_defaults(func=cmd_prepare)
     return s

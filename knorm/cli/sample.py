@@ -15,27 +15,9 @@ from ..walks.chains import sampling_kernels_cached
 from ..walks.chains import WALKS
 from ..walks.checkpoint import Checkpoint, CheckpointConflict
 from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,
-                      _laplace_draws, _positive_float, _positive_int, _probability, _seed, _warn, check_memory,
+                      _dask_executor, _laplace_draws, _require_dask, _positive_float, _positive_int, _probability, _seed, _warn, check_memory,
                       check_output, load_data, load_workload, write_samples)
 from .prepare import load_prepared_option
-
-
-def _require_dask():
-    """Fail before any work when the Dask extra is missing."""
-    try:
-        import dask.distributed  # noqa: F401
-    except ImportError:
-        raise CLIError("--scheduler needs dask.distributed, which is not installed: "
-                       "pip install 'knorm[dask]'") from None
-
-
-def _dask_executor(address):
-    from ..distributed import DaskExecutor
-
-    try:
-        return DaskExecutor(address)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise CLIError(f"--scheduler: cannot reach the Dask scheduler at {address!r}: {exc}".splitlines()[0]) from None
 
 
 def _checkpoint(args, F, x):

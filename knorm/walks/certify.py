@@ -31,6 +31,7 @@ from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError
 from .chains import WALKS, Chain, n_workers, run_chains
+from .checkpoint import PublicSnapshot
 from .rounding import Rounding, per_step_tau
 from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo, advance,
                       select_candidates, thinning_for)
@@ -38,6 +39,9 @@ from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_T
 CERTIFY_SEED = 31415  # public: a certification is a deterministic function of F (and the walk)
 CERTIFY_DRAWS = 1000  # draws of the certified run: a pool of 2000 records, as a mechanism's first run
 MIN_POOL = 2 * CERTIFY_DRAWS  # a certificate judged on fewer records is refused
+# and on fewer than 100 records per chain: split R-hat compares half-chains, whose means need enough records to
+# be compared (below, docs/design.md §3.5.1); a pool of MIN_POOL records has that up to 20 chains
+MIN_CHAIN_RECORDS = 100
 N_STATES = 64  # public stationary states kept: 8 per chain, evenly spaced in its pool
 # the pool's candidates' ‖z‖_K^r against U(0, 1): a smaller KS p fails. 10⁻³, not 10⁻²: the public
 # seed makes a workload's certification deterministic, so a chance failure would bar that workload
@@ -89,8 +93,9 @@ class Certificate:
         if self.walk not in WALKS or self.chains < 4 or self.pool_thin < 1 or self.seed < -1:
             return [f"not a certificate of a knorm walk (walk {self.walk!r}, {self.chains} chains, pool thinning "
                     f"{self.pool_thin})"]
-        if self.pool < MIN_POOL:
-            out.append(f"pool {self.pool} < {MIN_POOL} records")
+        if self.pool < certify_pool(self.chains):
+            out.append(f"pool {self.pool} < {certify_pool(self.chains)} records (at least {MIN_POOL}, and "
+                       f"{MIN_CHAIN_RECORDS} per chain of {self.chains})")
         out += pool_failures(self.max_rhat, self.min_ess, self.pool, self.gauge_ks_p)
         if not self.repeat_fraction <= MAX_REPEAT_FRACTION:
             out.append(f"repeats {self.repeat_fraction:.2%} > {MAX_REPEAT_FRACTION:.0%}")
@@ -115,6 +120,16 @@ class Certificate:
                 f"{self.max_rhat:.4f}, min bulk ESS {self.min_ess:.0f} of {self.pool} records ({self.chains} chains, "
                 f"thin {self.pool_thin}), gauge KS p {self.gauge_ks_p:.3f}, repeats {self.repeat_fraction:.2%}; "
                 f"τ {self.tau:.2f} per step, warm-up W = {self.warmup} steps, release thinning {self.thin}")
+
+
+def certify_pool(chains: int) -> int:
+    """Records of a certifying pool of ``chains`` chains: ``max(MIN_POOL, MIN_CHAIN_RECORDS·chains)``.
+
+    Split R-hat's noise at a fixed pool grows with the chain count (iid draws: its spread is
+    about ``√(2/(2m−1))/k`` for m chains of k records), so more chains get more records: the
+    pool of 2000 is kept up to 20 chains (k ≥ 100), then grows with them (at 64 chains the
+    spread, 0.0013, is below that of 8 chains of 250, 0.0015)."""
+    return max(MIN_POOL, MIN_CHAIN_RECORDS * int(chains))
 
 
 def pool_failures(max_rhat: float, min_ess: float, pool: int, gauge_ks_p: float) -> list[str]:
@@ -175,18 +190,22 @@ class Certified:
 
 
 def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Generator | int | None = CERTIFY_SEED,
-            workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None
-            ) -> Certified:
+            workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None,
+            chains: int = DEFAULT_CHAINS, checkpoint: PublicSnapshot | None = None) -> Certified:
     """Certify the body's walk once: a :class:`~knorm.walks.sampler.Sampler` run of
-    ``CERTIFY_DRAWS`` draws (pool ``2·CERTIFY_DRAWS``, ``DEFAULT_CHAINS`` chains from the
-    rounding's end points, warm-up ⌈20τ⌉ with the rounding's τ) seeded by the public
-    ``CERTIFY_SEED``, then its measures (:func:`pool_measures`: the gauge's law on the release
-    candidates, τ on the chains' own records) and ``N_STATES`` stationary states.
-    Nothing drawn here is ever released. Raises :class:`~knorm.ConvergenceError` (one line,
-    with the failed checks) if the run does not pass.
+    ``CERTIFY_DRAWS`` draws (a pool of :func:`certify_pool` records: 2000 up to 20 chains;
+    ``chains`` chains, default ``DEFAULT_CHAINS``, from the rounding's end points, warm-up ⌈20τ⌉
+    with the rounding's τ) seeded by the public ``CERTIFY_SEED``, then its measures
+    (:func:`pool_measures`: the gauge's law on the release candidates, τ on the chains' own
+    records) and ``N_STATES`` stationary states. The result depends on ``chains``, never on
+    ``workers``. ``checkpoint``: a :class:`~knorm.walks.checkpoint.PublicSnapshot` of the run
+    (:func:`~knorm.walks.prepared.prepare`'s resume). Nothing drawn here is ever released.
+    Raises :class:`~knorm.ConvergenceError` (one line, with the failed checks) if the run
+    does not pass.
     """
-    s = Sampler(body, walk=walk, rng=rng, workers=workers,
-                progress=None if progress is None else _Certifying(progress))
+    chains = positive_int("chains", chains)
+    s = Sampler(body, walk=walk, rng=rng, workers=workers, chains=chains, min_draws=certify_pool(chains),
+                progress=None if progress is None else _Certifying(progress), checkpoint=checkpoint)
     _, info = s.run(CERTIFY_DRAWS)
     assert s._kept is not None
     records = s._kept[0]  # (chains, k, r): the pool, in the rounding's frame

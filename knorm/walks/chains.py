@@ -221,6 +221,7 @@ class Chain:
         self._normals = np.zeros((BLOCK, frame.r))  # zeros, not garbage: checkpoint fingerprints hash them
         self._unif = np.zeros((BLOCK, 2))
         self._pos = BLOCK
+        self._block_rng = None  # the generator's state before it drew the current block (None: not known)
 
     @property
     def pivots(self):
@@ -234,6 +235,7 @@ class Chain:
         done = 0
         while done < steps:
             if self._pos == BLOCK:
+                self._block_rng = self.rng.bit_generator.state
                 self._normals, self._unif = block_inputs(self.rng, self.frame.r)
                 self._pos = 0
             k = min(BLOCK - self._pos, steps - done)
@@ -258,8 +260,7 @@ class Chain:
         chain.state = OracleState(np.empty(r, np.int64), np.empty((r, r)), np.empty(r), np.empty(n),
                                   np.zeros(4, np.int64))
         chain.stats = np.zeros(3, np.int64)
-        bitgen = getattr(np.random, state["rng"]["bit_generator"])()
-        chain.rng = np.random.Generator(bitgen)
+        chain.rng = _generator(state["rng"])
         chain.load_state_dict(state)
         return chain
 
@@ -270,15 +271,39 @@ class Chain:
                 "ctr": ctr.copy(), "stats": self.stats.copy(), "normals": self._normals.copy(),
                 "unif": self._unif.copy(), "pos": self._pos, "rng": self.rng.bit_generator.state}
 
+    def compact_state(self):
+        """:meth:`state_dict` for shipping to another process: the buffered block of random inputs
+        (``BLOCK`` × (r + 2) numbers, most of the state) replaced by the generator's state before it
+        drew that block (``block_rng``), from which :meth:`load_state_dict` draws it again, the same
+        bits. The whole state where that is not known (a chain loaded from a checkpoint before its
+        next block)."""
+        d = self.state_dict()
+        if self._block_rng is not None:
+            del d["normals"], d["unif"]
+            d["block_rng"] = self._block_rng
+        return d
+
     def load_state_dict(self, d):
+        """Continue from ``d``: a :meth:`state_dict` or a :meth:`compact_state`."""
         self.x = np.array(d["x"], dtype=np.float64)
         for name, arr in zip(("basis", "Binv", "lam", "g", "ctr"), self.state.args()):
             arr[...] = d[name]
         self.stats[...] = d["stats"]
-        self._normals = np.array(d["normals"], dtype=np.float64)
-        self._unif = np.array(d["unif"], dtype=np.float64)
+        self._block_rng = d.get("block_rng")
+        if "normals" in d:
+            self._normals = np.array(d["normals"], dtype=np.float64)
+            self._unif = np.array(d["unif"], dtype=np.float64)
+        else:  # compact: the block drawn again from the generator's state before it
+            self._normals, self._unif = block_inputs(_generator(self._block_rng), self.frame.r)
         self._pos = int(d["pos"])
         self.rng.bit_generator.state = d["rng"]
+
+
+def _generator(state):
+    """A generator at the bit-generator ``state`` (a dict of ``bit_generator.state``)."""
+    gen = np.random.Generator(getattr(np.random, state["bit_generator"])())
+    gen.bit_generator.state = state
+    return gen
 
 
 def check_workers(workers):
@@ -317,10 +342,17 @@ def n_workers(workers=None):
 
 def advance_chain(frame, state, walk, steps, thin, params):
     """Worker side of an out-of-process executor: rebuild a chain from its state
-    (:meth:`Chain.state_dict`), advance it, return ``(record, new state)``."""
+    (:meth:`Chain.state_dict` or :meth:`Chain.compact_state`), advance it, return ``(record, new
+    state)`` (compact if ``state`` was)."""
     chain = Chain.from_state(frame, state)
     rec = chain.run(walk, steps, thin, params)
-    return rec, chain.state_dict()
+    return rec, chain.compact_state() if "block_rng" in state else chain.state_dict()
+
+
+def advance_chains(frame, states, walk, steps, thin, params):
+    """:func:`advance_chain` for each of ``states`` in turn (one task of an executor with fewer slots
+    than chains: :func:`run_chains`); returns the list of ``(record, new state)``."""
+    return [advance_chain(frame, state, walk, steps, thin, params) for state in states]
 
 
 def run_chains(chains, walk, steps, thin, params, workers=None):
@@ -332,8 +364,11 @@ def run_chains(chains, walk, steps, thin, params, workers=None):
     :class:`~concurrent.futures.ThreadPoolExecutor` advances the chains in place; any
     other executor (a :class:`~concurrent.futures.ProcessPoolExecutor`, Dask's
     ``client.get_executor()``, :class:`knorm.distributed.DaskExecutor`) is sent each
-    chain's exact state and the frame (:func:`advance_chain`) and the chains load the
-    states that come back. The states are exact and every chain draws its randomness
+    chain's exact state (:meth:`Chain.compact_state`) and the frame (:func:`advance_chain`)
+    and the chains load the states that come back; an executor with a ``slots`` attribute
+    (:class:`~knorm.distributed.DaskExecutor`: the cluster's threads) fewer than the chains
+    gets that many tasks, each a run of consecutive chains (:func:`advance_chains`), so a
+    batch costs a few tasks' latency, not one per chain. The states are exact and every chain draws its randomness
     from its own generator, so seeded results never depend on ``workers``.
     """
     workers = check_workers(workers)
@@ -341,8 +376,16 @@ def run_chains(chains, walk, steps, thin, params, workers=None):
     if isinstance(workers, ThreadPoolExecutor):
         return np.stack(list(workers.map(lambda c: c.run(walk, steps, thin, params), chains)))
     if isinstance(workers, Executor):
-        futures = [workers.submit(advance_chain, c.frame, c.state_dict(), walk, steps, thin, params) for c in chains]
-        results = [f.result() for f in futures]
+        slots = getattr(workers, "slots", None)
+        if is_int(slots) and 1 <= slots < len(chains) and all(c.frame is chains[0].frame for c in chains):
+            groups = np.array_split(np.arange(len(chains)), slots)
+            futures = [workers.submit(advance_chains, chains[g[0]].frame, [chains[i].compact_state() for i in g],
+                                      walk, steps, thin, params) for g in groups]
+            results = [out for f in futures for out in f.result()]
+        else:
+            futures = [workers.submit(advance_chain, c.frame, c.compact_state(), walk, steps, thin, params)
+                       for c in chains]
+            results = [f.result() for f in futures]
         for c, (_, state) in zip(chains, results):
             c.load_state_dict(state)
         return np.stack([rec for rec, _ in results])

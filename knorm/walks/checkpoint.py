@@ -86,6 +86,35 @@ def _private_folder(path: Path, create: bool) -> None:
                              "it would hold secrets: use a new path (created 0700) or make it private (chmod 700)")
 
 
+def _check_every(every: Any) -> None:
+    if not is_real(every) or not (every >= 0 and (every == math.inf or every < 2.0**1000)):
+        raise ValueError(f"every must be a number of seconds >= 0, got {short_repr(every)}")
+
+
+def write_run(path: Path, meta: dict[str, Any], chains: Any, scalars: dict[str, Any], draws: Any, *,
+              private: bool) -> None:
+    """Write a sampler run's snapshot atomically: ``meta`` arrays, each chain's
+    :meth:`~knorm.walks.chains.Chain.state_dict` (``chain_<key>`` stacked, ``chain_rng`` as JSON), the run's
+    ``scalars`` and its pool ``draws``; ``private``: 0600 (secrets), else the usual permissions."""
+    states = [c.state_dict() for c in chains]
+    arrays: dict[str, Any] = {f"chain_{k}": np.stack([np.asarray(s[k]) for s in states]) for k in CHAIN_KEYS}
+    arrays["chain_rng"] = np.array([json.dumps(s["rng"]) for s in states])
+    arrays.update({k: np.asarray(v) for k, v in scalars.items()})
+    atomic_write(path, lambda f: np.savez(f, draws=draws, **meta, **arrays), private=private)
+
+
+def read_run(path: Path, skip: tuple[str, ...] = _META) -> dict[str, Any]:
+    """A snapshot written by :func:`write_run`, less the ``skip`` keys, with ``chains``: the chains'
+    state dicts (for :meth:`~knorm.walks.chains.Chain.load_state_dict`)."""
+    with np.load(path, allow_pickle=False) as z:
+        snap = {k: z[k] for k in z.files if k not in skip}
+    snap["chains"] = [
+        {**{k: snap[f"chain_{k}"][j] for k in CHAIN_KEYS}, "rng": json.loads(str(snap["chain_rng"][j]))}
+        for j in range(len(snap["chain_x"]))
+    ]
+    return snap
+
+
 def _read_meta(path: Path) -> dict[str, Any]:
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -130,8 +159,7 @@ class Checkpoint:
                  context: Any = None) -> None:
         if not isinstance(directory, (str, os.PathLike)) or not str(directory):
             raise TypeError(f"directory must be a path, got {short_repr(directory)}")
-        if not is_real(every) or not (every >= 0 and (every == math.inf or every < 2.0**1000)):
-            raise ValueError(f"every must be a number of seconds >= 0, got {short_repr(every)}")
+        _check_every(every)
         if not isinstance(resume, (bool, np.bool_)):
             raise TypeError(f"resume must be True or False, got {short_repr(resume)}")
         self.directory = Path(directory)
@@ -265,15 +293,10 @@ class Checkpoint:
         if p["fingerprint"] != fp or p["calls"] != self._calls:
             raise CheckpointConflict(f"the unfinished run in {str(self.directory)!r} does not match this run (sizes, "
                                      "options or seed differ); resume only the identical run")
-        with np.load(p["path"], allow_pickle=False) as z:
-            snap = {k: z[k] for k in z.files if k not in _META}
+        snap = read_run(p["path"])
         self._pending = None
         self.loaded += 1
         self.resumed_seconds += float(snap.get("seconds", 0.0))
-        snap["chains"] = [
-            {**{k: snap[f"chain_{k}"][j] for k in CHAIN_KEYS}, "rng": json.loads(str(snap["chain_rng"][j]))}
-            for j in range(len(snap["chain_x"]))
-        ]
         return snap
 
     def save(self, fp: str, chains: Any, scalars: dict[str, Any], draws: Any, force: bool = False) -> None:
@@ -285,14 +308,10 @@ class Checkpoint:
             text = json.dumps({"entropy": str(self._entropy)}).encode()
             atomic_write(self.directory / ENTROPY_FILE, lambda f: f.write(text), private=True)
             self._entropy_saved = True
-        states = [c.state_dict() for c in chains]
-        arrays: dict[str, Any] = {f"chain_{k}": np.stack([np.asarray(s[k]) for s in states]) for k in CHAIN_KEYS}
-        arrays["chain_rng"] = np.array([json.dumps(s["rng"]) for s in states])
-        arrays.update({k: np.asarray(v) for k, v in scalars.items()})
         meta: dict[str, Any] = {"fingerprint": np.array(fp), "session": np.array(self._session),
                                 "context": np.array(self.context), "run": np.array(self._current),
                                 "calls": np.array(json.dumps(self._calls))}
-        atomic_write(self.path(fp), lambda f: np.savez(f, draws=draws, **meta, **arrays), private=True)
+        write_run(self.path(fp), meta, chains, scalars, draws, private=True)
         self._last = now
 
     def finish(self, fp: str) -> None:
@@ -306,3 +325,60 @@ class Checkpoint:
         self.retired = True
         for p in self._files():
             p.unlink(missing_ok=True)
+
+
+class PublicSnapshot:
+    """Snapshots of one *public* sampler run, :func:`knorm.prepare`'s certification (docs/design.md §3.7).
+
+    ``PublicSnapshot(path, every=30.0)``: the run's chains, generator states and pool go to the
+    file ``path`` (:func:`write_run`, atomically, the usual permissions) at most every ``every``
+    seconds; a run started with the same fingerprint (the sampler's settings, seed and chain
+    states: :meth:`bind` and the run's own) continues from it bit for bit. Nothing in it is
+    secret: the run is seeded with a public seed, never touches data and none of its draws
+    becomes noise. Unlike :class:`Checkpoint` (a release's secrets: a 0700 folder, 0600 files,
+    OS entropy, deleted as soon as the run ends) it holds one run, has no entropy and no
+    session of releases, and is kept when the run finishes (``finish`` deletes nothing): the
+    caller deletes it once what it computes is saved, so an interrupt between the two
+    re-runs nothing. A snapshot of another run is refused (ValueError).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, every: float = 30.0) -> None:
+        _check_every(every)
+        self.path = Path(path)
+        self.every = float(every)
+        self._parts: list[Any] = []
+        self._last = time.monotonic()
+        self.loaded = False  # the run continued from a snapshot
+
+    def bind(self, *parts: Any) -> None:
+        """Add settings that determine the run (the sampler's matrix, walk, sizes, seed) to its fingerprint."""
+        self._parts.append(parts)
+
+    def _fp(self, fp: str) -> str:
+        return fingerprint(fp, self._parts)
+
+    def load(self, fp: str) -> dict[str, Any] | None:
+        """The snapshot of the run ``fp``, or None if there is none (a fresh run)."""
+        if not self.path.exists():
+            return None
+        try:
+            with np.load(self.path, allow_pickle=False) as z:
+                saved = str(z["fingerprint"])
+            snap = read_run(self.path, ("fingerprint",))
+        except (OSError, ValueError, KeyError, TypeError, EOFError):
+            raise ValueError(f"{str(self.path)!r} is not a snapshot of this knorm version") from None
+        if saved != self._fp(fp):
+            raise ValueError(f"{str(self.path)!r} is the snapshot of another run (other settings or seed)")
+        self.loaded = True
+        return snap
+
+    def save(self, fp: str, chains: Any, scalars: dict[str, Any], draws: Any, force: bool = False) -> None:
+        """Snapshot the run in progress, at most every ``every`` seconds (unless ``force``)."""
+        now = time.monotonic()
+        if not force and now - self._last < self.every:
+            return
+        write_run(self.path, {"fingerprint": np.array(self._fp(fp))}, chains, scalars, draws, private=False)
+        self._last = now
+
+    def finish(self, fp: str) -> None:
+        """The run is done: its snapshot stays until the caller deletes it (see the class)."""

@@ -27,13 +27,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._io import atomic_write
-from .._validate import is_int
+from .._validate import is_int, is_real, positive_int
 from ..body.hull import SymmetricHull, validate_matrix
-from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, certified_of, check_states
+from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, check_states
+from .certify import certify as certify_walk
 from .chains import RADIUS_DIRECTIONS, body_radius, radius_bases, walk_id
-from .checkpoint import fingerprint
+from .checkpoint import PublicSnapshot, fingerprint
 from .rounding import Rounding
-from .sampler import cache_rounding, rounding_of, rounding_progress
+from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
 
 FORMAT = "knorm-prepared-workload/2"
 ROW_ARRAY = "row_array:"  # prefix of the saved arrays of recommend's rows
@@ -154,29 +155,109 @@ class PreparedWorkload:
         return path
 
 
-def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, workers: int | Executor | None = None,
-            progress: Any = None, certify: bool = True, walk: str = "billiard") -> PreparedWorkload:
+SNAPSHOT_FORMAT = "knorm-prepare-snapshot/1"
+_SNAPSHOT_FILES = ("prepare.json", "rounding.knorm", "certify.npz")
+
+
+def snapshot_path(path: str | os.PathLike[str]) -> Path:
+    """Where :func:`prepare` keeps the snapshot of an unfinished prepare for ``path``: ``path.partial``."""
+    return Path(str(path) + ".partial")
+
+
+class _Partial:
+    """The folder ``W.knorm.partial`` of an unfinished prepare (public: F's fingerprint, the rounding
+    once done, the certification run's chains and pool; no data, no noise)."""
+
+    def __init__(self, folder: Path, key: dict[str, Any], resume: bool, every: float) -> None:
+        self.folder, self.key = folder, key
+        where = str(folder)
+        if folder.exists() and not (folder.is_dir() and (folder / "prepare.json").is_file()):
+            raise ValueError(f"{where!r} exists and is not the snapshot of a prepare: move it away")
+        if folder.exists() and not resume:
+            self.discard()
+        if folder.exists():
+            try:
+                saved = json.loads((folder / "prepare.json").read_text())
+            except (OSError, ValueError):
+                saved = None
+            if saved != key:
+                raise ValueError(f"{where!r} holds the snapshot of another prepare (another F, chain count, walk "
+                                 "or knorm version): discard it with resume=False (knorm prepare --restart)")
+        else:
+            folder.mkdir()
+            text = json.dumps(key, sort_keys=True).encode()
+            atomic_write(folder / "prepare.json", lambda f: f.write(text))
+        self.certify = PublicSnapshot(folder / "certify.npz", every=every)
+
+    def rounding(self, F: NDArray[np.float64]) -> PreparedWorkload | None:
+        """The workload with its saved rounding (checked as a prepared file is), if it was saved."""
+        path = self.folder / "rounding.knorm"
+        return load_prepared(path, F) if path.exists() else None
+
+    def save_rounding(self, w: PreparedWorkload) -> None:
+        w.save(self.folder / "rounding.knorm")
+
+    def discard(self) -> None:
+        """Delete the snapshot's files (and their temporaries), then the folder."""
+        for p in self.folder.iterdir():
+            if p.name in _SNAPSHOT_FILES or p.name.startswith(tuple(f".{n}." for n in _SNAPSHOT_FILES)):
+                p.unlink()
+        self.folder.rmdir()
+
+
+def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains: int = DEFAULT_CHAINS,
+            workers: int | Executor | None = None, progress: Any = None, certify: bool = True,
+            walk: str = "billiard", resume: bool = True, snapshot_every: float = 30.0) -> PreparedWorkload:
     """Do the work that depends on F only (its body, rounding and, with ``certify``, the
     certification of ``walk`` on the rounded body) and, given ``path``, save it.
 
-    ``workers`` and ``progress`` as for :class:`~knorm.walks.sampler.Sampler` (they never
-    change the result: the rounding and the certification are seeded with public seeds).
+    ``chains``: chains of the rounding and of the certified run (default ``DEFAULT_CHAINS`` = 8;
+    more keep more cores or cluster workers busy: the certified pool is :func:`~knorm.walks.
+    certify.certify_pool`, 2000 records up to 20 chains, 100 per chain beyond). The result is a
+    function of F, ``chains`` and ``walk`` (public seeds); ``workers`` (threads, or an executor:
+    :class:`~knorm.distributed.DaskExecutor`) and ``progress`` (as for
+    :class:`~knorm.walks.sampler.Sampler`) never change it.
+
+    Given ``path``, an unfinished prepare keeps a public snapshot in :func:`snapshot_path`
+    (``path.partial``: the rounding once done, the certification run's chains and pool at most
+    every ``snapshot_every`` seconds), and a later call with the same F, ``chains``, ``walk``
+    and knorm version (``resume=True``) continues from it to the same file bit for bit; the
+    snapshot is deleted once the file is written. A snapshot of another prepare is refused
+    (ValueError); ``resume=False`` discards any snapshot first.
+
     Raises :class:`~knorm.ConvergenceError` if the walk cannot be certified. Returns the
     :class:`PreparedWorkload`; later releases load the file with :func:`load_prepared`.
     """
     walk_id(walk)
-    if not isinstance(certify, (bool, np.bool_)):
-        raise ValueError(f"certify must be True or False, got {certify!r}")
+    chains = positive_int("chains", chains)
+    for name, flag in (("certify", certify), ("resume", resume)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    if not is_real(snapshot_every) or not snapshot_every >= 0:
+        raise ValueError(f"snapshot_every must be a number of seconds >= 0, got {snapshot_every!r}")
     F = validate_matrix(F)
-    body = SymmetricHull(F)
-    rnd = cert = None
-    if body.exact_structure is None:
-        rnd = rounding_of(body, workers, rounding_progress(progress))
-        if certify:
-            cert = certified_of(body, walk, workers, progress)
-    w = PreparedWorkload(body, workload_fingerprint(F), (int(F.shape[0]), int(F.shape[1])), rnd, certified=cert)
+    fp, shape = workload_fingerprint(F), (int(F.shape[0]), int(F.shape[1]))
+    partial = None
+    if path is not None:
+        key = {"format": SNAPSHOT_FORMAT, "knorm": _version(), "fingerprint": fp, "chains": chains, "walk": walk,
+               "certify": bool(certify)}
+        partial = _Partial(snapshot_path(path), key, bool(resume), float(snapshot_every))
+    w = None if partial is None else partial.rounding(F)
+    if w is None:
+        body = SymmetricHull(F)
+        rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(progress),
+                                                                         chains=chains)
+        w = PreparedWorkload(body, fp, shape, rnd)
+        if partial is not None and rnd is not None:
+            partial.save_rounding(w)
+    if w.rounding is not None and certify:
+        w.certified = certify_walk(w.body, walk=walk, workers=workers, progress=progress, chains=chains,
+                                   checkpoint=None if partial is None else partial.certify)
+        cache_certified(w.body, w.certified)
     if path is not None:
         w.save(path)
+    if partial is not None:
+        partial.discard()
     return w
 
 

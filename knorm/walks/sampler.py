@@ -21,7 +21,7 @@ from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError, ConvergenceWarning
 from .chains import BLOCK, Chain, check_params, check_workers, default_params, run_chains, walk_id
-from .checkpoint import CHAIN_KEYS, Checkpoint, fingerprint
+from .checkpoint import CHAIN_KEYS, Checkpoint, PublicSnapshot, fingerprint
 from .rounding import Rounding, round_body
 
 
@@ -109,16 +109,18 @@ _ROUNDINGS: weakref.WeakKeyDictionary[SymmetricHull, Rounding] = weakref.WeakKey
 
 
 def rounding_of(body: SymmetricHull, workers: int | Executor | None = None,
-                progress: Callable[[int, int], object] | None = None) -> Rounding:
-    """The body's rounding (computed once per body and cached; deterministic, ``ROUNDING_CHAINS`` chains;
-    its estimates averaged over the body's symmetries, :attr:`~knorm.body.hull.SymmetricHull.symmetry`).
+                progress: Callable[[int, int], object] | None = None, chains: int = ROUNDING_CHAINS) -> Rounding:
+    """The body's rounding (computed once per body and cached; deterministic, ``chains`` chains,
+    default ``ROUNDING_CHAINS``; its estimates averaged over the body's symmetries,
+    :attr:`~knorm.body.hull.SymmetricHull.symmetry`).
 
     ``progress``: None, or ``progress(iteration, max_iter)`` (see :func:`round_body`),
-    called only when the rounding is computed.
+    called only when the rounding is computed; so is ``chains`` used only then (a body's cached
+    rounding, e.g. a prepared workload's, is returned whatever its chain count).
     """
     if body not in _ROUNDINGS:
-        _ROUNDINGS[body] = round_body(body.frame, chains=ROUNDING_CHAINS, workers=workers, progress=progress,
-                                      symmetry=body.symmetry)
+        _ROUNDINGS[body] = round_body(body.frame, chains=positive_int("chains", chains), workers=workers,
+                                      progress=progress, symmetry=body.symmetry)
     return _ROUNDINGS[body]
 
 
@@ -292,7 +294,7 @@ class Sampler:
     def __init__(self, body_or_F: SymmetricHull | ArrayLike, *, walk: str = "billiard", chains: int | None = None,
                  rng: np.random.Generator | int | None = None, min_draws: int = 1000, max_steps: int | None = None,
                  workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None,
-                 checkpoint: Checkpoint | None = None, params: ArrayLike | None = None) -> None:
+                 checkpoint: Checkpoint | PublicSnapshot | None = None, params: ArrayLike | None = None) -> None:
         walk_id(walk)
         self.walk = walk
         self.nchains = DEFAULT_CHAINS if chains is None else positive_int("chains", chains)
@@ -301,7 +303,7 @@ class Sampler:
         self.workers = check_workers(workers)
         if progress is not None and not callable(progress):
             raise ValueError(f"progress must be None or callable, got {progress!r}")
-        if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
+        if checkpoint is not None and not isinstance(checkpoint, (Checkpoint, PublicSnapshot)):
             raise TypeError(f"checkpoint must be None or a knorm.walks.checkpoint.Checkpoint, got "
                             f"{type(checkpoint).__name__}")
         if checkpoint is not None and rng is None:

@@ -143,3 +143,49 @@ def test_a_resumed_run_says_so_and_times_the_whole_run(tmp_path):
     assert "resumed from a checkpoint" in info.summary()
     _, fresh = sample_uniform(F, 1500, rng=4, return_info=True)
     assert not fresh.extra["resumed"] and "resumed" not in fresh.summary()
+
+
+def test_a_compact_state_is_the_whole_state_less_the_block_it_draws_again():
+    """What an out-of-process executor ships (Chain.compact_state) loads into the same state, buffered
+    random inputs included, at a fraction of the size; a chain whose block's origin is unknown (loaded
+    from a checkpoint's full state) ships its whole state until it draws its next block."""
+    from knorm.body.hull import SymmetricHull
+    from knorm.walks.chains import BLOCK, default_params
+
+    frame = SymmetricHull(F).frame
+    params = default_params("hit_and_run", frame)
+    chain = Chain(frame, np.zeros(frame.r), np.random.default_rng(3))
+    chain.run("hit_and_run", BLOCK + 7, 1, params)  # two blocks drawn, the second one 7 steps in
+    full, compact = chain.state_dict(), chain.compact_state()
+    assert "normals" not in compact and "block_rng" in compact
+    for state in (compact, full):
+        copy = Chain.from_state(frame, state)
+        got = copy.state_dict()
+        for k, v in full.items():
+            assert np.array_equal(np.asarray(got[k]), np.asarray(v)) if k != "rng" else got[k] == v, k
+        assert np.array_equal(copy.run("hit_and_run", 20, 1, params), Chain.from_state(frame, full).run(
+            "hit_and_run", 20, 1, params))
+    loaded = Chain.from_state(frame, full)  # a full state says nothing of where its block came from
+    assert "normals" in loaded.compact_state()
+    loaded.run("hit_and_run", BLOCK, 1, params)  # its next block is drawn here: known from now on
+    assert "normals" not in loaded.compact_state()
+
+
+def test_an_executor_with_fewer_slots_than_chains_gets_runs_of_chains(reference):
+    """An executor with ``slots`` gets that many tasks per batch (runs of consecutive chains), with the
+    draws of one task per chain."""
+
+    class Slotted(InlineExecutor):
+        slots = 3
+
+        def __init__(self):
+            self.tasks = []
+
+        def submit(self, fn, /, *args, **kwargs):
+            self.tasks.append((fn.__name__, len(args[1])))  # the function and how many chain states
+            return super().submit(fn, *args, **kwargs)
+
+    ex = Slotted()
+    s = Sampler(F, rng=21, workers=ex)
+    np.testing.assert_array_equal(s.sample(SIZE), reference)
+    assert len(ex.tasks) > 3 and set(ex.tasks) == {("advance_chains", 3), ("advance_chains", 2)}  # 8 = 3 + 3 + 2
