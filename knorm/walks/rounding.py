@@ -141,10 +141,10 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     (else the next iteration records twice as many steps, up to 8×; one chain has no
     halves and runs ``max_iter`` iterations).
 
-    ``progress``: None, or a callable ``progress(done, max_iter)``: ``done`` counts
-    iterations in quarters (``PROGRESS_PIECES`` reports per iteration, the steps run in
-    as many pieces, which never changes the result), and is ``max_iter`` once the
-    rounding stops.
+    ``progress``: None, or a callable ``progress(done, max_iter)``: ``done`` is 0 as the
+    rounding starts, counts iterations in quarters (``PROGRESS_PIECES`` reports per
+    iteration, the steps run in as many pieces, which never changes the result), and is
+    ``max_iter`` once the rounding stops.
     """
     r = base.r
     if samples_per_dim is None:
@@ -160,6 +160,8 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     pts = None
     spread = tau = np.inf
     it = 0
+    if progress is not None:  # the stage opens now: its first iteration's warm-up takes minutes at census size
+        progress(0, max_iter)
     for it in range(1, max_iter + 1):
         frame = _frame_for(base, T)
         gens = rng.spawn(chains)
