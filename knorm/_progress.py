@@ -20,6 +20,7 @@ from typing import Any, Callable, TextIO
 
 SLOW = 5.0  # seconds: a stage expected to take longer says roughly how long, once
 SETTLE = 1.0  # seconds of a stage before its rate is trusted for that estimate
+PLAIN_EVERY = 60.0  # seconds: in plain mode, an open stage writes its count at most this often
 TICK = 1.0  # seconds between redraws of an open bar (its elapsed time moves between the sampler's reports)
 
 STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"), "pool": ("draws", "draw"),
@@ -40,7 +41,8 @@ class StageProgress:
 
     ``enabled``: False shows nothing (the calls still cost nothing); ``desc``: the bars' prefix;
     ``file``: where they go (default: stderr at the time of each bar); ``clock``: seconds (for tests);
-    ``plain``: no bars, a line as each stage starts and as it ends (for a log file or a pipe).
+    ``plain``: no bars, a line as each stage starts and as it ends, and its count at most every
+    ``PLAIN_EVERY`` seconds between (for a log file or a pipe).
     """
 
     def __init__(self, enabled: bool = True, desc: str = "knorm", file: TextIO | None = None,
@@ -48,6 +50,7 @@ class StageProgress:
         self.enabled, self.desc, self.file, self.clock = bool(enabled), desc, file, clock
         self.plain = bool(plain)
         self._open = False  # plain: a stage has started and not ended
+        self._line_at = 0.0  # plain: when the open stage last wrote a line
         self.bar: Any = None
         self.stage: str | None = None
         self.runs = 0  # pool stages started (one per sampler run)
@@ -93,6 +96,7 @@ class StageProgress:
         return (label + (f" (run {self.runs})" if self.stage == "pool" else ""), unit)
 
     def _line(self, text: str) -> None:
+        self._line_at = self.clock()
         out = self.file or sys.stderr
         out.write(f"{self.desc}: {text}\n")
         out.flush()
@@ -126,6 +130,9 @@ class StageProgress:
             if done >= total:
                 self.close()
                 self._done = True
+            elif self.clock() - self._line_at >= PLAIN_EVERY:
+                label, unit = self._label()
+                self._line(f"{label}: {done:g} of {total} {unit}s in {self.clock() - self._t0:.0f} s")
             return
         self.bar.update(done - self.bar.n)
         self._announce(done, total)

@@ -108,3 +108,19 @@ def test_an_open_bar_is_redrawn_between_reports(monkeypatch):
     p.close()
     time.sleep(0.2)
     assert p._ticker is None  # no bar open: the ticker ended
+
+
+def test_plain_lines_say_a_long_stage_s_count_at_most_every_minute():
+    out, clock = io.StringIO(), Clock()
+    p = StageProgress(True, "prepare", file=out, clock=clock, plain=True)
+    p.rounding(0, 8)  # the stage opens: one line
+    for t, it in ((30.0, 1), (61.0, 2), (62.0, 3), (130.0, 4)):
+        clock.t = t
+        p.rounding(it, 8)
+    clock.t = 140.0
+    p.rounding(8, 8)
+    lines = out.getvalue().splitlines()
+    assert lines == ["prepare: rounding K: at most 8 iterations",
+                     "prepare: rounding K: 2 of 8 iterations in 61 s",
+                     "prepare: rounding K: 4 of 8 iterations in 130 s",
+                     "prepare: rounding K: done in 140.0 s"]
