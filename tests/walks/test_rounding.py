@@ -65,17 +65,6 @@ def test_rounding_is_identical_on_any_number_of_threads():
     assert a.tau == b.tau
 
 
-def test_rounding_reports_its_stage_before_the_first_step_and_the_same_result():
-    # the first report opens the stage (a census-size warm-up takes minutes before the first quarter)
-    K = SymmetricHull(random_pm1(10, 40, rng=1))
-    calls = []
-    a = round_body(K.frame, chains=8, workers=1, progress=lambda done, total: calls.append((done, total)))
-    b = round_body(K.frame, chains=8, workers=1)
-    assert calls[0] == (0, 8) and calls[-1] == (8, 8)
-    assert all(x[0] <= y[0] for x, y in zip(calls, calls[1:]))
-    np.testing.assert_array_equal(a.T, b.T)
-
-
 @pytest.fixture(scope="module")
 def pm1_40():
     K = SymmetricHull(random_pm1(40, 200, rng=0))
