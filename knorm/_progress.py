@@ -7,7 +7,8 @@ while it rounds K (iterations, at most ``total``), ``warmup(done, total)`` durin
 with the records of a workload's one certification. Each stage is one tqdm
 bar with its count; a stage that will take more than ``SLOW`` seconds says so once, with roughly
 how long (from the rate so far), above its bar. With ``plain=True`` (a log, not a terminal) each
-stage is two lines instead: one as it starts (its total) and one as it ends (its count and time).
+stage is lines instead: one as it starts (its total), its count at most every ``PLAIN_EVERY``
+seconds while it runs, and one as it ends (its count and time).
 Nothing shown depends on data: only counts of iterations, steps and draws, and times.
 """
 
@@ -130,9 +131,9 @@ class StageProgress:
             if done >= total:
                 self.close()
                 self._done = True
-            elif self.clock() - self._line_at >= PLAIN_EVERY:
+            elif (now := self.clock()) - self._line_at >= PLAIN_EVERY:
                 label, unit = self._label()
-                self._line(f"{label}: {done:g} of {total} {unit}s in {self.clock() - self._t0:.0f} s")
+                self._line(f"{label}: {done:g} of {total} {unit}s in {now - self._t0:.0f} s")
             return
         self.bar.update(done - self.bar.n)
         self._announce(done, total)

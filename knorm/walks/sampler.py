@@ -304,7 +304,7 @@ class Sampler:
         if progress is not None and not callable(progress):
             raise ValueError(f"progress must be None or callable, got {progress!r}")
         if checkpoint is not None and not isinstance(checkpoint, (Checkpoint, PublicSnapshot)):
-            raise TypeError(f"checkpoint must be None or a knorm.walks.checkpoint.Checkpoint, got "
+            raise TypeError(f"checkpoint must be None, a knorm.walks.checkpoint.Checkpoint or PublicSnapshot, got "
                             f"{type(checkpoint).__name__}")
         if checkpoint is not None and rng is None:
             raise ValueError("checkpoints need a seeded rng (an int or a Generator): fresh entropy cannot be resumed")
