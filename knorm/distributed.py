@@ -51,9 +51,14 @@ class DaskExecutor(Executor):
         return max(1, sum(self.client.nthreads().values()))
 
     def _frame_future(self, frame):
+        """The frame's scattered future, sent again if the cluster lost it (scattered data has no
+        lineage: gone with its workers, or forgotten in a restart). A random key (``hash=False``):
+        a content-hashed key that another executor released just before is a known race in which
+        the scheduler forgets the new copy (dask/distributed#3703, #8576)."""
         key = id(frame)
-        if key not in self._scattered:  # keeps the frame alive, so its id is never reused
-            self._scattered[key] = (frame, self.client.scatter(frame, broadcast=True))
+        hit = self._scattered.get(key)  # the entry keeps the frame alive, so its id is never reused
+        if hit is None or hit[1].status != "finished":
+            self._scattered[key] = (frame, self.client.scatter(frame, broadcast=True, hash=False))
         return self._scattered[key][1]
 
     def submit(self, fn, /, *args, **kwargs):

@@ -79,6 +79,33 @@ def test_dask_executors_give_identical_draws(reference):
     np.testing.assert_array_equal(via_wrapper, reference)
 
 
+def test_a_dask_executor_sends_a_frame_the_cluster_lost_again():
+    """Scattered data has no lineage: a frame the cluster lost (its workers died, a restart; here
+    cancelled) is scattered again at the next batch, not submitted as a key the scheduler forgot
+    ("failed to acquire keys"), and the draws are the same."""
+    distributed = pytest.importorskip("dask.distributed")
+    from knorm.body import SymmetricHull
+    from knorm.distributed import DaskExecutor
+    from knorm.walks.sampler import rounding_of
+
+    frame = rounding_of(SymmetricHull(F)).frame
+    params = np.array([np.inf])
+
+    def chains():
+        return [Chain(frame, np.zeros(frame.r), np.random.default_rng(s)) for s in (1, 2, 3)]
+
+    want = run_chains(chains(), "hit_and_run", 20, 2, params, workers=1)
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client, \
+            DaskExecutor(client) as ex:
+        first = run_chains(chains(), "hit_and_run", 20, 2, params, workers=ex)
+        lost = ex._frame_future(frame)
+        client.cancel(lost)
+        again = run_chains(chains(), "hit_and_run", 20, 2, params, workers=ex)
+        assert ex._frame_future(frame) is not lost
+    np.testing.assert_array_equal(first, want)
+    np.testing.assert_array_equal(again, want)
+
+
 @pytest.mark.parametrize("bad", ["all", 0, -1, 1.5, True, object()])
 def test_bad_workers_raise_naming_the_argument(bad):
     with pytest.raises(ValueError, match="^workers must"):
