@@ -16,7 +16,7 @@ from .._validate import as_real_array, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
 from .marginal import empty_operator, marginal_operator, plan_speedup, recognise
-from .symmetry import ValueSymmetry, value_symmetry
+from .symmetry import ValueSymmetry, row_tables, value_symmetry
 
 if TYPE_CHECKING:
     from .structure import ExactStructure
@@ -454,6 +454,13 @@ class SymmetricHull:
         if self._symmetry is False:
             self._symmetry = value_symmetry(self._match, self.span_basis)
         return self._symmetry
+
+    @property
+    def tables(self) -> NDArray[np.int64] | None:
+        """Per row of F its table's index (−1: a zero row) if F is a marginal workload, found from
+        F's entries (:func:`knorm.body.symmetry.row_tables`), else None: the certificate measures
+        each table's block energy."""
+        return row_tables(self._match)
 
     @property
     def exact_structure(self) -> ExactStructure | None:

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from .marginal import MarginalMatch, MarginalStructure
 
-__all__ = ["ValueSymmetry", "value_symmetry", "MAX_ROWS", "MAX_ATTRIBUTES"]
+__all__ = ["ValueSymmetry", "value_symmetry", "row_tables", "MAX_ROWS", "MAX_ATTRIBUTES"]
 
 MAX_ROWS = 2048  # the class map is d×d int64 (32 MiB at d = 2048): larger workloads go without
 MAX_ATTRIBUTES = 30  # attributes a domain may have for its symmetries to be used
@@ -84,6 +84,16 @@ def _row_tables(match: MarginalMatch) -> tuple[NDArray[np.int64], NDArray[np.int
         cid.append(np.full(m, ci, np.int64))
         dig.append(dg)
     return np.concatenate(cid), np.concatenate(dig)
+
+
+def row_tables(match: MarginalMatch | None) -> NDArray[np.int64] | None:
+    """Per row of F, the index of its table (the structure's clique C: the rows ``{x : x_C = v}``
+    for every v; ``−1``: a zero row), or None if F is not a recognised marginal workload.
+    A table's block energy ``Σ_{i ∈ C} z_i²`` is invariant under the value permutations."""
+    if match is None:
+        return None
+    cid = _row_tables(match)[0]
+    return np.where(match.rows >= 0, cid[np.maximum(match.rows, 0)], -1).astype(np.int64)
 
 
 def _swappable(structure: MarginalStructure, mult: dict[tuple[int, ...], int]) -> list[list[int]]:

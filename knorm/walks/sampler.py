@@ -192,7 +192,8 @@ def _start_points(frame: Any, k: int, rng: np.random.Generator) -> NDArray[np.fl
     return W @ frame.Ft
 
 
-CHUNK_DRAWS = 64  # records per chain between progress reports / checkpoint opportunities (even)
+CHUNK_DRAWS = 64  # records per chain between progress reports / checkpoint opportunities (even), at most
+POOL_PIECES = 10  # and at least this many reports of a pool (a census-size chunk of 64 was ≈ 7 min)
 WARMUP_PIECES = 10  # progress reports of a warm-up
 WARMUP_TAUS = 20  # warm-up before the first record: at least 20·τ steps per chain (see Sampler)
 MAX_REPEAT_FRACTION = 0.01  # a certified run drops at most 1% of its release candidates as repeats
@@ -200,6 +201,13 @@ MAX_REPEAT_FRACTION = 0.01  # a certified run drops at most 1% of its release ca
 
 def _even(k: int) -> int:
     return int(k) + (int(k) & 1)
+
+
+def pool_chunk(per_chain: int) -> int:
+    """Records per chain between a pool's progress reports and snapshots: ``per_chain/POOL_PIECES``
+    rounded up to an even number, between 2 and ``CHUNK_DRAWS``. Chains draw their randomness in
+    fixed blocks, so the chunks never change a bit of the result."""
+    return max(2, min(CHUNK_DRAWS, _even(-(-int(per_chain) // POOL_PIECES))))
 
 
 def advance(chains: list[Chain], walk: str, steps: int, params: Any, workers: Any, progress: Any = None) -> None:
@@ -471,9 +479,10 @@ class Sampler:
                                               "seconds": before + time.perf_counter() - t0}, draws)
 
         short_runs = 0
+        chunk = pool_chunk(per_chain)
         while True:
             while need > 0:
-                k = min(need, CHUNK_DRAWS)
+                k = min(need, chunk)
                 rec = run_chains(cs, walk, k * self.thin, self.thin, self.params, self.workers)
                 used += k * self.thin
                 need -= k
