@@ -21,6 +21,9 @@ BALL_RADIUS = 1.5  # tuned at d = 20: acceptance ≈ 0.4, best ESS per second
 # they save in pivots; 2.5–3R cost more pivots for little τ.
 # (Measured before the radial refresh of _billiard_params; with it, on the rounding's
 # records, coordinates' τ stays 0.85–0.90 (median) at 2R and rises to ≈ 2 at 1.5R.)
+# At rank 197 (2-way marginals over (2,3,4,5,6,7), scripts/tune_billiard_length.py) the
+# default's warm-up W·pivots/step is the lowest of U[0.75R, 2.25R] (1.30×), U[1.25R, 3.75R]
+# (1.50×), U[0.2R, 3.8R] (1.42×) and volesti's U(0, 1)·diameter (≥ 2.1×): design §3.2.
 BILLIARD_LENGTH = 2.0
 BILLIARD_JITTER = 0.5
 BILLIARD_MAX_REFLECTIONS = 10  # per dimension; never reached at r = 40–80 (6–9 reflections per step)
