@@ -3,8 +3,9 @@
 A :class:`StageProgress` is a sampler's ``progress`` (``sampler_options={"progress": True}`` on a
 mechanism makes one; the command line's bar is one): the sampler calls ``rounding(it, total)``
 while it rounds K (iterations, at most ``total``), ``warmup(done, total)`` during the warm-up
-(steps per chain), ``progress(done, target)`` with the pooled records, and ``certify(done, target)``
-with the records of a workload's one certification. Each stage is one tqdm
+(steps per chain), ``pilot(done, total)`` during a thinning-1 pilot (steps per chain),
+``progress(done, target)`` with the pooled records, and ``certify(done, target)`` with the
+records of a workload's one certification. Each stage is one tqdm
 bar with its count; a stage that will take more than ``SLOW`` seconds says so once, with roughly
 how long (from the rate so far), above its bar. With ``plain=True`` (a log, not a terminal) each
 stage is lines instead: one as it starts (its total), its count at most every ``PLAIN_EVERY``
@@ -24,7 +25,8 @@ SETTLE = 1.0  # seconds of a stage before its rate is trusted for that estimate
 PLAIN_EVERY = 60.0  # seconds: in plain mode, an open stage writes its count at most this often
 TICK = 1.0  # seconds between redraws of an open bar (its elapsed time moves between the sampler's reports)
 
-STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"), "pool": ("draws", "draw"),
+STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"),
+          "pilot": ("thinning-1 pilot (kept as records if it mixes)", "step"), "pool": ("draws", "draw"),
           "certify": ("certifying the walk (once per workload)", "record")}
 
 
@@ -73,6 +75,11 @@ class StageProgress:
     def warmup(self, done: int, total: int) -> None:
         """The warm-up: ``done`` steps per chain of ``total``."""
         self._update("warmup", done, total)
+
+    def pilot(self, done: int, total: int) -> None:
+        """A run's thinning-1 pilot after the warm-up (:meth:`~knorm.walks.sampler.Sampler._pilot`):
+        ``done`` steps per chain of ``total``."""
+        self._update("pilot", done, total)
 
     def certify(self, done: int, total: int) -> None:
         """The certification's pool (once per workload: :func:`knorm.walks.certify.certify`): ``done``

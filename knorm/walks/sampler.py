@@ -397,10 +397,17 @@ class Sampler:
         post-warm-up states at thinning 1: kept, they start the pool (the certificate is still
         judged on the whole pool); dropped, they count as warm-up (``offset`` moves past them,
         so record parity and the candidates' spacing are unchanged). Returns ``(draws, need,
-        offset, steps per chain)``.
+        offset, steps per chain)``. Reported to ``progress.pilot(steps, k)`` when it has that method
+        (at census size the pilot is minutes).
         """
         k = _even(max(4, per_chain // 4))
-        rec = run_chains(self.chains, self.walk, k, 1, self.params, self.workers)
+        report = getattr(self.progress, "pilot", None)  # in WARMUP_PIECES pieces: the same bits
+        piece, parts = max(1, -(-k // WARMUP_PIECES)), []
+        while (done := sum(x.shape[1] for x in parts)) < k:
+            parts.append(run_chains(self.chains, self.walk, min(piece, k - done), 1, self.params, self.workers))
+            if callable(report):
+                report(min(done + piece, k), k)
+        rec = np.concatenate(parts, axis=1)
         amb = self.body.to_ambient(self.rounding.to_span(rec))
         if float(np.min(np.atleast_1d(_ess(amb)))) >= TARGET_ESS_FRACTION * rec.shape[0] * k:
             self.thin = 1

@@ -145,6 +145,28 @@ def test_a_sampler_passes_rounding_progress_to_a_progress_object():
     assert bar.rounds and bar.rounds[-1] == (8, 8) and bar.draws
 
 
+def test_a_pilot_reports_its_pieces_and_they_change_no_bit(monkeypatch):
+    """A planned thinning of 2 on a warm-started billiard run makes the sampler try thinning 1 on a
+    pilot first (Sampler._pilot): its steps go to ``progress.pilot`` piece by piece (at census size
+    it ran 21 silent minutes), and the draws are those of the same run without a progress object."""
+    from knorm.walks import sampler as sm
+
+    monkeypatch.setattr(sm, "thinning_for", lambda tau, target=sm.TARGET_ESS_FRACTION: 2)
+    calls = []
+
+    class Bar:
+        def __call__(self, done, target):
+            pass
+
+        def pilot(self, done, total):
+            calls.append((done, total))
+
+    want = sample_uniform(F, 300, rng=4)
+    got = sample_uniform(F, 300, rng=4, progress=Bar())
+    np.testing.assert_array_equal(got, want)
+    assert len(calls) >= 2 and calls[-1][0] == calls[-1][1] and [d for d, _ in calls] == sorted({d for d, _ in calls})
+
+
 def test_a_resumed_run_says_so_and_times_the_whole_run(tmp_path):
     import time
 
