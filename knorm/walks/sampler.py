@@ -485,6 +485,8 @@ class Sampler:
                                               "pilot_kept": int(pilot_kept),
                                               "seconds": before + time.perf_counter() - t0}, draws)
 
+        if snap is None and used > 0:
+            save()  # after the warm-up (and pilot): at census size minutes that a resume need not redo
         short_runs = 0
         chunk = pool_chunk(per_chain)
         while True:
