@@ -223,7 +223,8 @@ def _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, s
 
 
 @kernel()
-def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offset, params, max_piv, out, stats):
+def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offset, params, max_piv, out, stats,
+              gout):
     """Advance one chain ``unif.shape[0]`` steps; store x after every ``thin``-th step.
 
     ``offset``: steps of the current run already taken (the record counts from the run's
@@ -236,6 +237,8 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
     after the trajectory with probability 1/2 each. Any length law independent of the
     state keeps the walk reversible (the billiard flow is), and so does the random order;
     hit-and-run / coordinate ``[radius]``: sample ``K ∩ radius·B₂`` (``inf``: all of K).
+    ``gout`` (empty: none): each record's gauge ``‖x‖_K = λ·(T x)``, exact and free where the
+    state is optimal at x after every step (the billiard walk: its radial move relies on it).
     Returns a status of ``knorm.body._simplex``.
     """
     r = x.shape[0]
@@ -293,6 +296,9 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
         j = offset + i + 1
         if j % thin == 0:
             out[j // thin - 1, :] = x
+            if gout.shape[0] > 0:
+                sx._matvec(T, x, zr)
+                gout[j // thin - 1] = sx._dot(l0, zr)
     c0[1] += c1[1]
     c0[2] += c1[2]
     c0[3] += c1[3]

@@ -211,7 +211,7 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
     assert s._kept is not None
     records = s._kept[0]  # (chains, k, r): the pool, in the rounding's frame
     m = pool_measures(body, s.rounding, records, info.thin, [c.state for c in s.chains], workers,
-                      (info.ess, info.rhat))
+                      (info.ess, info.rhat), s._kept_gauges)
     from .. import __version__
 
     cert = Certificate(
@@ -250,7 +250,8 @@ class _Certifying:
 
 def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.float64], thin: int,
                   states: list[OracleState], workers: int | Executor | None = None,
-                  ambient: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None) -> dict[str, Any]:
+                  ambient: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
+                  gauges: NDArray[np.float64] | None = None) -> dict[str, Any]:
     """The certificate's measures of a pool ``(chains, k, r)`` (rounded-frame records thinned by
     ``thin``; ``states``: each chain's oracle state now, optimal at its last record):
 
@@ -260,9 +261,11 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
       (``body.tables``, found from F's entries), each table's block energy ``Σ_{i ∈ C} z_i²``
       (invariant under the value permutations; at rank 197 the slowest functional measured,
       τ ≈ 1.5 per step against ≈ 1.2 for the coordinates and ``|z|²``). The gauges are the
-      exact oracle's, of every record, each chain's solved in turn from its own state (in
-      threads; the same bits on any number of them), so their ESS is a pool ESS like the
-      others'. (From the candidates' gauges alone, two records apart, a per-step τ needs
+      exact oracle's, of every record: ``gauges`` ``(chains, k)`` where the walk recorded them
+      (the billiard's state is optimal at each record: ``‖x‖_K = λ·(T x)``, no pivot), else
+      each chain's solved in turn from its own state (in threads; the same bits on any number
+      of them; at census size ≈ 1.4 CPU s per record, as long as the pool's own run), so their
+      ESS is a pool ESS like the others'. (From the candidates' gauges alone, two records apart, a per-step τ needs
       AR(1)'s ``ρ₁ = ρ₂^½``, which turns the ESS estimate's noise near τ = 1 into τ up to 2 for
       independent draws: W up to 2× too long.)
     - ``gauge_ks_p`` of the release candidates' (odd records') ``‖z‖_K^r``
@@ -272,18 +275,20 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
     frame = rounding.frame
     pool = nch * k
     tables = body.tables
-    amb = None
-    if ambient is None or tables is not None:
-        amb = body.to_ambient(rounding.to_span(records))
+    amb = body.to_ambient(rounding.to_span(records)) if ambient is None or tables is not None else None
     if ambient is None:
+        assert amb is not None
         ambient = (np.atleast_1d(_ess(amb)), np.atleast_1d(_rhat(amb)))
 
     def chain_gauges(i: int) -> NDArray[np.float64]:
         return frame.gauges(np.ascontiguousarray(records[i]), states[i].copy())[0]
 
-    w = 1 if isinstance(workers, Executor) or hasattr(workers, "run_chains") else min(n_workers(workers), nch)
-    with ThreadPoolExecutor(max_workers=w) as ex:
-        g = np.array(list(ex.map(chain_gauges, range(nch))))
+    if gauges is not None and np.shape(gauges) == (nch, k):
+        g = np.asarray(gauges, dtype=np.float64)
+    else:
+        w = 1 if isinstance(workers, Executor) or hasattr(workers, "run_chains") else min(n_workers(workers), nch)
+        with ThreadPoolExecutor(max_workers=w) as ex:
+            g = np.array(list(ex.map(chain_gauges, range(nch))))
     e_sq = float(np.min(_ess(np.sum(records**2, axis=2)[..., None])))
     e_g = float(np.min(_ess(g[..., None])))
     min_ess = min(float(np.min(ambient[0])), e_sq, e_g)

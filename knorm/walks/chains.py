@@ -225,15 +225,21 @@ class Chain:
         self._unif = np.zeros((BLOCK, 2))
         self._pos = BLOCK
         self._block_rng = None  # the generator's state before it drew the current block (None: not known)
+        self.record_gauges = None  # the last run's records' gauges (billiard), else None
 
     @property
     def pivots(self):
         return int(self.state.ctr[1])
 
     def run(self, walk, steps, thin, params):
-        """Advance ``steps`` steps (a multiple of ``thin``); return the (steps//thin, r) record."""
+        """Advance ``steps`` steps (a multiple of ``thin``); return the (steps//thin, r) record.
+
+        The billiard walk also leaves each record's exact gauge in :attr:`record_gauges` (its oracle
+        state is optimal at every step's end point: ``‖x‖_K = λ·(T x)``, no pivot); other walks
+        leave None there."""
         wid = walk_id(walk)
         out = np.empty((steps // thin, self.frame.r))
+        gout = np.empty(steps // thin if walk == "billiard" else 0)
         params = np.asarray(params, np.float64)
         done = 0
         while done < steps:
@@ -245,11 +251,12 @@ class Chain:
             sl = slice(self._pos, self._pos + k)
             status = kn.run_chain(
                 wid, self.frame.A, self.frame.fmax, self.frame.T, *self.state.args(), self.x, self._normals[sl], self._unif[sl],
-                thin, done, params, self.frame.max_pivots, out, self.stats,
+                thin, done, params, self.frame.max_pivots, out, self.stats, gout,
             )
             self.frame.check(status, f"a {walk} step")
             self._pos += k
             done += k
+        self.record_gauges = gout if gout.shape[0] == out.shape[0] else None
         return out
 
     @classmethod
@@ -263,6 +270,7 @@ class Chain:
         chain.state = OracleState(np.empty(r, np.int64), np.empty((r, r)), np.empty(r), np.empty(n),
                                   np.zeros(4, np.int64))
         chain.stats = np.zeros(3, np.int64)
+        chain.record_gauges = None
         chain.rng = _generator(state["rng"])
         chain.load_state_dict(state)
         return chain
@@ -346,10 +354,13 @@ def n_workers(workers=None):
 def advance_chain(frame, state, walk, steps, thin, params):
     """Worker side of an out-of-process executor: rebuild a chain from its state
     (:meth:`Chain.state_dict` or :meth:`Chain.compact_state`), advance it, return ``(record, new
-    state)`` (compact if ``state`` was)."""
+    state)`` (compact if ``state`` was; with the records' gauges, :attr:`Chain.record_gauges`, under
+    ``"record_gauges"``, which loading a state ignores)."""
     chain = Chain.from_state(frame, state)
     rec = chain.run(walk, steps, thin, params)
-    return rec, chain.compact_state() if "block_rng" in state else chain.state_dict()
+    out = chain.compact_state() if "block_rng" in state else chain.state_dict()
+    out["record_gauges"] = chain.record_gauges
+    return rec, out
 
 
 def advance_chains(frame, states, walk, steps, thin, params):
@@ -391,8 +402,11 @@ def run_chains(chains, walk, steps, thin, params, workers=None):
             results = [f.result() for f in futures]
         for c, (_, state) in zip(chains, results):
             c.load_state_dict(state)
+            c.record_gauges = state.get("record_gauges")
         return np.stack([rec for rec, _ in results])
     if workers is not None and not is_int(workers):  # the 0.x protocol: an object with run_chains
+        for c in chains:
+            c.record_gauges = None
         return workers.run_chains(chains, walk, steps, thin, params)
     w = min(n_workers(workers), len(chains))
     if w == 1:

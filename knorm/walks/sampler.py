@@ -203,6 +203,15 @@ def _even(k: int) -> int:
     return int(k) + (int(k) & 1)
 
 
+def record_gauges(chains: list[Chain], k: int) -> NDArray[np.float64] | None:
+    """The gauges of the ``k`` records each chain's last run kept (:attr:`Chain.record_gauges`:
+    exact, from the walk's own oracle state), ``(chains, k)``; None if a chain has none."""
+    g = [c.record_gauges for c in chains]
+    if any(x is None or x.shape[0] != k for x in g):
+        return None
+    return np.array(g, dtype=np.float64).reshape(len(chains), k)
+
+
 def pool_chunk(per_chain: int) -> int:
     """Records per chain between a pool's progress reports and snapshots: ``per_chain/POOL_PIECES``
     rounded up to an even number, between 2 and ``CHUNK_DRAWS``. Chains draw their randomness in
@@ -330,6 +339,8 @@ class Sampler:
         self._records = 0  # records per chain made so far (all runs, discarded pools included)
         self.last_info: SamplingInfo | None = None
         self._kept: Any = None  # (records, index of the first) of the last run's pool: get_chain
+        self._kept_gauges: NDArray[np.float64] | None = None  # their gauges, from the walk (billiard), else None
+        self._pilot_gauges: NDArray[np.float64] | None = None  # the last pilot's records' gauges (billiard)
         if checkpoint is not None:  # a resumed run must be this sampler's: matrix, walk, sizes, params, seed
             checkpoint.bind("Sampler", self.body.F, walk, self.nchains, self.min_draws, self.max_steps, self._params,
                             self._gen.bit_generator.state)
@@ -402,12 +413,17 @@ class Sampler:
         """
         k = _even(max(4, per_chain // 4))
         report = getattr(self.progress, "pilot", None)  # in WARMUP_PIECES pieces: the same bits
-        piece, parts = max(1, -(-k // WARMUP_PIECES)), []
+        piece = max(1, -(-k // WARMUP_PIECES))
+        parts: list[NDArray[np.float64]] = []
+        gauges: list[NDArray[np.float64] | None] = []
         while (done := sum(x.shape[1] for x in parts)) < k:
             parts.append(run_chains(self.chains, self.walk, min(piece, k - done), 1, self.params, self.workers))
+            gauges.append(record_gauges(self.chains, parts[-1].shape[1]))
             if callable(report):
                 report(min(done + piece, k), k)
         rec = np.concatenate(parts, axis=1)
+        known = [g for g in gauges if g is not None]
+        self._pilot_gauges = np.concatenate(known, axis=1) if len(known) == len(gauges) else None
         amb = self.body.to_ambient(self.rounding.to_span(rec))
         if float(np.min(np.atleast_1d(_ess(amb)))) >= TARGET_ESS_FRACTION * rec.shape[0] * k:
             self.thin = 1
@@ -450,6 +466,7 @@ class Sampler:
         pool = max(2 * size, self.min_draws)
         check_memory("size", size, self._pool_bytes(pool))
         self._kept = None  # the previous run's records go before this run allocates its pool
+        self._kept_gauges = None
         self._setup()
         cs, nchains, r, walk = self.chains, self.nchains, self.frame.r, self.walk
         per_chain = max(4, _even(-(-pool // nchains)))  # the diagnostics need 4 records per chain
@@ -469,21 +486,26 @@ class Sampler:
             pilot, pilot_kept = int(snap.get("pilot", 0)), bool(snap.get("pilot_kept", 0))
             self.tau, self.thin, self.warm = float(snap["tau"]), int(snap["thin"]), True
             draws = np.array(snap["draws"])
+            gauges = np.array(snap["gauges"]) if "gauges" in snap else None  # None: solved if needed
             before = float(snap["seconds"])
         else:
             used = warmup = self._warm_up(budget) if not self.warm else 0
             draws, need, offset = np.empty((nchains, 0, r)), per_chain, self._records
+            gauges = np.empty((nchains, 0))
             if warmup and self.thin > 1 and self._tau_from_rounding:
                 draws, need, offset, pilot = self._pilot(per_chain, offset)
                 used += pilot
                 pilot_kept = draws.shape[1] > 0
+                if pilot_kept:
+                    gauges = self._pilot_gauges
 
         def save() -> None:
             if self.checkpoint is not None:
                 self.checkpoint.save(fp, cs, {"used": used, "warmup": warmup, "tau": self.tau, "thin": self.thin,
                                               "need": need, "offset": offset, "pilot": pilot,
                                               "pilot_kept": int(pilot_kept),
-                                              "seconds": before + time.perf_counter() - t0}, draws)
+                                              "seconds": before + time.perf_counter() - t0,
+                                              **({} if gauges is None else {"gauges": gauges})}, draws)
 
         if snap is None and used > 0:
             save()  # after the warm-up (and pilot): at census size minutes that a resume need not redo
@@ -496,6 +518,8 @@ class Sampler:
                 used += k * self.thin
                 need -= k
                 draws = np.concatenate([draws, rec], axis=1)
+                gk = record_gauges(cs, rec.shape[1])
+                gauges = None if gauges is None or gk is None else np.concatenate([gauges, gk], axis=1)
                 if self.progress is not None:
                     self.progress(min(nchains * draws.shape[1], pool), pool)
                 save()
@@ -519,6 +543,7 @@ class Sampler:
                 self.thin *= 2
                 offset += draws.shape[1]
                 draws = draws[:, :0]  # restart the pool at the coarser thinning
+                gauges = None if gauges is None else gauges[:, :0]
                 need = per_chain
             else:
                 # R-hat only: extend in quarter steps (R-hat is re-checked after each one,
@@ -529,6 +554,7 @@ class Sampler:
         keep, dropped = self._select(draws, commit=True)
         self._records = offset + draws.shape[1]
         self._kept = (draws, offset)
+        self._kept_gauges = gauges
         out = amb[keep[:, 0], keep[:, 1]]
         sources = keep + np.array([0, offset])
         stats = sum(c.stats for c in cs) - stats0

@@ -240,3 +240,31 @@ def test_an_executor_with_fewer_slots_than_chains_gets_runs_of_chains(reference)
     s = Sampler(F, rng=21, workers=ex)
     np.testing.assert_array_equal(s.sample(SIZE), reference)
     assert len(ex.tasks) > 3 and set(ex.tasks) == {("advance_chains", 3), ("advance_chains", 2)}  # 8 = 3 + 3 + 2
+
+
+def test_the_billiard_records_the_exact_gauge_of_each_record():
+    """The billiard's oracle state is optimal at every step's end point, so each record's gauge is
+    ``λ·(T x)`` with no pivot (Chain.record_gauges): equal to the exact oracle's solve from a fresh
+    crash basis to 1e-9, on threads and through a process pool alike; other walks record none."""
+    from knorm.body import SymmetricHull
+    from knorm.walks.chains import default_params
+    from knorm.walks.sampler import rounding_of
+
+    frame = rounding_of(SymmetricHull(F)).frame
+    params = default_params("billiard", frame)
+
+    def chains():
+        return [Chain(frame, np.zeros(frame.r), np.random.default_rng(s)) for s in (1, 2, 3)]
+
+    here = chains()
+    rec = run_chains(here, "billiard", 60, 3, params, workers=2)
+    with ProcessPoolExecutor(max_workers=2) as ex:
+        there = chains()
+        run_chains(there, "billiard", 60, 3, params, workers=ex)
+    for c, d, x in zip(here, there, rec):
+        want = frame.gauges(x, frame.crash_basis())[0]
+        assert c.record_gauges.shape == (20,) and np.all(want > 0)
+        np.testing.assert_allclose(c.record_gauges, want, rtol=1e-9, atol=0)
+        np.testing.assert_array_equal(d.record_gauges, c.record_gauges)
+    run_chains(here, "hit_and_run", 4, 1, np.array([np.inf]), workers=1)
+    assert all(c.record_gauges is None for c in here)
