@@ -34,7 +34,7 @@ from .chains import WALKS, Chain, n_workers, run_chains
 from .checkpoint import PublicSnapshot
 from .rounding import Rounding, per_step_tau
 from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo, advance,
-                      select_candidates, thinning_for)
+                      record_gauges, select_candidates, thinning_for)
 
 CERTIFY_SEED = 31415  # public: a certification is a deterministic function of F (and the walk)
 CERTIFY_DRAWS = 1000  # draws of the certified run: a pool of 2000 records, as a mechanism's first run
@@ -321,7 +321,8 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     advance(cs, cert.walk, cert.warmup, params, workers)
     per = MIN_POOL // DEFAULT_CHAINS
     records = run_chains(cs, cert.walk, per * cert.thin, cert.thin, params, workers)
-    m = pool_measures(body, rounding, records, cert.thin, [c.state for c in cs], workers)
+    m = pool_measures(body, rounding, records, cert.thin, [c.state for c in cs], workers,
+                      gauges=record_gauges(cs, records.shape[1]))
     fails = pool_failures(m["max_rhat"], m["min_ess"], m["pool"], m["gauge_ks_p"])
     if not m["tau"] <= VERIFY_TAU_SLACK * cert.tau:
         fails.append(f"τ {m['tau']:.2f} > {VERIFY_TAU_SLACK}× the file's {cert.tau:.2f}: its W = {cert.warmup} is too "
