@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 
 from knorm import workloads as W  # noqa: E402
 from knorm.diagnostics import ess  # noqa: E402
-from knorm.walks.certify import warmup_steps  # noqa: E402
+from knorm.walks.certify import block_energies, warmup_steps  # noqa: E402
 from knorm.walks.chains import Chain, default_params, default_workers, diameter, run_chains  # noqa: E402
 
 
@@ -135,7 +135,7 @@ def main():
         t_amb, t_sq, t_g = taus(amb), taus(sq), taus(g[..., None])
         t_blk = float("nan")
         if tables is not None:
-            E = np.stack([np.sum(amb[..., tables == c] ** 2, axis=2) for c in np.unique(tables[tables >= 0])], axis=2)
+            E = block_energies(amb, tables)
             t_blk = taus(E)
         tau = max(1.0, t_amb, t_sq, t_g, 0.0 if tables is None else t_blk)
         h = a.chains // 2

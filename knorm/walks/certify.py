@@ -248,6 +248,12 @@ class _Certifying:
         return getattr(self._progress, name)
 
 
+def block_energies(amb: NDArray[np.float64], tables: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Each table's block energy ``Σ_{i ∈ C} z_i²`` of ambient records ``(…, d)`` (``tables``: each
+    row's table, :attr:`~knorm.body.hull.SymmetricHull.tables`), ``(…, tables)``."""
+    return np.stack([np.sum(amb[..., tables == c] ** 2, axis=-1) for c in np.unique(tables[tables >= 0])], axis=-1)
+
+
 def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.float64], thin: int,
                   states: list[OracleState], workers: int | Executor | None = None,
                   ambient: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
@@ -264,9 +270,9 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
       exact oracle's, of every record: ``gauges`` ``(chains, k)`` where the walk recorded them
       (the billiard's state is optimal at each record: ``‖x‖_K = λ·(T x)``, no pivot), else
       each chain's solved in turn from its own state (in threads; the same bits on any number
-      of them; at census size ≈ 1.4 CPU s per record, as long as the pool's own run), so their
-      ESS is a pool ESS like the others'. (From the candidates' gauges alone, two records apart, a per-step τ needs
-      AR(1)'s ``ρ₁ = ρ₂^½``, which turns the ESS estimate's noise near τ = 1 into τ up to 2 for
+      of them; at census size ≈ 1.5 CPU s per record), so their ESS is a pool ESS like the
+      others'. (From the candidates' gauges alone, two records apart, a per-step τ needs AR(1)'s
+      ``ρ₁ = ρ₂^½``, which turns the ESS estimate's noise near τ = 1 into τ up to 2 for
       independent draws: W up to 2× too long.)
     - ``gauge_ks_p`` of the release candidates' (odd records') ``‖z‖_K^r``
       (:func:`uniform_gauge_ks`); ``tau`` (per step, :func:`implied_tau`); ``pool``.
@@ -294,8 +300,7 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
     min_ess = min(float(np.min(ambient[0])), e_sq, e_g)
     if tables is not None:
         assert amb is not None
-        blocks = np.stack([np.sum(amb[..., tables == c] ** 2, axis=2) for c in np.unique(tables[tables >= 0])], axis=2)
-        min_ess = min(min_ess, float(np.min(_ess(blocks))))
+        min_ess = min(min_ess, float(np.min(_ess(block_energies(amb, tables)))))
     return {"pool": pool, "max_rhat": float(np.max(ambient[1])), "min_ess": min_ess,
             "gauge_ks_p": uniform_gauge_ks(g[:, 1::2].ravel(), r), "tau": implied_tau(pool, min_ess, thin)}
 
