@@ -340,7 +340,6 @@ class Sampler:
         self.last_info: SamplingInfo | None = None
         self._kept: Any = None  # (records, index of the first) of the last run's pool: get_chain
         self._kept_gauges: NDArray[np.float64] | None = None  # their gauges, from the walk (billiard), else None
-        self._pilot_gauges: NDArray[np.float64] | None = None  # the last pilot's records' gauges (billiard)
         if checkpoint is not None:  # a resumed run must be this sampler's: matrix, walk, sizes, params, seed
             checkpoint.bind("Sampler", self.body.F, walk, self.nchains, self.min_draws, self.max_steps, self._params,
                             self._gen.bit_generator.state)
@@ -395,7 +394,8 @@ class Sampler:
         self.tau, self.thin, self.warm = float(tau), thinning_for(tau), True
         return used
 
-    def _pilot(self, per_chain: int, offset: int) -> tuple[NDArray[np.float64], int, int, int]:
+    def _pilot(self, per_chain: int, offset: int
+               ) -> tuple[NDArray[np.float64], int, int, int, NDArray[np.float64] | None]:
         """Thinning 1 tried on a quarter of the first pool: kept if its ESS per record on the
         ambient coordinates (the certificate's functionals) reaches TARGET_ESS_FRACTION. Only
         where τ is the rounding's (the warm-started billiard walk; other walks measure τ on
@@ -408,8 +408,8 @@ class Sampler:
         post-warm-up states at thinning 1: kept, they start the pool (the certificate is still
         judged on the whole pool); dropped, they count as warm-up (``offset`` moves past them,
         so record parity and the candidates' spacing are unchanged). Returns ``(draws, need,
-        offset, steps per chain)``. Reported to ``progress.pilot(steps, k)`` when it has that method
-        (at census size the pilot is minutes).
+        offset, steps per chain, the kept records' gauges or None)``. Reported to
+        ``progress.pilot(steps, k)`` when it has that method (at census size the pilot is minutes).
         """
         k = _even(max(4, per_chain // 4))
         report = getattr(self.progress, "pilot", None)  # in WARMUP_PIECES pieces: the same bits
@@ -423,12 +423,12 @@ class Sampler:
                 report(min(done + piece, k), k)
         rec = np.concatenate(parts, axis=1)
         known = [g for g in gauges if g is not None]
-        self._pilot_gauges = np.concatenate(known, axis=1) if len(known) == len(gauges) else None
+        g = np.concatenate(known, axis=1) if len(known) == len(gauges) else None
         amb = self.body.to_ambient(self.rounding.to_span(rec))
         if float(np.min(np.atleast_1d(_ess(amb)))) >= TARGET_ESS_FRACTION * rec.shape[0] * k:
             self.thin = 1
-            return rec, per_chain - k, offset, k
-        return np.empty((self.nchains, 0, rec.shape[2])), per_chain, offset + k, k
+            return rec, per_chain - k, offset, k, g
+        return np.empty((self.nchains, 0, rec.shape[2])), per_chain, offset + k, k, np.empty((self.nchains, 0))
 
     def _fingerprint(self, size: int, pool: int, budget: int) -> str:
         parts = [self.frame.Ft, self.walk, size, pool, self.nchains, budget, self.warm, self.thin, self.tau,
@@ -493,11 +493,9 @@ class Sampler:
             draws, need, offset = np.empty((nchains, 0, r)), per_chain, self._records
             gauges = np.empty((nchains, 0))
             if warmup and self.thin > 1 and self._tau_from_rounding:
-                draws, need, offset, pilot = self._pilot(per_chain, offset)
+                draws, need, offset, pilot, gauges = self._pilot(per_chain, offset)
                 used += pilot
                 pilot_kept = draws.shape[1] > 0
-                if pilot_kept:
-                    gauges = self._pilot_gauges
 
         def save() -> None:
             if self.checkpoint is not None:
