@@ -61,9 +61,14 @@ class DaskExecutor(Executor):
             self._scattered[key] = (frame, self.client.scatter(frame, broadcast=True, hash=False))
         return self._scattered[key][1]
 
-    def submit(self, fn, /, *args, **kwargs):
+    def _submit_now(self, fn, args, kwargs):
         args = [self._frame_future(a) if isinstance(a, Frame) else a for a in args]
         return self.client.submit(fn, *args, pure=False, **kwargs)
+
+    def submit(self, fn, /, *args, **kwargs):
+        """``client.submit(fn, *args, pure=False)``, as a future whose ``result()`` submits the call
+        again when the cluster cancelled it (:class:`_Resubmitting`)."""
+        return _Resubmitting(self, fn, args, kwargs)
 
     def shutdown(self, wait=True, *, cancel_futures=False):
         self._scattered = {}
@@ -77,3 +82,42 @@ class DaskExecutor(Executor):
     def run_chains(self, chains, walk, steps, thin, params):
         """``run_chains(chains, …, workers=self)`` (the knorm 0.x protocol, kept for compatibility)."""
         return run_chains(chains, walk, steps, thin, params, workers=self)
+
+
+class _Resubmitting:
+    """A Dask future that the cluster may cancel, submitted again up to ``RESUBMITS`` times.
+
+    A loaded or shrinking cluster can drop a task it had accepted: "cancelled for reason: already
+    forgotten" when a worker died holding the only copy of a dependency, or the scheduler
+    released a key under a race. A batch is a pure function of its inputs (exact chain states
+    and the frame, scattered again if lost), so running it again returns the same bits; only a
+    cancel asked for here (``cancel()``) is final.
+    """
+
+    RESUBMITS = 3
+
+    def __init__(self, executor, fn, args, kwargs):
+        self._executor, self._call = executor, (fn, args, kwargs)
+        self._cancelled = False
+        self._future = executor._submit_now(fn, args, kwargs)
+
+    def result(self, timeout=None):
+        from concurrent.futures import CancelledError
+
+        for attempt in range(self.RESUBMITS + 1):
+            try:
+                return self._future.result(timeout=timeout)
+            except CancelledError:  # distributed's FutureCancelledError is one
+                if self._cancelled or attempt == self.RESUBMITS:
+                    raise
+                self._future = self._executor._submit_now(*self._call)
+
+    def cancel(self):
+        self._cancelled = True
+        return self._future.cancel()
+
+    def cancelled(self):
+        return self._cancelled
+
+    def done(self):
+        return self._future.done()

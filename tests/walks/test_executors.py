@@ -106,6 +106,36 @@ def test_a_dask_executor_sends_a_frame_the_cluster_lost_again():
     np.testing.assert_array_equal(again, want)
 
 
+def test_a_batch_the_cluster_cancelled_runs_again_with_the_same_bits():
+    """Under load a cluster may drop an accepted task ("cancelled for reason: already forgotten",
+    issue 34): the batch is a pure function of its inputs, so it is submitted again; a cancel asked
+    for by the caller stays final."""
+    distributed = pytest.importorskip("dask.distributed")
+    from concurrent.futures import CancelledError
+
+    from knorm.body import SymmetricHull
+    from knorm.distributed import DaskExecutor
+    from knorm.walks.chains import advance_chain
+    from knorm.walks.sampler import rounding_of
+
+    frame = rounding_of(SymmetricHull(F)).frame
+    params = np.array([np.inf])
+    chain = Chain(frame, np.zeros(frame.r), np.random.default_rng(1))
+    want, _ = advance_chain(frame, chain.compact_state(), "hit_and_run", 20, 2, params)
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client, \
+            DaskExecutor(client) as ex:
+        fut = ex.submit(advance_chain, frame, chain.compact_state(), "hit_and_run", 20, 2, params)
+        dropped = fut._future
+        client.cancel(dropped)  # what the scheduler does to a forgotten task
+        got, _ = fut.result()
+        assert fut._future is not dropped
+        mine = ex.submit(advance_chain, frame, chain.compact_state(), "hit_and_run", 20, 2, params)
+        mine.cancel()
+        with pytest.raises(CancelledError):
+            mine.result()
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("bad", ["all", 0, -1, 1.5, True, object()])
 def test_bad_workers_raise_naming_the_argument(bad):
     with pytest.raises(ValueError, match="^workers must"):
