@@ -492,6 +492,13 @@ class _Builder:
             return self.row("knorm", rms, 0.0, True, f"exact: √((k+1)(k+2)·tr Cov(Uniform K))/ε, K a {s.kind}")
         m = KNormMechanism(self.F, epsilon=eps, walk=self.walk, rng=self.mc_seed, body=body,
                            sampler_options=self.sampler_options, accept_uncertified=True)
+        mom = m.pool_moments()  # the certified pool: the prepared file's, or certified once now
+        if mom is not None and self.n_samples <= mom.records:  # no new draws
+            mean, se_m, ess = mom.sq
+            rms = factor * np.sqrt(mean)
+            return self.row("knorm", rms, factor * se_m / (2.0 * np.sqrt(mean)), False,
+                            f"Monte Carlo: E‖z‖₂² from the certified pool of {mom.records} MCMC ({self.walk}) "
+                            f"records, ESS {ess:.0f}")
         z = m.sample_uniform(self.n_samples)
         info = m.last_info
         ess = max(2.0, min(self.n_samples, info.min_ess * self.n_samples / info.draws))

@@ -14,7 +14,7 @@ from .._progress import as_progress
 from .._validate import check_options, positive_int
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
-from ..walks.certify import StationarySampler, certificate_claim, certified_of
+from ..walks.certify import PoolMoments, StationarySampler, certificate_claim, certified_of, known_moments
 from ..walks.prepared import PreparedWorkload, body_of, check_prepared
 from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
@@ -201,11 +201,31 @@ class KNormMechanism(Mechanism):
             noise = r[:, None] * z
         return self._one_or_many(check_finite_output(noise, "K-norm noise"), m)
 
-    def expected_error(self, n_samples: int = 4000) -> ErrorEstimate:
-        """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``, with E‖z‖₂ estimated from uniform draws.
+    def pool_moments(self) -> PoolMoments | None:
+        """The certified pool's moments of Uniform(K) (:class:`~knorm.walks.certify.PoolMoments`:
+        public, from the prepared file or this process's certification, made now if neither
+        exists), or None where there is none (exact structure, the per-run path, a file
+        written before they were kept)."""
+        if self.structure is not None or self._release_sampler() is None:
+            return None
+        return known_moments(self.body, self.walk)
 
-        The standard error uses the sampler's min bulk ESS for MCMC draws.
+    def expected_error(self, n_samples: int | None = None) -> ErrorEstimate:
+        """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``.
+
+        ``n_samples`` None: E‖z‖₂ from the certified pool (:meth:`pool_moments`; no new draws)
+        where there is one, else from 4000 uniform draws; an int: from that many new draws.
+        The standard error uses the pool's (or the sampler's min bulk) ESS for MCMC draws.
         """
+        mom = self.pool_moments() if n_samples is None else None
+        if mom is not None:
+            mean, se, ess = mom.norm
+            f = (self.dim + 1) * self.body._unit  # ‖z‖ = 2^e·unit·|Z|
+            value, stderr = (scaled(f * v, self.body._exp, self.epsilon) for v in (mean, se))
+            check_finite_output([value, stderr], "the expected error")
+            return ErrorEstimate(value, stderr, False, f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from the certified pool of "
+                                                      f"{mom.records} MCMC ({self.walk}) records, ESS {ess:.0f}")
+        n_samples = 4000 if n_samples is None else n_samples
         z = self.sample_uniform(check_n_samples(n_samples))
         ess = None
         if self.last_info is not None:
@@ -214,9 +234,15 @@ class KNormMechanism(Mechanism):
         return mc_norm_estimate(z, (self.dim + 1) / self.epsilon, ess,
                                 f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from {n_samples} {how} uniform draws")
 
-    def expected_squared_error(self, n_samples: int = 4000) -> float:
-        """``(dim+1)(dim+2)/ε² · E‖z‖₂²`` (Monte Carlo over uniform draws)."""
-        z = self.sample_uniform(check_n_samples(n_samples))
+    def expected_squared_error(self, n_samples: int | None = None) -> float:
+        """``(dim+1)(dim+2)/ε² · E‖z‖₂²``: E‖z‖₂² from the certified pool (``n_samples`` None, where
+        there is one: :meth:`pool_moments`), else Monte Carlo over ``n_samples`` (default 4000) draws."""
+        mom = self.pool_moments() if n_samples is None else None
+        if mom is not None:
+            value = scaled((self.dim + 1) * (self.dim + 2) * self.body._unit**2 * mom.sq[0], self.body._exp,
+                           self.epsilon, 2)
+            return in_float_range(value, "the expected squared error", self.epsilon)
+        z = self.sample_uniform(check_n_samples(4000 if n_samples is None else n_samples))
         unit = np.ldexp(z, -self.body._exp)  # K at unit scale: no square over- or underflows
         value = scaled((self.dim + 1) * (self.dim + 2) * float(np.mean(np.sum(unit**2, axis=1))), self.body._exp,
                        self.epsilon, 2)

@@ -24,6 +24,7 @@ from ..privacy import BudgetAccountant
 
 from .._validate import as_real_array, is_int, positive_int
 from ..body.hull import SymmetricHull
+from ..walks.certify import known_moments
 from ..walks.chains import check_workers, walk_id
 from ..walks.prepared import PreparedWorkload, body_of, check_prepared
 from ..walks.sampler import Sampler, rounding_of
@@ -307,6 +308,10 @@ class NIMechanism(Mechanism):
         (K is symmetric: mean 0), from a sampler run with the fixed seed ``PLAN_SEED``."""
         if st.precise:
             return st
+        mom = known_moments(st.body)  # the certified pool's E[ZZᵀ], where this body has one: no draws
+        if mom is not None and mom.records >= PLAN_DRAWS:
+            st.precise = True
+            return st.set_covariance(mom.second)
         draws, _ = Sampler(st.body, rng=PLAN_SEED, workers=self._workers).run(PLAN_DRAWS)
         Z = (draws @ st.body.span_basis) / st.body._scale  # span coordinates, frame units
         st.precise = True

@@ -165,15 +165,54 @@ def uniform_gauge_ks(gauges: NDArray[np.float64], r: int) -> float:
     return float(stats.kstest(u, "uniform").pvalue)
 
 
+@dataclass(frozen=True)
+class PoolMoments:
+    """Moments of Uniform(K) from the certified pool (docs/design.md §3.7): public, functions of F
+    and the public seeds, so every question about the workload's error is answered from them
+    with no new draws. Span coordinates ``Z`` in frame units (``body.to_ambient``: ambient
+    ``z = 2^e·unit·U Z``, U orthonormal, so ``‖z‖ = 2^e·unit·|Z|``):
+
+    ``sq``: (E|Z|², its standard error ``sd/√ESS``, that ESS of |Z|² over the pool's chains);
+    ``norm``: (E|Z|, its standard error, ESS) likewise; ``second``: E[Z Zᵀ] (r×r; the mean is 0 by
+    the symmetry of K), the covariance NIM plans from and whose ambient diagonal gives each
+    query's (each table's) noise variance; ``records``: the pool's size.
+    """
+
+    sq: tuple[float, float, float]
+    norm: tuple[float, float, float]
+    second: NDArray[np.float64]
+    records: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sq": list(self.sq), "norm": list(self.norm), "records": self.records}
+
+
+def pool_moments(rounding: Rounding, records: NDArray[np.float64]) -> PoolMoments:
+    """:class:`PoolMoments` of a certified pool ``(chains, k, r)`` of rounded-frame records."""
+    Z = rounding.to_span(records)  # (chains, k, r), span coordinates
+    sq = np.sum(Z**2, axis=2)
+    nrm = np.sqrt(sq)
+
+    def mean_se(v: NDArray[np.float64]) -> tuple[float, float, float]:
+        ess = max(2.0, min(float(np.min(_ess(v[..., None]))), float(v.size)))
+        return float(np.mean(v)), float(np.std(v, ddof=1) / np.sqrt(ess)), ess
+
+    flat = Z.reshape(-1, Z.shape[2])
+    second = flat.T @ flat / len(flat)
+    return PoolMoments(sq=mean_se(sq), norm=mean_se(nrm), second=(second + second.T) / 2, records=len(flat))
+
+
 @dataclass
 class Certified:
     """A body's certification: the :class:`Certificate` and the public stationary ``states``
     (``(N_STATES, r)``, coordinates of the rounding's frame) with an oracle basis of each
-    (``bases``, ``(N_STATES, r)`` column codes: a warm start, never trusted for a result)."""
+    (``bases``, ``(N_STATES, r)`` column codes: a warm start, never trusted for a result), and
+    the pool's :class:`PoolMoments` (None in a file written before they were kept)."""
 
     certificate: Certificate
     states: NDArray[np.float64]
     bases: NDArray[np.int64]
+    moments: PoolMoments | None = None
     _oracle: list[OracleState] | None = field(default=None, repr=False, compare=False)
 
     def gauges(self, frame: Frame) -> NDArray[np.float64]:
@@ -230,7 +269,8 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
         run_chains(s.chains, walk, 2 * info.thin, 2 * info.thin, s.params, workers)
         xs += [c.x.copy() for c in s.chains]
         bs += [c.state.basis.copy() for c in s.chains]
-    return Certified(cert, np.array(xs[:N_STATES]), np.array(bs[:N_STATES], dtype=np.int64))
+    return Certified(cert, np.array(xs[:N_STATES]), np.array(bs[:N_STATES], dtype=np.int64),
+                     pool_moments(s.rounding, records))
 
 
 class _Certifying:
@@ -488,6 +528,15 @@ def certified_of(body: SymmetricHull, walk: str = "billiard", workers: int | Exe
     if walk not in per:
         per[walk] = certify(body, walk=walk, workers=workers, progress=progress)
     return per[walk]
+
+
+def known_moments(body: SymmetricHull, walk: str | None = None) -> PoolMoments | None:
+    """The pool moments of the body's certification (for ``walk``; None: any walk's — they are
+    moments of Uniform(K)) if this process has one (a prepared file's, or one made here), else
+    None: never certifies."""
+    per = _CERTIFIED.get(body, {})
+    found = [c.moments for w, c in per.items() if c.moments is not None and walk in (None, w)]
+    return found[0] if found else None
 
 
 def cache_certified(body: SymmetricHull, certified: Certified) -> None:

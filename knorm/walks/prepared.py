@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._io import atomic_write
 from .._validate import is_int, is_real, positive_int
 from ..body.hull import SymmetricHull, validate_matrix
-from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, check_states
+from .certify import PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified, check_states
 from .certify import certify as certify_walk
 from .chains import RADIUS_DIRECTIONS, body_radius, radius_bases, walk_id
 from .checkpoint import PublicSnapshot, fingerprint
@@ -148,6 +148,10 @@ class PreparedWorkload:
             arrays.update(certificate=np.array(json.dumps(self.certified.certificate.as_dict(), sort_keys=True)),
                           states=self.certified.states, state_bases=self.certified.bases,
                           public=np.array(PUBLIC_NOTE))
+            mom = self.certified.moments
+            if mom is not None:
+                arrays.update(pool_moments=np.array(json.dumps(mom.as_dict(), sort_keys=True)),
+                              pool_second=mom.second)
         if self.rows:
             arrays["recommend_rows"] = np.array(json.dumps(self.rows, sort_keys=True))
             arrays.update({ROW_ARRAY + k: v for k, v in self.row_arrays.items()})
@@ -346,7 +350,7 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
         # (a file that says so of an exact body only routes it to MCMC, whose claim says approximate)
         body._structure = None
         rnd = _rounding(z, body, path)
-    cert = _certified(z, rnd, path) if "certificate" in z else None
+    cert = _certified(z, rnd, body, path) if "certificate" in z else None
     rows, arrays = _rows(z, path, int(F.shape[1]))
     w = PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays, cert)
     if rnd is not None and "point_bases" in z and z["point_bases"].shape == rnd.points.shape:
@@ -364,7 +368,41 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
 _CERT_TYPES = typing.get_type_hints(Certificate)  # each field's type (str, int or float), from its declaration
 
 
-def _certified(z: dict[str, NDArray[Any]], rnd: Rounding | None, path: Path) -> Certified:
+def _moments(z: dict[str, NDArray[Any]], body: SymmetricHull, pool: int, damaged: ValueError) -> PoolMoments | None:
+    """The saved :class:`~knorm.walks.certify.PoolMoments`, checked (None in a file written before
+    they were kept): finite; standard errors ≥ 0 and ESS in [2, pool]; E|Z|² = tr E[ZZᵀ] (to
+    1e-9, relative); (E|Z|)² ≤ E|Z|²; E[ZZᵀ] symmetric and positive semi-definite. Carried to
+    this body's span coordinates as the rounding is (:func:`_rounding`): ``Z_here = s·Q·Z_saved``."""
+    r = body.dim
+    if "pool_moments" not in z and "pool_second" not in z:
+        return None
+    try:
+        d = json.loads(str(z["pool_moments"]))
+        second = np.asarray(z["pool_second"], dtype=np.float64)
+        sq, nrm = (tuple(float(v) for v in d[k]) for k in ("sq", "norm"))
+        records = d["records"]
+    except (KeyError, ValueError, TypeError):
+        raise damaged from None
+    ok = (is_int(records) and records == pool and len(sq) == 3 and len(nrm) == 3 and second.shape == (r, r)
+          and all(np.isfinite(v) for v in (*sq, *nrm)) and bool(np.all(np.isfinite(second)))
+          and sq[0] > 0 and nrm[0] > 0 and min(sq[1], nrm[1]) >= 0 and all(2 <= e <= pool for e in (sq[2], nrm[2]))
+          and nrm[0] ** 2 <= sq[0] * (1 + 1e-12) and np.allclose(second, second.T, rtol=0, atol=1e-12 * sq[0])
+          and abs(float(np.trace(second)) - sq[0]) <= 1e-9 * sq[0])
+    if ok:
+        second = (second + second.T) / 2
+        ok = float(np.min(np.linalg.eigvalsh(second))) >= -1e-12 * sq[0]
+    if not ok:
+        raise damaged
+    U, unit = z["span_basis"], float(z["unit"])
+    if not (np.array_equal(U, body.span_basis) and unit == body._unit):  # _rounding checked U spans F
+        Q, s = body.span_basis.T @ U, unit / body._unit
+        second = s**2 * (Q @ second @ Q.T)
+        second = (second + second.T) / 2
+        sq, nrm = (s**2 * sq[0], s**2 * sq[1], sq[2]), (s * nrm[0], s * nrm[1], nrm[2])
+    return PoolMoments(sq=sq, norm=nrm, second=second, records=int(records))  # type: ignore[arg-type]
+
+
+def _certified(z: dict[str, NDArray[Any]], rnd: Rounding | None, body: SymmetricHull, path: Path) -> Certified:
     """The saved certification, checked: its fields, the thresholds (W and the spacing must
     follow from its own ESS: :meth:`~knorm.walks.certify.Certificate.failures`), this knorm
     version, and the states inside K by the exact oracle."""
@@ -384,7 +422,7 @@ def _certified(z: dict[str, NDArray[Any]], rnd: Rounding | None, path: Path) -> 
         why = "; ".join(bad) if bad else f"made by knorm {cert.version}, this is {_version()}"
         raise ValueError(f"prepared: {str(path)!r} has a certificate that is refused ({why}): prepare it again, "
                          "or knorm prepare --verify")
-    certified = Certified(cert, z["states"], z["state_bases"])
+    certified = Certified(cert, z["states"], z["state_bases"], _moments(z, body, cert.pool, damaged))
     if not check_states(certified, rnd):
         raise ValueError(f"prepared: {str(path)!r} is damaged (its stationary states are not points of K)")
     return certified

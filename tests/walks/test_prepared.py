@@ -23,7 +23,7 @@ def test_the_file_holds_only_public_f_derived_data(saved):
         keys = set(z.files)
         assert keys == {"format", "knorm", "fingerprint", "shape", "has_rounding", "T", "points", "point_bases", "radius_bases", "tau",
                         "iterations", "eigen_spread", "span_basis", "unit", "certificate", "states", "state_bases",
-                        "public"}
+                        "public", "pool_moments", "pool_second"}
         assert "public" in str(z["public"]) and "no data" in str(z["public"])
         assert str(z["fingerprint"]) == w.fingerprint == P.workload_fingerprint(F)
         assert str(z["knorm"]) == knorm.__version__ and str(z["format"]) == P.FORMAT
@@ -156,6 +156,11 @@ def test_a_rotated_span_basis_is_carried_over(saved, tmp_path):
     p = _rewrite(path, tmp_path / "rot.knorm", span_basis=U @ R, T=R.T @ T)
     got = load_prepared(p, F).rounding
     assert np.allclose(got.T, T, rtol=0, atol=1e-12 * np.abs(T).max())
+    # the pool's moments are carried to this basis too: the same answers from either file
+    m0, m1 = w.certified.moments, load_prepared(_rewrite(p, tmp_path / "rot2.knorm", pool_second=R.T @
+                                                         w.certified.moments.second @ R), F).certified.moments
+    assert np.allclose(m1.second, m0.second, rtol=0, atol=1e-12 * np.abs(m0.second).max())
+    assert m1.sq == pytest.approx(m0.sq, rel=1e-12) and m1.norm == pytest.approx(m0.norm, rel=1e-12)
     other = np.linalg.qr(np.random.default_rng(1).standard_normal(U.shape))[0]  # not F's span
     with pytest.raises(ValueError, match="does not span"):
         load_prepared(_rewrite(path, tmp_path / "off.knorm", span_basis=other), F)
@@ -174,3 +179,78 @@ def test_recommend_takes_the_prepared_body(saved):
     w, _ = saved
     rec = knorm.recommend(F, epsilon=1.0, candidates=["knorm"], n_samples=200, prepared=w)
     assert rec.best == "knorm" and rec.mechanism.body is w.body
+
+
+# ---- the certified pool's moments: every question about the error answered from the file ----
+
+def test_the_pool_moments_agree_with_independent_draws(saved):
+    """E‖z‖₂², E‖z‖₂ and E[zzᵀ] of the certified pool (kept in the file) against a separate run of
+    6000 draws of the release sampler (other randomness): within five standard errors of the
+    difference, each side's from its own ESS; E[zzᵀ]'s trace is E|z|² exactly."""
+    w, path = saved
+    mom = load_prepared(path, F).certified.moments
+    assert mom.records == w.certificate.pool and np.trace(mom.second) == pytest.approx(mom.sq[0], rel=1e-9)
+    m = KNormMechanism(F, epsilon=1.0, prepared=w, rng=11)
+    z = m.sample_uniform(6000)
+    ess = m.last_info.min_ess * 6000 / m.last_info.draws
+    Z = (z @ w.body.span_basis) / w.body._scale  # span coordinates, frame units
+    for (mean, se, _), v in ((mom.sq, np.sum(Z**2, axis=1)), (mom.norm, np.linalg.norm(Z, axis=1))):
+        se2 = v.std(ddof=1) / np.sqrt(ess)
+        assert abs(v.mean() - mean) <= 5 * np.hypot(se, se2), (mean, v.mean(), se, se2)
+    # each query's variance (what synthetic records weight by): 5 SE of a variance from ESS draws
+    var_pool, var_run = np.diag(mom.second), np.mean(Z**2, axis=0)
+    se_var = np.sqrt(2 / ess) * np.maximum(var_pool, var_run) * np.sqrt(2)
+    assert np.all(np.abs(var_pool - var_run) <= 5 * se_var)
+
+
+def test_error_questions_about_a_prepared_workload_draw_nothing(saved, monkeypatch):
+    """expected_error, expected_squared_error and recommend's K-norm row come from the file's pool:
+    the mechanisms' samplers are never run (they would raise here)."""
+    w, path = saved
+    v = load_prepared(path, F)
+
+    def no_draws(*args, **kwargs):
+        raise AssertionError("drew new samples")
+
+    monkeypatch.setattr(KNormMechanism, "sample_uniform", no_draws)
+    monkeypatch.setattr(Sampler, "run", no_draws)
+    m = KNormMechanism(F, epsilon=2.0, prepared=v)
+    e = m.expected_error()
+    mean, se, ess = v.certified.moments.norm
+    unit = (m.dim + 1) * w.body._scale / 2.0  # (dim+1)/ε·‖z‖, ‖z‖ = scale·|Z|
+    assert e.value == pytest.approx(unit * mean, rel=1e-12) and e.stderr == pytest.approx(unit * se, rel=1e-12)
+    assert "certified pool of 2000" in e.method and not e.exact
+    sq = v.certified.moments.sq[0]
+    assert m.expected_squared_error() == pytest.approx((m.dim + 1) * (m.dim + 2) * w.body._scale**2 * sq / 4, rel=1e-12)
+    rec = knorm.recommend(F, epsilon=1.0, candidates=["knorm", "nim"], prepared=v)
+    assert "certified pool of 2000" in rec.table["knorm"].method
+    with pytest.raises(AssertionError, match="drew"):  # an explicit number of draws still draws
+        m.expected_error(100)
+
+
+def test_damaged_or_missing_pool_moments(saved, tmp_path):
+    import json
+
+    w, path = saved
+    mom = w.certified.moments
+    good = json.loads(json.dumps(mom.as_dict()))
+    bad = [dict(pool_moments=np.array("{")),
+           dict(pool_moments=np.array(json.dumps({**good, "sq": [-1.0, 0.0, 10.0]}))),
+           dict(pool_moments=np.array(json.dumps({**good, "norm": [mom.norm[0], 0.0, 1e9]}))),  # ESS > pool
+           dict(pool_moments=np.array(json.dumps({**good, "records": 7}))),
+           dict(pool_second=2 * mom.second),                                   # trace ≠ E|Z|²
+           dict(pool_second=mom.second[:-1, :-1]),
+           dict(pool_second=mom.second + np.diag([2 * mom.second[1, 1], -2 * mom.second[1, 1]]
+                                                 + [0.0] * (len(mom.second) - 2)))]  # same trace, not PSD
+    for i, change in enumerate(bad):
+        with pytest.raises(ValueError, match="damaged"):
+            load_prepared(_rewrite(path, tmp_path / f"m{i}.knorm", **change), F)
+    # a file written before the moments were kept loads, and its questions fall back to draws
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files if k not in ("pool_moments", "pool_second")}
+    with open(tmp_path / "old.knorm", "wb") as f:
+        np.savez(f, **arrays)
+    old = load_prepared(tmp_path / "old.knorm", F)
+    assert old.certified.moments is None
+    e = KNormMechanism(F, epsilon=1.0, prepared=old, rng=3).expected_error()
+    assert "4000" in e.method
