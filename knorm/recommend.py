@@ -58,7 +58,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._rng import as_generator
 from ._validate import check_memory, check_options, is_int, memory_limit, positive_int, short_repr
-from .body import SymmetricHull
 from .body.hull import validate_matrix
 from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
                          LaplaceMechanism, NIMechanism, PIdentityMechanism)
@@ -69,6 +68,7 @@ from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism
 from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts
 from .implicit import ImplicitWorkload, from_matrix
 from .walks.chains import check_workers, walk_id
+from .walks.prepared import body_of
 from .privacy import gdp_delta
 from .walks.prepared import PreparedWorkload, check_prepared
 
@@ -478,8 +478,8 @@ class _Builder:
         return self._exact("kron-p-identity", m, f"exact: √2/ε·‖F A⁺‖_F, A = ⊗ p-Identity, p = {m.p}")
 
     def _body(self):
-        if self.body is None:
-            self.body = SymmetricHull(self.F)
+        if self.body is None:  # this process's body of F: rounded and certified once for every question
+            self.body = body_of(self.F)
         return self.body
 
     def knorm(self):
@@ -515,6 +515,8 @@ class _Builder:
         if self.body is None:
             self.body = m._stages[0].body
         if len(m.levels) == 1:
+            if knorm_row is None and m.levels[0].kept_dim == m.levels[0].dim:
+                knorm_row = self.knorm()  # K-norm's row (from the certified pool where there is one)
             row = self.nim_as_knorm(knorm_row)
             if row is not None:
                 return row

@@ -102,9 +102,11 @@ class Synthetic:
 
 def answer_variances(mechanism: Any, d: int, noise_draws: int = NOISE_DRAWS) -> NDArray[np.float64]:
     """Each answer's noise variance: exact for Laplace (2b²), Gaussian (σ²) and the residual Gaussian
-    (:meth:`~knorm.mechanisms.residual.ResidualGaussianMechanism.table_variances`); otherwise the
+    (:meth:`~knorm.mechanisms.residual.ResidualGaussianMechanism.table_variances`); for K-norm
+    ``(k+1)(k+2)/ε²·E z_i²`` from its exact or certified-pool covariance
+    (:meth:`~knorm.mechanisms.KNormMechanism.noise_variances`: no draws); otherwise the
     empirical variance of ``noise_draws`` draws of ``mechanism.sample_noise`` (no data, no privacy)."""
-    from .mechanisms import GaussianMechanism, LaplaceMechanism
+    from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism
     from .mechanisms.residual import ResidualGaussianMechanism
 
     if isinstance(mechanism, LaplaceMechanism):
@@ -122,6 +124,10 @@ def answer_variances(mechanism: Any, d: int, noise_draws: int = NOISE_DRAWS) -> 
             i += size
         rows = mechanism._m.rows
         return np.where(rows >= 0, cell[np.maximum(rows, 0)], 0.0)
+    if isinstance(mechanism, KNormMechanism) and mechanism.d == d:
+        known = mechanism.noise_variances()
+        if known is not None:
+            return known
     if not callable(getattr(mechanism, "sample_noise", None)):
         raise ValueError(f"noise: {type(mechanism).__name__} has no noise scale (give a mechanism with sample_noise, "
                          "a number or one number per answer)")

@@ -10,35 +10,49 @@ from ._common import (_add_debug, _add_workers, _add_workload, _laplace_draws, _
 
 def cmd_info(args):
     from .. import bounds
-    from ..body import SymmetricHull
+    import numpy as np
+
     from ..mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
     from ..mechanisms._base import row_norms
     from ..mechanisms.additive import l1_sensitivity, l2_sensitivity
     from ..recommend import CANDIDATES, recommend
+    from ..walks.prepared import body_of
 
     F, label = load_workload(args)  # info never reads data: every number below depends on F only
+    w = None
+    if not args.json:
+        print(f"knorm {__version__}: {label}", flush=True)  # at once: the answers below may take a while
     if getattr(args, "prepared", None):
-        return _prepared_info(args, F, label)
-    K = SymmetricHull(F)
+        w, file_facts, file_lines = _prepared_info(args, F, label)
+        if not args.json:
+            print("\n".join(file_lines), flush=True)
+    # one body for every question (the file's, or this process's): rounded and certified once, and
+    # the certified pool's moments answer K-norm's (and a one-level NIM's) errors with no new draws
+    K = w.body if w is not None else body_of(F)
+    on = {"prepared": w} if w is not None else {"body": K}
     eps = args.epsilon
     facts = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "rank": K.dim,
              "l1_sensitivity": l1_sensitivity(F), "l2_sensitivity": l2_sensitivity(F),
              "exact_structure": K.exact_structure.kind if K.exact_structure is not None else None,
              "epsilon": eps, "delta": args.delta, "mc_seed": args.mc_seed}
-    km = KNormMechanism(F, epsilon=eps, rng=args.mc_seed, body=K, sampler_options=sampler_options(args))
-    z = km.sample_uniform(2000)
-    nz = row_norms(z)
-    facts["mean_l2_uniform_K"] = float(nz.mean())
+    if w is not None:
+        facts["prepared"] = file_facts
+    km = KNormMechanism(F, epsilon=eps, rng=args.mc_seed, sampler_options=sampler_options(args), **on)
+    mom = km.pool_moments()
+    if mom is not None:  # E‖z‖₂ = 2^e·unit·E|Z|
+        facts["mean_l2_uniform_K"] = float(np.ldexp(mom.norm[0] * K._unit, K._exp))
+    else:
+        facts["mean_l2_uniform_K"] = float(row_norms(km.sample_uniform(2000)).mean())
     errs = {
         "laplace": LaplaceMechanism(F, epsilon=eps, rng=args.mc_seed).expected_error(
             n_samples=_laplace_draws(F.shape[0])),
-        "knorm": km.expected_error(n_samples=2000),
+        "knorm": km.expected_error(),
     }
     if args.delta is not None:
         errs["gaussian"] = GaussianMechanism(F, epsilon=eps, delta=args.delta).expected_error()
     if not args.no_nim:
-        nim = NIMechanism(F, epsilon=eps, rng=args.mc_seed, sampler_options=sampler_options(args))
-        errs["nim"] = nim.expected_error(n_samples=1000)
+        nim = NIMechanism(F, epsilon=eps, rng=args.mc_seed, sampler_options=sampler_options(args), **on)
+        errs["nim"] = nim.expected_error()
     facts["expected_l2_error"] = {k: {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
                                   for k, e in errs.items()}
     if K.dim <= args.vollb_max_dim:
@@ -49,14 +63,13 @@ def cmd_info(args):
         facts["vol_lower_bound"] = None
     candidates = [c for c in CANDIDATES if not (c == "nim" and args.no_nim or c.startswith("gaussian") and args.delta is None)]
     table = recommend(F, epsilon=eps, delta=args.delta, rng=args.mc_seed, candidates=candidates, mc_seed=args.mc_seed,
-                      workers=args.workers)
+                      workers=args.workers, prepared=w)
     rec = {"mechanism": table.best, "reason": table.reason}
     facts["recommendation"] = rec
     facts["recommend"] = table.as_dict()
     if args.json:
         print(json.dumps(facts, indent=2, default=float, ensure_ascii=False))
         return 0
-    print(f"knorm {__version__}: {label}")
     print(f"rank {K.dim} of {F.shape[0]}; Δ₁ = {facts['l1_sensitivity']:g}, Δ₂ = {facts['l2_sensitivity']:.4g}; "
           f"K is {facts['exact_structure'] or 'a general polytope (MCMC sampling)'}")
     print(f"E‖z‖₂ for z ~ Uniform(K): {facts['mean_l2_uniform_K']:.4g}")
@@ -71,7 +84,8 @@ def cmd_info(args):
 
 
 def _prepared_info(args, F, label):
-    """``knorm info --prepared FILE``: what the file holds (checked as a release would load it)."""
+    """``knorm info --prepared FILE``: the loaded workload, what the file holds (checked as a
+    release would load it) and its lines of text."""
     from .prepare import load_prepared_option
 
     w = load_prepared_option(args, F)
@@ -81,22 +95,22 @@ def _prepared_info(args, F, label):
              {"iterations": w.rounding.iterations, "tau": w.rounding.tau, "eigen_spread": w.rounding.eigen_spread},
              "certificate": None if cert is None else cert.as_dict(),
              "states": 0 if w.certified is None else len(w.certified.states),
-             "recommend_rows": sorted(w.rows.get("rows", {}))}
-    if args.json:
-        print(json.dumps(facts, indent=2, ensure_ascii=False))
-        return 0
-    print(f"knorm {__version__}: {label}; prepared file {args.prepared} (public: functions of F and public seeds)")
-    print(f"rank {w.body.dim}; fingerprint {w.fingerprint[:16]}…; " +
-          ("exact structure: no rounding, no MCMC" if w.rounding is None else
-           f"rounding: {w.rounding.iterations} iteration(s), eigenvalue spread {w.rounding.eigen_spread:.2f}"))
+             "recommend_rows": sorted(w.rows.get("rows", {})),
+             "pool_moments": w.certified is not None and w.certified.moments is not None}
+    lines = [f"prepared file {args.prepared} (public: functions of F and public seeds)",
+             f"rank {w.body.dim}; fingerprint {w.fingerprint[:16]}…; " +
+             ("exact structure: no rounding, no MCMC" if w.rounding is None else
+              f"rounding: {w.rounding.iterations} iteration(s), eigenvalue spread {w.rounding.eigen_spread:.2f}")]
     if cert is not None:
-        print(f"walk {cert.summary()}; {facts['states']} public stationary states")
-        print(f"a release starts at one of them (OS entropy) and runs W = {cert.warmup} steps: approximate (MCMC)")
+        lines.append(f"walk {cert.summary()}; {facts['states']} public stationary states")
+        lines.append(f"a release starts at one of them (OS entropy) and runs W = {cert.warmup} steps: approximate (MCMC)")
+        if facts["pool_moments"]:
+            lines.append("the certified pool's moments answer K-norm's expected errors below: no new draws")
     elif w.rounding is not None:
-        print("no certificate: the first release certifies the walk in memory (knorm prepare writes one)")
+        lines.append("no certificate: the first release certifies the walk in memory (knorm prepare writes one)")
     if facts["recommend_rows"]:
-        print(f"recommend's rows: {', '.join(facts['recommend_rows'])}")
-    return 0
+        lines.append(f"recommend's rows: {', '.join(facts['recommend_rows'])}")
+    return w, facts, lines
 
 
 def add_parser(sub):
@@ -117,8 +131,10 @@ def add_parser(sub):
                    help="estimate VolLB only up to this rank (default 20; 0 skips it)")
     _add_workers(i)
     i.add_argument("--prepared", metavar="FILE",
-                   help="show what a prepared workload of this F holds (knorm prepare): its rounding, certificate "
-                        "and stationary states, checked as a release loads them; nothing else is computed")
+                   help="a prepared workload of this F (knorm prepare): shows what it holds (its rounding, "
+                        "certificate and stationary states, checked as a release loads them), and answers the "
+                        "expected errors and the recommendation from it (K-norm's from its certified pool: no "
+                        "new draws)")
     i.add_argument("--json", action="store_true", help="print the facts as machine-readable JSON")
     i.set_defaults(func=cmd_info)
     return i

@@ -59,23 +59,15 @@ def cmd_prepare(args):
             executor = _dask_executor(args.scheduler)
         workers = executor if executor is not None else args.workers
         chains = prepare_chains(args, executor)
-        w = prepare(F, out, chains=chains, workers=workers, progress=progress, resume=not args.restart)
+        w = prepare(F, out, chains=chains, workers=workers, progress=progress, resume=not args.restart,
+                    recommend=bool(args.recommend))  # the table's rows, ε-free, kept in the file
     except (ValueError, ConvergenceError) as exc:
         raise CLIError(str(exc).splitlines()[0]) from None
     finally:
         progress.close()
         if executor is not None:
             executor.close()
-    rows = []
-    if args.recommend:  # the table's rows, ε-free, kept in the file (the mechanism it builds draws nothing)
-        from ..recommend import recommend
-
-        try:
-            table = recommend(F, epsilon=1.0, prepared=w, workers=args.workers).table
-        except ValueError as exc:
-            raise CLIError(f"--recommend: {exc}".splitlines()[0]) from None
-        rows = [k for k, r in table.items() if r.rms is not None and k in w.rows.get("rows", {})]
-        w.save(out)
+    rows = sorted(w.rows.get("rows", {}))
     cert = w.certificate
     summary = {"workload": label, "d": int(F.shape[0]), "n": int(F.shape[1]), "dim": int(w.body.dim),
                "fingerprint": w.fingerprint, "chains": chains, "rounding": w.rounding is not None,

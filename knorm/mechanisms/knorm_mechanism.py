@@ -210,6 +210,25 @@ class KNormMechanism(Mechanism):
             return None
         return known_moments(self.body, self.walk)
 
+    def noise_variances(self) -> NDArray[np.float64] | None:
+        """Each answer's noise variance ``Var(r·z_i) = (k+1)(k+2)/ε² · E z_i²`` (r ~ Gamma(k+1, 1/ε)
+        independent of z, E z = 0), with E[zzᵀ] exact (exact structure) or the certified pool's
+        (:meth:`pool_moments`); None where neither exists."""
+        if self.structure is not None:
+            C = self.structure.covariance_frame()
+        else:
+            mom = self.pool_moments()
+            if mom is None:
+                return None
+            C = mom.second
+        U = self.body.span_basis
+        diag = np.einsum("ij,jk,ik->i", U, C, U)  # diag(U C Uᵀ) without the d × d matrix
+        k = self.dim
+        unit = (k + 1) * (k + 2) * self.body._unit**2 * np.maximum(diag, 0.0) / self.epsilon**2
+        with np.errstate(over="ignore"):
+            out = np.ldexp(unit, 2 * self.body._exp)
+        return check_finite_output(out, "the noise variances")
+
     def expected_error(self, n_samples: int | None = None) -> ErrorEstimate:
         """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``.
 

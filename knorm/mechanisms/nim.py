@@ -14,7 +14,7 @@ last level releases all of ``U_{L-1}``). The levels are independent and mean zer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -415,8 +415,15 @@ class NIMechanism(Mechanism):
             self._certified = self._certified and lv.mechanism._certified
         return self._one_or_many(total, m)
 
-    def expected_error(self, n_samples: int = 2000) -> ErrorEstimate:
-        """``E‖noise‖₂`` by Monte Carlo over the mechanism's own noise (with SE)."""
+    def expected_error(self, n_samples: int | None = None) -> ErrorEstimate:
+        """``E‖noise‖₂``: a plan of one level is the K-norm mechanism (``n_samples`` None: its
+        :meth:`~KNormMechanism.expected_error`, from the certified pool where there is one);
+        otherwise Monte Carlo over ``n_samples`` (default 2000) of the mechanism's own noise draws."""
+        one = self.levels[0]
+        if n_samples is None and len(self.levels) == 1 and one.kept_dim == one.dim and one.epsilon == self.epsilon:
+            e = one.mechanism.expected_error()
+            return replace(e, method=f"its plan has one level, the K-norm mechanism: {e.method}")
+        n_samples = 2000 if n_samples is None else n_samples
         draws = self.sample_noise(check_n_samples(n_samples))
         exact = self.privacy_per_answer.exact
         return mc_norm_estimate(draws, method=f"Monte Carlo over {n_samples} noise draws"

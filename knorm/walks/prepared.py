@@ -211,7 +211,8 @@ class _Partial:
 
 def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains: int = DEFAULT_CHAINS,
             workers: int | Executor | None = None, progress: Any = None, certify: bool = True,
-            walk: str = "billiard", resume: bool = True, snapshot_every: float = 30.0) -> PreparedWorkload:
+            walk: str = "billiard", resume: bool = True, snapshot_every: float = 30.0,
+            recommend: bool = False) -> PreparedWorkload:
     """Do the work that depends on F only (its body, rounding and, with ``certify``, the
     certification of ``walk`` on the rounded body) and, given ``path``, save it.
 
@@ -229,12 +230,17 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     snapshot is deleted once the file is written. A snapshot of another prepare is refused
     (ValueError); ``resume=False`` discards any snapshot first.
 
+    ``recommend``: also compute :func:`knorm.recommend`'s ε-free rows (every pure ε-DP candidate,
+    default options; K-norm's and a one-level NIM's from the certified pool) and keep them in the
+    file, so that ``recommend(F, epsilon=…, prepared=load_prepared(path, F))`` answers at once at
+    any ε (the Gaussian rows, which depend on δ, are exact formulas computed then).
+
     Raises :class:`~knorm.ConvergenceError` if the walk cannot be certified. Returns the
     :class:`PreparedWorkload`; later releases load the file with :func:`load_prepared`.
     """
     walk_id(walk)
     chains = positive_int("chains", chains)
-    for name, flag in (("certify", certify), ("resume", resume)):
+    for name, flag in (("certify", certify), ("resume", resume), ("recommend", recommend)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
     if not is_real(snapshot_every) or not snapshot_every >= 0:
@@ -258,6 +264,10 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
         w.certified = certify_walk(w.body, walk=walk, workers=workers, progress=progress, chains=chains,
                                    checkpoint=None if partial is None else partial.certify)
         cache_certified(w.body, w.certified)
+    if recommend:
+        from ..recommend import recommend as recommend_rows
+
+        recommend_rows(F, epsilon=1.0, prepared=w, walk=walk, workers=workers)  # rows are ε-free: kept in w.rows
     if path is not None:
         w.save(path)
     if partial is not None:
