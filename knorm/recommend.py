@@ -497,8 +497,8 @@ class _Builder:
             mean, se_m, ess = mom.sq
             rms = factor * np.sqrt(mean)
             return self.row("knorm", rms, factor * se_m / (2.0 * np.sqrt(mean)), False,
-                            f"Monte Carlo: E‖z‖₂² from the certified pool of {mom.records} MCMC ({self.walk}) "
-                            f"records, ESS {ess:.0f}")
+                            f"Monte Carlo: E‖z‖₂² from the certified pool (MCMC, {self.walk}): ESS {ess:.0f} "
+                            f"of {mom.records} records")
         z = m.sample_uniform(self.n_samples)
         info = m.last_info
         ess = max(2.0, min(self.n_samples, info.min_ess * self.n_samples / info.draws))

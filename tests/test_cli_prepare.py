@@ -89,8 +89,8 @@ def test_prepare_prints_the_certificate_and_info_shows_it(prepared, tmp_path, ca
     f = json.loads(stdout)
     p = f["prepared"]
     assert p["certificate"]["warmup"] >= 20 and p["states"] == 64 and p["certificate"]["max_rhat"] < 1.01
-    assert p["pool_moments"] and "certified pool of 2000" in f["expected_l2_error"]["knorm"]["method"]
-    assert "certified pool of 2000" in f["recommend"]["table"]["knorm"]["method"]
+    assert p["pool_moments"] and "certified pool (MCMC, billiard): ESS" in f["expected_l2_error"]["knorm"]["method"]
+    assert "certified pool (MCMC, billiard): ESS" in f["recommend"]["table"]["knorm"]["method"]
     rc, stdout, err = run(["info", *WORKLOAD, "--prepared", str(prepared)], capsys)
     assert rc == 0 and "64 public stationary states" in stdout and "approximate (MCMC)" in stdout, err
     assert "no new draws" in stdout

@@ -242,8 +242,8 @@ class KNormMechanism(Mechanism):
             f = (self.dim + 1) * self.body._unit  # ‖z‖ = 2^e·unit·|Z|
             value, stderr = (scaled(f * v, self.body._exp, self.epsilon) for v in (mean, se))
             check_finite_output([value, stderr], "the expected error")
-            return ErrorEstimate(value, stderr, False, f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from the certified pool of "
-                                                      f"{mom.records} MCMC ({self.walk}) records, ESS {ess:.0f}")
+            return ErrorEstimate(value, stderr, False, f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from the certified pool "
+                                                      f"(MCMC, {self.walk}): ESS {ess:.0f} of {mom.records} records")
         n_samples = 4000 if n_samples is None else n_samples
         z = self.sample_uniform(check_n_samples(n_samples))
         ess = None

@@ -219,11 +219,11 @@ def test_error_questions_about_a_prepared_workload_draw_nothing(saved, monkeypat
     mean, se, ess = v.certified.moments.norm
     unit = (m.dim + 1) * w.body._scale / 2.0  # (dim+1)/ε·‖z‖, ‖z‖ = scale·|Z|
     assert e.value == pytest.approx(unit * mean, rel=1e-12) and e.stderr == pytest.approx(unit * se, rel=1e-12)
-    assert "certified pool of 2000" in e.method and not e.exact
+    assert "certified pool (MCMC, billiard): ESS" in e.method and not e.exact
     sq = v.certified.moments.sq[0]
     assert m.expected_squared_error() == pytest.approx((m.dim + 1) * (m.dim + 2) * w.body._scale**2 * sq / 4, rel=1e-12)
     rec = knorm.recommend(F, epsilon=1.0, candidates=["knorm", "nim"], prepared=v)
-    assert "certified pool of 2000" in rec.table["knorm"].method
+    assert "certified pool (MCMC, billiard): ESS" in rec.table["knorm"].method
     with pytest.raises(AssertionError, match="drew"):  # an explicit number of draws still draws
         m.expected_error(100)
 
