@@ -73,9 +73,14 @@ def main():
         m = knorm.KNormMechanism(F, epsilon=1.0, prepared=w, sampler_options=opts)
         a = m.release(x)
         t = step("release (1 answer, ε = 1; warm-up and draws)", t)
+        e = m.expected_error()
+        t = step("m.expected_error() (the file's certified pool)", t)
+        rec = knorm.recommend(F, epsilon=1.0, prepared=w)
+        t = step("knorm.recommend(F, epsilon=1, prepared=w)", t)
         tables = split_marginals(DOMAIN, 2, knorm.postprocess.nonnegative(F, a))
         t = step("nonnegative + split_marginals", t)
-        print(f"  {'all':48s} {t - t0:7.2f} s   ({len(tables)} tables; {m.privacy})")
+        print(f"  {'all':48s} {t - t0:7.2f} s   ({len(tables)} tables; expected error {e}; recommended "
+              f"{rec.best}; {m.privacy})")
         print("command line:")
         np.save(tmp / "F.npy", F)
         np.save(tmp / "x.npy", x)
@@ -88,6 +93,9 @@ def main():
         subprocess.run(["knorm", "sample", "--matrix", "F.npy", "--data", "x.npy", "--prepared", "W2.knorm",
                         "--count", "1", "--out", "answers.npz", "--quiet", *work], cwd=tmp, env=env, check=True)
         t = step("knorm sample --prepared --count 1", t)
+        subprocess.run(["knorm", "info", "--matrix", "F.npy", "--prepared", "W2.knorm", "--epsilon", "1"], cwd=tmp,
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        t = step("knorm info --prepared (errors and recommend)", t)
         with np.load(tmp / "answers.npz") as z:
             answers = z["samples"][0]
             claim = json.loads(str(z["privacy"]))
