@@ -14,9 +14,11 @@ zero: which grid points x can produce no longer depends on x (design §10 bounds
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+from numba import njit
 from numpy.typing import ArrayLike, NDArray
 
 GRID_BITS = 10  # γ = 2^k with 2^k <= s·2^-10: the grid 2^10–2^11 times finer than the noise scale s
@@ -38,6 +40,39 @@ def grid_details(k: int) -> dict[str, Any]:
             "rounding": "round-to-nearest-even of the exact sum fl(Fx) + noise onto grid·Z, clamped to ±clamp"}
 
 
+@njit(cache=True)
+def _snap_kernel(a, n, k, out):  # pragma: no cover (compiled)
+    """``out[i·p + j] = round_γ(a[j] + n[i·p + j])`` with p = len(a): the loop of :func:`snap_sum`."""
+    g = math.ldexp(1.0, k)
+    inv = math.ldexp(1.0, -k)
+    half = math.ldexp(1.0, k - 1)
+    bound = math.ldexp(1.0, k + CLAMP_BITS)
+    top = math.ldexp(1.0, CLAMP_BITS)
+    p = a.size
+    for i in range(n.size // p):
+        for j in range(p):
+            x = a[j]
+            y = n[i * p + j]
+            s = x + y
+            if not math.isfinite(s):  # an overflowed sum stays ±inf (or NaN): the caller refuses it
+                out[i * p + j] = s
+                continue
+            bb = s - x
+            e = (x - (s - bb)) + (y - bb)  # two-sum: x + y = s + e exactly
+            if s > bound:
+                s, e = bound, 0.0
+            elif s < -bound:
+                s, e = -bound, 0.0
+            q = np.rint(s * inv)  # s·2^-k and q·2^k: exact scalings by powers of two
+            r = s - q * g  # exact: |s| <= 2^(k+50), so ulp(s) <= γ/4 and |r| <= γ/2
+            if e > half - r:
+                q += 1.0
+            elif -e > half + r:
+                q -= 1.0
+            q = min(max(q, -top), top)
+            out[i * p + j] = q * g + 0.0  # −0.0 → +0.0: the sign of a zero would tell the sign of the real value
+
+
 def snap_sum(a: ArrayLike, n: ArrayLike, k: int) -> NDArray[np.float64]:
     """``round_γ(a + n)``, γ = 2^k: the exact real sum of the float64s a and n rounded to the
     nearest multiple of γ (ties to even), clamped to ``±2^(k+CLAMP_BITS)``; ``+0.0`` for zero.
@@ -45,25 +80,21 @@ def snap_sum(a: ArrayLike, n: ArrayLike, k: int) -> NDArray[np.float64]:
     Exact: ``s = fl(a + n)`` and its error ``e`` (Knuth's two-sum: ``a + n = s + e`` exactly);
     ``q = rint(s/γ)``, ``r = s − qγ`` (both exact while ``|s| <= 2^(k+50)``, as ``ulp(s) <= γ/4``);
     then q moves by one where ``r + e`` passes ``±γ/2`` (compared exactly: ``γ/2 ∓ r`` is exact
-    wherever ``|e|`` could reach it). A non-finite sum stays non-finite (the callers refuse it rather than release the clamp).
+    wherever ``|e|`` could reach it). A non-finite sum stays non-finite (the callers refuse it rather
+    than release the clamp). One compiled pass over the answers (a: one value or one per column).
     """
     a = np.asarray(a, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        s = a + n
-        bb = s - a
-        e = (a - (s - bb)) + (n - bb)
-        bound = np.ldexp(1.0, k + CLAMP_BITS)
-        inside = np.abs(s) <= bound
-        sc = np.where(inside, s, np.clip(s, -bound, bound))  # NaN stays NaN
-        e = np.where(inside, e, 0.0)
-        q = np.rint(np.ldexp(sc, -k))
-        r = sc - np.ldexp(q, k)
-        half = np.ldexp(1.0, k - 1)
-        q = q + (e > half - r) - (-e > half + r)
-        out = np.ldexp(np.clip(q, -2.0**CLAMP_BITS, 2.0**CLAMP_BITS), k)
-        out = np.where(np.isfinite(s), out, s)  # an overflowed sum stays ±inf (or NaN): the caller refuses it
-    return out + 0.0  # −0.0 → +0.0: the sign of a zero would tell the sign of the real value
+    shape = np.broadcast_shapes(a.shape, n.shape)
+    if a.ndim <= 1 and shape and (a.ndim == 0 or a.shape[0] == shape[-1]):
+        period = np.ascontiguousarray(np.broadcast_to(a, shape[-1:]))  # a repeats along the rows
+    else:
+        period = np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
+    flat = np.ascontiguousarray(np.broadcast_to(n, shape)).reshape(-1)
+    out = np.empty(flat.size)
+    if flat.size:
+        _snap_kernel(period.reshape(-1) if period.size else np.zeros(1), flat, int(k), out)
+    return out.reshape(shape)
 
 
 def snap(v: ArrayLike, k: int) -> NDArray[np.float64]:
