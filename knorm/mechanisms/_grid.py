@@ -5,7 +5,7 @@ A float ``fl(Fx + n)`` carries low-order bits whose attainable set depends on x 
 2012: numpy's Laplace ``log(2U)`` with U on the 2⁻⁵³ grid names x with certainty). Every
 mechanism here instead releases ``round_γ(a + n)``: the exact real sum of the two float64s
 ``a = fl(Fx)`` and ``n`` (the noise) rounded to the nearest point of ``γZ`` (ties to even),
-computed exactly (:func:`snap_sum`, an error-free two-sum), then clamped to ``±2^50·γ``. The
+computed exactly (:func:`snap_sum`, an error-free two-sum), then clamped to ``±2^50·γ`` (at most ``2^1023``). The
 grid ``γ = 2^k`` is chosen from the public noise scale s alone (:func:`grid_exponent`:
 ``2^k ≤ s·2⁻¹⁰ < 2^(k+1)``), so it never depends on x; the rounding adds variance ``γ²/12 ≤
 s²·2⁻²⁰/12`` per answer. A released value is then a multiple of γ whose low-order bits are
@@ -33,10 +33,15 @@ def grid_exponent(scale: float) -> int:
     return max(int(e) - 1 - GRID_BITS, MIN_EXP)
 
 
+def clamp_exponent(k: int) -> int:
+    """The exponent of the clamp ``B = 2^(k+CLAMP_BITS)``, at most 1023 (B stays a finite float64)."""
+    return min(int(k) + CLAMP_BITS, 1023)
+
+
 def grid_details(k: int) -> dict[str, Any]:
     """What a claim says of the grid: ``grid`` = γ, ``grid_exponent`` = k, ``clamp`` = 2^50·γ."""
     return {"grid": float(np.ldexp(1.0, k)), "grid_exponent": int(k),
-            "clamp": float(np.ldexp(1.0, k + CLAMP_BITS)),
+            "clamp": float(np.ldexp(1.0, clamp_exponent(k))),
             "rounding": "round-to-nearest-even of the exact sum fl(Fx) + noise onto grid·Z, clamped to ±clamp"}
 
 
@@ -46,7 +51,7 @@ def _snap_kernel(a, n, k, out):  # pragma: no cover (compiled)
     g = math.ldexp(1.0, k)
     inv = math.ldexp(1.0, -k)
     half = math.ldexp(1.0, k - 1)
-    bound = math.ldexp(1.0, k + CLAMP_BITS)
+    bound = math.ldexp(1.0, min(k + CLAMP_BITS, 1023))
     top = math.ldexp(1.0, CLAMP_BITS)
     p = a.size
     for i in range(n.size // p):
@@ -105,7 +110,7 @@ def snap(v: ArrayLike, k: int) -> NDArray[np.float64]:
 def on_grid(v: ArrayLike, k: int) -> bool:
     """True when every value is a multiple of ``2^k`` within the clamp (what a release satisfies)."""
     v = np.asarray(v, dtype=np.float64)
-    return bool(np.all(np.isfinite(v)) and np.all(np.abs(v) <= np.ldexp(1.0, k + CLAMP_BITS))
+    return bool(np.all(np.isfinite(v)) and np.all(np.abs(v) <= np.ldexp(1.0, clamp_exponent(k)))
                 and np.all(np.ldexp(v, -k) == np.rint(np.ldexp(v, -k))))
 
 

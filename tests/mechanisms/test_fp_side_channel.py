@@ -14,7 +14,7 @@ import pytest
 
 from knorm import LaplaceMechanism
 from knorm.audit_fp import certain_attack, laplace_attainable, low_bits_attack, numpy_laplace, undefended
-from knorm.mechanisms._grid import CLAMP_BITS, GRID_BITS, MIN_EXP, grid_exponent, on_grid, snap, snap_sum
+from knorm.mechanisms._grid import CLAMP_BITS, GRID_BITS, MIN_EXP, grid_details, grid_exponent, on_grid, snap, snap_sum
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,6 +57,9 @@ def test_snap_edges():
         k = grid_exponent(s)
         assert 2.0**k <= s * 2.0**-GRID_BITS < 2.0 ** (k + 1)
     assert grid_exponent(1e-305) == MIN_EXP  # γ stays far above the subnormals
+    with np.errstate(all="raise"):  # noise scales near float64's top: the clamp stays finite (2^1023)
+        assert grid_details(1013)["clamp"] == 2.0**1023
+        assert snap_sum(1e308, -3e307, 1000) == _exact_round(1e308, -3e307, 1000)
 
 
 def test_mironov_certain_against_float_laplace_control():
@@ -117,3 +120,17 @@ def test_low_bits_classifier_finds_planted_low_bits():
     a = (rng.normal(size=400) + 10.0).view(np.uint64)
     a = ((a & ~np.uint64(1)) | truth.astype(np.uint64)).view(np.float64)
     assert low_bits_attack("planted", a, truth, 1.0).accuracy > 0.95
+
+
+@pytest.mark.parametrize("i", [2, 3])  # K-norm exact: one cell, prefix(4)
+def test_low_bits_name_x_from_float_knorm_answers_and_not_from_grid_ones(i):
+    """Correlated noise leaks too: on float K-norm answers ``fl(Fx + r·z)`` (the control) the low-bit
+    classifier beats chance by many standard errors; on the grid it is at chance."""
+    mod = _script()
+    name, F, make, _ = mod.cases()[i]
+    truth = np.random.default_rng(9).permutation(np.arange(4000) % 2)
+    with undefended():
+        _, a, _, fx1 = mod.answers_of(F, make, truth, np.random.default_rng(10))
+    assert low_bits_attack(name, a, truth, fx1).accuracy >= 0.5 + 4 * np.sqrt(0.25 / 2000)
+    _, a, _, fx1 = mod.answers_of(F, make, truth, np.random.default_rng(10))
+    assert abs(low_bits_attack(name, a, truth, fx1).accuracy - 0.5) <= 4 * np.sqrt(0.25 / 2000)
