@@ -121,7 +121,7 @@ def test_release_on_an_implicit_workload_is_least_squares(imp, F):
         grid = m.privacy_per_answer.details["grid"]
         assert np.all(np.abs(m.release(x) - F @ xh) <= grid / 2 + 1e-9)
         est = make(imp, rng=3)
-        assert np.all(np.abs(est.release_estimate(x) - xh) <= 2.0 ** est._estimate_grid_k() / 2 + 1e-9)
+        assert np.all(np.abs(est.release_estimate(x) - xh) <= est.privacy.details["estimate_grid"] / 2 + 1e-9)
         assert m.answers == 1 and acc.total[0] == pytest.approx(0.5)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -178,6 +179,12 @@ class _Strategy(Mechanism):
         if self.workload is None:
             return super()._grid_k_of()
         return grid_exponent_of(float(np.ldexp(1.0, self._exp - 1)), self.epsilon)
+
+    @property
+    def privacy_per_answer(self) -> PrivacyClaim:
+        """The claim of one answer; its details also name the grid of ``release_estimate`` (``estimate_grid``)."""
+        claim = super().privacy_per_answer
+        return replace(claim, details={**claim.details, "estimate_grid": float(np.ldexp(1.0, self._estimate_grid_k()))})
 
     def _estimate_grid_k(self) -> int:
         """The grid of ``x̂``: from ``Δ₁/ε/√rows`` (a lower bound on the noise of a coordinate of
