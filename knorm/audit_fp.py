@@ -1,6 +1,6 @@
 """Precision-based attacks on released floats (docs/design.md §10, "Floating-point side channels").
 
-Two attacks on neighbouring inputs ``x ∈ {x₀, x₁}`` (the empty histogram and one record in the
+Three attacks on neighbouring inputs ``x ∈ {x₀, x₁}`` (the empty histogram and one record in the
 first cell), each given the released answers and the public F, ε:
 
 * :func:`certain_attack` -- Mironov's (CCS 2012) on numpy's Laplace sampler: for each answer
@@ -10,6 +10,10 @@ first cell), each given the released answers and the public F, ε:
   numpy's C code calls it). Where exactly one candidate can, the attacker names it *with
   certainty*; else it guesses by the likelihood (the nearer answer). A pure ε-DP mechanism
   allows no certain answer and at most ``e^ε/(1 + e^ε)`` accuracy.
+* :func:`granularity_attack` -- for any mechanism, knowing nothing of its sampler: a candidate
+  x is impossible when an answer coordinate a cannot be ``fl((Fx)ᵢ + n)`` for *any* float n
+  (e.g. ``fl(1 + n)`` is a multiple of 2⁻⁵³ wherever ``|a| < 1/2``, while noise alone, as
+  from x₀ = 0, has finer bits there); named with certainty where one candidate is left.
 * :func:`low_bits_attack` -- for any mechanism: a naive-Bayes classifier on the 8 lowest
   bits of the float64 answer and of ``fl(a − F x₁)`` (first coordinate), trained on half the
   answers and scored on the other half. The low bits carry no likelihood information, so a
@@ -26,6 +30,7 @@ import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -105,6 +110,49 @@ def certain_attack(name: str, answers: ArrayLike, truth: ArrayLike, fx0: float, 
             guess = 0 if abs(a - fx0) < abs(a - fx1) else 1
         correct += guess == t
     m = len(answers)
+    return AttackResult(name, m, float(right / m), float(wrong / m), float(correct / m))
+
+
+def float_attainable(a: float, c: float, k: int | None = None) -> bool:
+    """Is there ANY float64 noise n with ``fl(c + n) = a`` (``k`` None) or ``round_{2^k}(c + n) = a``?
+
+    Generous to the mechanism (every float is taken as a possible noise value), exact: ``fl(c + n)``
+    is monotone in n, so the floats nearest the real ``a − c`` (and their neighbours) decide."""
+    a, c = float(a), float(c)
+    t = Fraction(a) - Fraction(c)
+    n0 = float(t)  # the nearest float (ties to even)
+    if not math.isfinite(n0):
+        return False
+    near = [n0, math.nextafter(n0, math.inf), math.nextafter(n0, -math.inf),
+            math.nextafter(math.nextafter(n0, math.inf), math.inf), math.nextafter(math.nextafter(n0, -math.inf), -math.inf)]
+    if k is None:
+        return any(c + n == a for n in near)
+    return any(float(snap_sum(c, n, k)) == a for n in near)
+
+
+def granularity_attack(name: str, answers: ArrayLike, truth: ArrayLike, fx0: ArrayLike, fx1: ArrayLike,
+                       k: int | None = None) -> AttackResult:
+    """For any mechanism: candidate x is excluded when some coordinate of its answer cannot be
+    ``fl((Fx)ᵢ + n)`` for any float n (:func:`float_attainable`); where exactly one candidate is
+    left it is named with certainty, else the nearer first coordinate is guessed. ``answers``
+    (m, d), ``fx0``/``fx1`` the true answers (d,) of x₀ and x₁ (``k``: the grid the attacker assumes)."""
+    A = np.atleast_2d(np.asarray(answers, float))
+    if A.shape[0] == 1 and np.ndim(answers) == 1:
+        A = A.T
+    f0, f1 = np.atleast_1d(np.asarray(fx0, float)), np.atleast_1d(np.asarray(fx1, float))
+    truth = np.asarray(truth, int)
+    right = wrong = correct = 0
+    for a, t in zip(A, truth):
+        can0 = all(float_attainable(ai, ci, k) for ai, ci in zip(a, f0))
+        can1 = all(float_attainable(ai, ci, k) for ai, ci in zip(a, f1))
+        if can0 != can1:
+            guess = 0 if can0 else 1
+            right += guess == t
+            wrong += guess != t
+        else:
+            guess = 0 if abs(a[0] - f0[0]) < abs(a[0] - f1[0]) else 1
+        correct += guess == t
+    m = len(A)
     return AttackResult(name, m, float(right / m), float(wrong / m), float(correct / m))
 
 

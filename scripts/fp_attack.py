@@ -4,9 +4,11 @@ float answers ``fl(Fx + noise)``) against defended (answers on the public grid `
     python scripts/fp_attack.py [--answers 1000] [--seed 1]
 
 Neighbours x₀ = 0 and x₁ = e₁ (one record in the first cell), ε = 1, half the answers from
-each, fresh noise for every answer. Attacks (knorm.audit_fp): Mironov's certainty test where
-the noise is numpy's Laplace as drawn (Laplace, identity strategy, bounded Laplace), and for
-every mechanism a naive-Bayes classifier on the answers' 8 lowest bits (chance: 50%). Prints
+each, fresh noise for every answer. Attacks (knorm.audit_fp): for every mechanism, the
+granularity test (a candidate x is impossible where no float noise n gives ``fl(Fx + n)``
+equal to the answer, on any coordinate) and a naive-Bayes classifier on the answers' 8
+lowest bits (chance: 50%); Mironov's certainty test where the noise is numpy's Laplace as
+drawn (Laplace, identity strategy, bounded Laplace). Prints
 one row per (mechanism, attack, variant): certain-and-right %, certain-and-wrong %, accuracy.
 A pure ε = 1 mechanism allows no certain answer and accuracy at most e/(1 + e) ≈ 73.1%.
 """
@@ -21,7 +23,7 @@ import numpy as np
 import knorm.workloads as W
 from knorm import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism, LaplaceMechanism,
                    NIMechanism)
-from knorm.audit_fp import certain_attack, low_bits_attack, undefended
+from knorm.audit_fp import certain_attack, granularity_attack, low_bits_attack, undefended
 from knorm.mechanisms.bounded import BoundedLaplaceMechanism, CovarianceGaussianMechanism
 from knorm.mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism
 
@@ -54,22 +56,23 @@ def cases():
 
 
 def answers_of(F, make, truth, rng):
-    """First coordinates of one answer per entry of ``truth`` (0: x₀, 1: x₁), fresh noise each;
-    the mechanism (for its scale and grid) and the true first answers (fx0, fx1)."""
+    """One answer per entry of ``truth`` (0: x₀, 1: x₁), fresh noise each, as an (m, d) array;
+    the mechanism (for its scale and grid) and the true answers Fx₀, Fx₁ (d,)."""
     mech = make(rng)
-    out = np.empty(len(truth))
+    d = 1 if F is None else F.shape[0]
+    out = np.empty((len(truth), d))
     for t in (0, 1):
         idx = np.flatnonzero(truth == t)
         if F is None:  # a 1-D statistic: the value itself
             a = mech.release(float(t), size=len(idx)) if isinstance(mech, BoundedLaplaceMechanism) \
                 else mech.release(np.array([float(t)]), size=len(idx))
-            out[idx] = np.asarray(a).reshape(len(idx), -1)[:, 0]
+            out[idx] = np.asarray(a).reshape(len(idx), -1)
         else:
             x = np.zeros(F.shape[1])
             x[0] = t
-            out[idx] = np.atleast_2d(mech.release(x, size=len(idx)))[:, 0]
-    fx1 = 1.0 if F is None else float(F[0, 0])
-    return mech, out, 0.0, fx1
+            out[idx] = np.atleast_2d(mech.release(x, size=len(idx)))
+    fx0, fx1 = (np.zeros(1), np.ones(1)) if F is None else (np.zeros(d), F[:, 0].astype(float))
+    return mech, out, fx0, fx1
 
 
 def run(n_answers: int = 1000, seed: int = 1, names: list[str] | None = None, log=print) -> list:
@@ -88,11 +91,11 @@ def run(n_answers: int = 1000, seed: int = 1, names: list[str] | None = None, lo
             else:
                 mech, a, fx0, fx1 = answers_of(F, make, truth, rng)
             k = None if variant == "control" else mech.grid_exponent
-            rows = []
+            rows = [granularity_attack(f"{name} · granularity · {variant}", a, truth, fx0, fx1, k)]
             if certain:
-                rows.append(certain_attack(f"{name} · Mironov · {variant}", a, truth, fx0, fx1,
-                                           float(getattr(mech, certain)), k))
-            rows.append(low_bits_attack(f"{name} · low bits · {variant}", a, truth, fx1))
+                rows.append(certain_attack(f"{name} · Mironov · {variant}", a[:, 0], truth, float(fx0[0]),
+                                           float(fx1[0]), float(getattr(mech, certain)), k))
+            rows.append(low_bits_attack(f"{name} · low bits · {variant}", a[:, 0], truth, float(fx1[0])))
             for r in rows:
                 log(r.row() + f"   ({time.perf_counter() - t0:.1f} s)")
             results.extend(rows)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from knorm import LaplaceMechanism
-from knorm.audit_fp import certain_attack, laplace_attainable, low_bits_attack, numpy_laplace, undefended
+from knorm.audit_fp import certain_attack, float_attainable, laplace_attainable, low_bits_attack, numpy_laplace, undefended
 from knorm.mechanisms._grid import CLAMP_BITS, GRID_BITS, MIN_EXP, grid_details, grid_exponent, on_grid, snap, snap_sum
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,10 +75,12 @@ def test_mironov_certain_against_float_laplace_control():
 
 
 def test_attack_harness_defended_at_chance_controls_succeed():
-    """Every mechanism of scripts/fp_attack.py, 300 answers each: defended certain rates ≤ 1%, low-bit
-    accuracy within 4 standard errors of chance; the Laplace-noise controls name x with certainty."""
+    """Every mechanism of scripts/fp_attack.py, 300 answers each: defended, no certain answer (≤ 1%),
+    certainty attacks' accuracy within e/(1 + e) and low bits within 4 standard errors of chance;
+    controls (the float release of before): the granularity attack names x with certainty, never
+    wrongly, on every mechanism, and Mironov's on the Laplace-noise ones in most answers."""
     results = {r.name: r for r in _script().run(300, seed=3, log=lambda s: None)}
-    assert len(results) == 30
+    assert len(results) == 54
     for name, r in results.items():
         if name.endswith("defended"):
             if r.certain_right is not None:
@@ -87,7 +89,17 @@ def test_attack_harness_defended_at_chance_controls_succeed():
             else:  # the low-bit classifier
                 assert abs(r.accuracy - 0.5) <= 4 * np.sqrt(0.25 / r.answers), name
         elif "Mironov" in name:
-            assert r.certain_right >= 0.6, name
+            assert r.certain_right >= 0.6 and r.certain_wrong == 0.0, name
+        elif "granularity" in name:
+            assert r.certain_right >= 0.02 and r.certain_wrong == 0.0, name
+
+
+def test_granularity_exclusions_are_exact():
+    """fl(1 + n) is a multiple of 2⁻⁵³ wherever it is below 1/2: 0.3 cannot come from x = 1; on the
+    grid every cell holds floats, so a grid answer comes from either x."""
+    assert not float_attainable(0.3, 1.0) and float_attainable(0.3, 0.0) and float_attainable(0.25, 1.0)
+    assert float_attainable(1.3, 1.0) and not float_attainable(0.3, 1.0, -10)
+    assert float_attainable(307 * 2.0**-10, 1.0, -10) and float_attainable(307 * 2.0**-10, 0.0, -10)
 
 
 @pytest.mark.parametrize("i", range(12))
@@ -131,6 +143,6 @@ def test_low_bits_name_x_from_float_knorm_answers_and_not_from_grid_ones(i):
     truth = np.random.default_rng(9).permutation(np.arange(4000) % 2)
     with undefended():
         _, a, _, fx1 = mod.answers_of(F, make, truth, np.random.default_rng(10))
-    assert low_bits_attack(name, a, truth, fx1).accuracy >= 0.5 + 4 * np.sqrt(0.25 / 2000)
+    assert low_bits_attack(name, a[:, 0], truth, fx1[0]).accuracy >= 0.5 + 4 * np.sqrt(0.25 / 2000)
     _, a, _, fx1 = mod.answers_of(F, make, truth, np.random.default_rng(10))
-    assert abs(low_bits_attack(name, a, truth, fx1).accuracy - 0.5) <= 4 * np.sqrt(0.25 / 2000)
+    assert abs(low_bits_attack(name, a[:, 0], truth, fx1[0]).accuracy - 0.5) <= 4 * np.sqrt(0.25 / 2000)
