@@ -146,3 +146,19 @@ def test_low_bits_name_x_from_float_knorm_answers_and_not_from_grid_ones(i):
     assert low_bits_attack(name, a[:, 0], truth, fx1[0]).accuracy >= 0.5 + 4 * np.sqrt(0.25 / 2000)
     _, a, _, fx1 = mod.answers_of(F, make, truth, np.random.default_rng(10))
     assert abs(low_bits_attack(name, a[:, 0], truth, fx1[0]).accuracy - 0.5) <= 4 * np.sqrt(0.25 / 2000)
+
+
+@pytest.mark.parametrize("mech", ["laplace", "knorm"])
+def test_command_line_answers_on_the_grid_and_the_json_says_it(mech, tmp_path, capsys):
+    from knorm import cli
+    np.save(tmp_path / "x.npy", np.arange(20.0))
+    out = tmp_path / "r.npz"
+    rc = cli.main(["sample", "--d", "6", "--n", "20", "--mechanism", mech, "--count", "3", "--json",
+                   "--data", str(tmp_path / "x.npy"), "--out", str(out)])
+    summary = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    details = summary["privacy_per_answer"]["details"]
+    assert details["grid"] == 2.0 ** details["grid_exponent"] and details["clamp"] > 0
+    with np.load(out) as z:
+        assert on_grid(z["samples"], details["grid_exponent"])
+        assert json.loads(str(z["privacy"]))["details"]["grid"] == details["grid"]
