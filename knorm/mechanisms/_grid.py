@@ -1,15 +1,15 @@
 """Released numbers on a public power-of-two grid: the defence against floating-point side
-channels (docs/design.md §10, "Floating-point side channels").
+channels (docs/design.md §10.1).
 
 A float ``fl(Fx + n)`` carries low-order bits whose attainable set depends on x (Mironov, CCS
 2012: numpy's Laplace ``log(2U)`` with U on the 2⁻⁵³ grid names x with certainty). Every
 mechanism here instead releases ``round_γ(a + n)``: the exact real sum of the two float64s
 ``a = fl(Fx)`` and ``n`` (the noise) rounded to the nearest point of ``γZ`` (ties to even),
-computed exactly (:func:`snap_sum`, an error-free two-sum), then clamped to ``±2^50·γ`` (at most ``2^1023``). The
-grid ``γ = 2^k`` is chosen from the public noise scale s alone (:func:`grid_exponent`:
-``2^k ≤ s·2⁻¹⁰ < 2^(k+1)``), so it never depends on x; the rounding adds variance ``γ²/12 ≤
-s²·2⁻²⁰/12`` per answer. A released value is then a multiple of γ whose low-order bits are
-zero: which grid points x can produce no longer depends on x (design §10 bounds the rest).
+computed exactly (:func:`snap_sum`, an error-free two-sum), then clamped to ``±2^50·γ`` (at
+most ``2^1023``). The grid ``γ = 2^k`` is chosen from the public noise scale s alone
+(:func:`grid_exponent`: ``2^k ≤ s·2⁻¹⁰ < 2^(k+1)``), so it never depends on x; the rounding
+adds variance ``γ²/12 ≤ s²·2⁻²⁰/12`` per answer. A released value is then a multiple of γ whose low-order bits are
+zero: which grid points x can produce no longer depends on x (design §10.1 bounds the rest).
 """
 
 from __future__ import annotations
@@ -117,6 +117,6 @@ def on_grid(v: ArrayLike, k: int) -> bool:
 def row_extent(F: NDArray[np.float64]) -> float:
     """The smallest ``max_j |F_ij|`` over F's non-zero rows: the extent of ``K = F·B₁ⁿ`` along
     its thinnest answer coordinate (a public noise scale is this over ε); 1.0 for F = 0."""
-    m = np.max(np.abs(F), axis=1) if F.size else np.zeros(0)
+    m = np.maximum(F.max(axis=1), -F.min(axis=1)) if F.size else np.zeros(0)  # no |F| copy of F
     m = m[m > 0]
     return float(m.min()) if m.size else 1.0
