@@ -9,7 +9,8 @@ grid answer is the float answer's exact sum rounded to 2^k. Workloads as the hel
 time: the best of ``repeats`` runs of ``release(x, size=answers)`` on a fresh, identically
 seeded mechanism, the two variants interleaved (MCMC bodies certified before timing). ``--check-against DIR``: also run
 the float variant from a checkout of the old commit at DIR (in a subprocess) and check its
-answers equal this run's bit for bit.
+answers equal this run's bit for bit. First line: the rounding pass alone, ns per coordinate
+(``--pass-only``: that line only).
 """
 
 from __future__ import annotations
@@ -63,13 +64,35 @@ def old_answers(root: str, answers: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def pass_alone(repeats: int = 50) -> None:
+    """ns per coordinate of the rounding pass alone (2000 answers × 36 queries), against numpy's Laplace draw."""
+    from knorm.mechanisms._grid import snap_sum
+    rng = np.random.default_rng(0)
+    a, n = rng.integers(0, 50, 36).astype(float), rng.laplace(0.0, 1.0, (2000, 36))
+    snap_sum(a, n, -10)  # compiled (or loaded from the cache) before timing
+
+    def best(f) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        return min(times) / n.size * 1e9
+    print(f"rounding pass alone: {best(lambda: snap_sum(a, n, -10)):.1f} ns per coordinate; numpy's Laplace draw: "
+          f"{best(lambda: rng.laplace(0.0, 1.0, n.shape)):.1f} ns per coordinate")
+
+
 def main() -> None:
     from knorm.audit_fp import undefended
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--answers", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--check-against", default=None, help="a checkout of the old commit (float answers)")
+    ap.add_argument("--pass-only", action="store_true", help="only time the rounding pass alone")
     args = ap.parse_args()
+    pass_alone()
+    if args.pass_only:
+        return
     old = old_answers(args.check_against, args.answers) if args.check_against else None
     print(f"{'workload':<22} {'mechanism':<9} {'grid':>9} {'RMSE float':>11} {'RMSE grid':>11} {'change':>9} "
           f"{'time float s':>12} {'time grid s':>12} {'ratio':>6}")
