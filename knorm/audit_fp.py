@@ -1,4 +1,4 @@
-"""Precision-based attacks on released floats (docs/design.md §10, "Floating-point side channels").
+"""Precision-based attacks on released floats (docs/design.md §10.1).
 
 Three attacks on neighbouring inputs ``x ∈ {x₀, x₁}`` (the empty histogram and one record in the
 first cell), each given the released answers and the public F, ε:

@@ -82,7 +82,7 @@ class GaussianKDEMechanism(Accounted):
         return self.norm * self.kernel(t, self.data).mean(axis=1)
 
     def _grid_k_of(self):
-        return grid_exponent(self.c)  # the values of a released density lie on 2^k <= c·2^-10 (design §10)
+        return grid_exponent(self.c)  # the values of a released density lie on 2^k <= c·2^-10 (design §10.1)
 
     def release(self):
         """A :class:`PrivateDensity`: the private function f_d + c·G (one GP draw; one answer)."""
@@ -107,7 +107,7 @@ class PrivateDensity:
         # the joint kernel matrices (new × new, new × old, old × old) and the KDE's (k, n)
         check_memory("points", None, 8 * (3 * k * k + 2 * k * p + 2 * p * p + 2 * k * self.mech.n))
         g = self._gp(t)
-        # on the public grid 2^k <= c·2^-10 (docs/design.md §10: no floating-point side channel)
+        # on the public grid 2^k <= c·2^-10 (docs/design.md §10.1: no floating-point side channel)
         return snap_sum(self.mech.kde(t), self.mech.c * g, self.mech.grid_exponent)
 
     def _gp(self, t):

@@ -240,7 +240,7 @@ class Accounted:
 
     @property
     def grid_exponent(self) -> int | None:
-        """The k of the public grid ``γ = 2^k`` every released number lies on (docs/design.md §10,
+        """The k of the public grid ``γ = 2^k`` every released number lies on (docs/design.md §10.1,
         :mod:`knorm.mechanisms._grid`); None for a mechanism whose releases are not floats."""
         if self._grid_k is None:
             self._grid_k = self._grid_k_of()
@@ -325,7 +325,7 @@ class Mechanism(Accounted, ABC):
                 allow_noncounts: bool = False) -> NDArray[np.float64]:
         """``Fx + noise`` on the public grid ``2^k`` (``grid_exponent``): one answer (d,) or ``size``
         answers (size, d), each with fresh noise, each the exact sum ``fl(Fx) + noise`` rounded to the
-        nearest multiple of ``2^k`` (docs/design.md §10: no floating-point side channel).
+        nearest multiple of ``2^k`` (docs/design.md §10.1: no floating-point side channel).
 
         The answers are counted in :attr:`privacy` (``size`` answers on the same data cost
         ``size·ε``) and spent on the ``accountant``, which is checked before any noise is

@@ -69,7 +69,7 @@ class BoundedLaplaceMechanism(Accounted):
         m = check_size(size, 1)
         self._check_budget(m or 1)
         noise = self._rng.laplace(0.0, self.scale, size=m or 1)
-        out = check_finite_output(snap_sum(v, noise, self.grid_exponent), "the answer")  # on the grid (§10)
+        out = check_finite_output(snap_sum(v, noise, self.grid_exponent), "the answer")  # on the grid (§10.1)
         self._spend(m or 1)
         if self.clip:
             out = np.clip(out, self.lower, self.upper)

@@ -184,7 +184,8 @@ class _Strategy(Mechanism):
     def privacy_per_answer(self) -> PrivacyClaim:
         """The claim of one answer; its details also name the grid of ``release_estimate`` (``estimate_grid``)."""
         claim = super().privacy_per_answer
-        return replace(claim, details={**claim.details, "estimate_grid": float(np.ldexp(1.0, self._estimate_grid_k()))})
+        grid = float(np.ldexp(1.0, self._estimate_grid_k()))
+        return replace(claim, details={**claim.details, "estimate_grid": grid})
 
     def _estimate_grid_k(self) -> int:
         """The grid of ``x̂``: from ``Δ₁/ε/√rows`` (a lower bound on the noise of a coordinate of
@@ -199,7 +200,7 @@ class _Strategy(Mechanism):
         m = check_size(size, max(self.n, 2 * self._rows))
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
-        with np.errstate(over="ignore", invalid="ignore"):  # on the estimate's own public grid (design §10)
+        with np.errstate(over="ignore", invalid="ignore"):  # on the estimate's own public grid (design §10.1)
             est = check_finite_output(snap_sum(x, self._solve(z), self._estimate_grid_k()), "the estimate")
         self._spend(m or 1)
         return self._one_or_many(est, m)
@@ -216,7 +217,7 @@ class _Strategy(Mechanism):
         self.workload.apply(x)  # a ValueError if Fx overflows: nothing drawn
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
-        with np.errstate(over="ignore", invalid="ignore"):  # F x̂ rounded to the public grid (design §10)
+        with np.errstate(over="ignore", invalid="ignore"):  # F x̂ rounded to the public grid (design §10.1)
             out = check_finite_output(snap(self._answers(x + self._solve(z)), self.grid_exponent), "the answer")
         self._spend(m or 1)
         return self._one_or_many(out, m)

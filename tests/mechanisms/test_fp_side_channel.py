@@ -1,4 +1,4 @@
-"""No floating-point side channel (issue #37, docs/design.md §10): every release lies on a public
+"""No floating-point side channel (issue #37, docs/design.md §10.1): every release lies on a public
 power-of-two grid, computed exactly; Mironov's attack names x with certainty against float
 Laplace (the control, written here) and never against the defended mechanisms."""
 
