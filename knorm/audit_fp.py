@@ -16,8 +16,9 @@ first cell), each given the released answers and the public F, ε:
   from x₀ = 0, has finer bits there); named with certainty where one candidate is left.
 * :func:`low_bits_attack` -- for any mechanism: a naive-Bayes classifier on the 8 lowest
   bits of the float64 answer and of ``fl(a − F x₁)`` (first coordinate), trained on half the
-  answers and scored on the other half. The low bits carry no likelihood information, so a
-  release with no floating-point channel leaves it at chance (50%).
+  answers and scored on the other half (on grid answers: the low bits of the grid integers
+  ``a/γ``). The low bits carry no likelihood information, so a release with no
+  floating-point channel leaves it at chance (50%).
 
 ``undefended()`` puts back, for the duration of a ``with``, the float release of knorm
 before issue #37 (``fl(Fx + noise)``, no grid): the harness's control. ``scripts/fp_attack.py``
@@ -162,11 +163,18 @@ def _low_bits(v: NDArray[np.float64]) -> NDArray[np.int64]:
     return ((u[:, None] >> np.arange(8, dtype=np.uint64)) & np.uint64(1)).astype(np.int64)
 
 
-def low_bits_attack(name: str, answers: ArrayLike, truth: ArrayLike, fx1: float) -> AttackResult:
+def low_bits_attack(name: str, answers: ArrayLike, truth: ArrayLike, fx1: float, k: int | None = None
+                    ) -> AttackResult:
     """Naive Bayes on the 8 lowest bits of a and of ``fl(a − fx1)`` (first coordinates; 16 Bernoulli
-    features): trained on the even-numbered answers, scored on the odd ones (``truth`` ∈ {0, 1})."""
+    features): trained on the even-numbered answers, scored on the odd ones (``truth`` ∈ {0, 1}).
+    ``k``: answers on the grid ``2^k``; the bits are then those of the grid integers ``a·2^-k``
+    (the float's own low bits are all zero there)."""
     a, t = np.asarray(answers, float), np.asarray(truth, int)
-    bits = np.hstack([_low_bits(a), _low_bits(a - fx1)])
+    if k is None:
+        bits = np.hstack([_low_bits(a), _low_bits(a - fx1)])
+    else:
+        q = [np.rint(np.ldexp(v, -k)).astype(np.int64).view(np.float64) for v in (a, a - fx1)]
+        bits = np.hstack([_low_bits(v) for v in q])  # the int64 patterns' low bits
     train, test = np.arange(0, len(a), 2), np.arange(1, len(a), 2)
     logp = np.log(np.bincount(t[train], minlength=2) + 1.0)[None, :].repeat(len(test), axis=0)
     for c in (0, 1):

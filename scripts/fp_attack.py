@@ -7,7 +7,7 @@ Neighbours x₀ = 0 and x₁ = e₁ (one record in the first cell), ε = 1, half
 each, fresh noise for every answer. Attacks (knorm.audit_fp): for every mechanism, the
 granularity test (a candidate x is impossible where no float noise n gives ``fl(Fx + n)``
 equal to the answer, on any coordinate) and a naive-Bayes classifier on the answers' 8
-lowest bits (chance: 50%); Mironov's certainty test where the noise is numpy's Laplace as
+lowest bits (of the grid integers a/γ on defended answers; chance: 50%); Mironov's certainty test where the noise is numpy's Laplace as
 drawn (Laplace, identity strategy, bounded Laplace). Prints
 one row per (mechanism, attack, variant): certain-and-right %, certain-and-wrong %, accuracy.
 A pure ε = 1 mechanism allows no certain answer and accuracy at most e/(1 + e) ≈ 73.1%.
@@ -95,7 +95,7 @@ def run(n_answers: int = 1000, seed: int = 1, names: list[str] | None = None, lo
             if certain:
                 rows.append(certain_attack(f"{name} · Mironov · {variant}", a[:, 0], truth, float(fx0[0]),
                                            float(fx1[0]), float(getattr(mech, certain)), k))
-            rows.append(low_bits_attack(f"{name} · low bits · {variant}", a[:, 0], truth, float(fx1[0])))
+            rows.append(low_bits_attack(f"{name} · low bits · {variant}", a[:, 0], truth, float(fx1[0]), k))
             for r in rows:
                 log(r.row() + f"   ({time.perf_counter() - t0:.1f} s)")
             results.extend(rows)
