@@ -90,6 +90,11 @@ def snap_sum(a: ArrayLike, n: ArrayLike, k: int) -> NDArray[np.float64]:
     """
     a = np.asarray(a, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
+    if a.ndim == 1 and a.size and n.ndim >= 1 and n.shape[-1] == a.size and a.flags.c_contiguous \
+            and n.flags.c_contiguous:  # the release's case, Fx (d,) and noise (d,) or (m, d): no copies
+        out = np.empty(n.shape)
+        _snap_kernel(a, n.reshape(-1), int(k), out.reshape(-1))
+        return out
     shape = np.broadcast_shapes(a.shape, n.shape)
     if a.ndim <= 1 and shape and (a.ndim == 0 or a.shape[0] == shape[-1]):
         period = np.ascontiguousarray(np.broadcast_to(a, shape[-1:]))  # a repeats along the rows
