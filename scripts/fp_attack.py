@@ -1,7 +1,7 @@
 """Precision-based attacks on every mechanism's release path: control (knorm before issue #37,
 float answers ``fl(Fx + noise)``) against defended (answers on the public grid ``2^k``).
 
-    python scripts/fp_attack.py [--answers 1000] [--seed 1]
+    python scripts/fp_attack.py [--answers 1000] [--seed 1] [--markdown]
 
 Neighbours x₀ = 0 and x₁ = e₁ (one record in the first cell), ε = 1, half the answers from
 each, fresh noise for every answer. Attacks (knorm.audit_fp): for every mechanism, the
@@ -102,13 +102,52 @@ def run(n_answers: int = 1000, seed: int = 1, names: list[str] | None = None, lo
     return results
 
 
+LABELS = {"Laplace, 1 cell": "Laplace (1 cell)", "Gaussian, 1 cell": "Gaussian (1 cell)",
+          "K-norm exact, 1 cell": "K-norm exact (1 cell)", "K-norm exact, prefix(4)": "K-norm exact (prefix 4)",
+          "K-norm MCMC, random ±1 4×6": "K-norm MCMC (random ±1, 4×6)", "NIM, random ±1 4×6": "NIM (random ±1, 4×6)",
+          "strategy identity, 1 cell": "identity strategy (1 cell)",
+          "strategy hierarchical, prefix(4)": "hierarchical strategy (prefix 4)",
+          "residual Gaussian, marginals (2,2) k=1": "residual Gaussian (1-way marginals, 2×2)",
+          "SVD Gaussian, prefix(4)": "SVD Gaussian (prefix 4)",
+          "bounded Laplace, [0, 1], clip=False": "bounded Laplace ([0, 1], `clip=False`)",
+          "covariance Gaussian, M = [[1]]": "covariance Gaussian (M = [[1]])"}
+
+
+def markdown(results) -> str:
+    """The table of docs/benchmarks.md: one row per mechanism."""
+    by = {}
+    for r in results:
+        mech, attack, variant = (p.strip() for p in r.name.split("·"))
+        by.setdefault(mech, {})[(attack, variant)] = r
+
+    def pct(v: float) -> str:
+        return f"{100 * v:.1f}%"
+    lines = ["| mechanism (workload) | control: granularity, certain ✓ / ✗ (accuracy) | control: Mironov | "
+             "control: low bits | defended: certain ✓ / ✗ (accuracy), each attack | defended: low bits |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for mech, r in by.items():
+        g, mi = r[("granularity", "control")], r.get(("Mironov", "control"))
+        defended = [r[("granularity", "defended")]] + ([r[("Mironov", "defended")]] if mi else [])
+        mir = f"{pct(mi.certain_right)} / {pct(mi.certain_wrong)} ({pct(mi.accuracy)})" if mi else "—"
+        dc = f"{pct(max(x.certain_right for x in defended))} / {pct(max(x.certain_wrong for x in defended))} " \
+             f"({pct(max(x.accuracy for x in defended))})"
+        lines.append(f"| {LABELS.get(mech, mech)} | {pct(g.certain_right)} / {pct(g.certain_wrong)} ({pct(g.accuracy)}) "
+                     f"| {mir} | {pct(r[('low bits', 'control')].accuracy)} | {dc} | "
+                     f"{pct(r[('low bits', 'defended')].accuracy)} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--answers", type=int, default=1000, help="answers per (mechanism, variant), half from each x")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--markdown", action="store_true", help="then print docs/benchmarks.md's table")
     args = ap.parse_args()
     print(f"{'mechanism · attack · variant':<44} {'answers':>6} {'cert.✓':>7} {'cert.✗':>7} {'accur.':>7}")
-    run(args.answers, args.seed)
+    results = run(args.answers, args.seed)
+    if args.markdown:
+        print()
+        print(markdown(results))
 
 
 if __name__ == "__main__":
