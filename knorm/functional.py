@@ -17,6 +17,7 @@ from scipy.spatial.distance import cdist
 from ._rng import as_generator
 from ._validate import as_real_array, check_memory, is_real, short_repr
 from .mechanisms._base import Accounted, PrivacyClaim, check_delta, check_epsilon
+from .mechanisms._grid import grid_exponent, snap_sum
 from .privacy import _real
 
 JITTER = 1e-10  # relative diagonal regularisation of kernel matrices
@@ -80,6 +81,9 @@ class GaussianKDEMechanism(Accounted):
         check_memory("points", None, 8 * 2 * len(t) * self.n)  # (k, n) distances and kernel values
         return self.norm * self.kernel(t, self.data).mean(axis=1)
 
+    def _grid_k_of(self):
+        return grid_exponent(self.c)  # the values of a released density lie on 2^k <= c·2^-10 (design §10.1)
+
     def release(self):
         """A :class:`PrivateDensity`: the private function f_d + c·G (one GP draw; one answer)."""
         self._check_budget(1)
@@ -103,7 +107,8 @@ class PrivateDensity:
         # the joint kernel matrices (new × new, new × old, old × old) and the KDE's (k, n)
         check_memory("points", None, 8 * (3 * k * k + 2 * k * p + 2 * p * p + 2 * k * self.mech.n))
         g = self._gp(t)
-        return self.mech.kde(t) + self.mech.c * g
+        # on the public grid 2^k <= c·2^-10 (docs/design.md §10.1: no floating-point side channel)
+        return snap_sum(self.mech.kde(t), self.mech.c * g, self.mech.grid_exponent)
 
     def _gp(self, t):
         """Values of the one GP draw at t, consistent with those revealed before."""

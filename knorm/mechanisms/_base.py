@@ -15,6 +15,7 @@ from .._rng import as_generator, noise_source
 from .._validate import check_memory, is_real, positive_int, short_repr
 from ..privacy import BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
+from ._grid import GRID_BITS, MIN_EXP, grid_details, row_extent, snap_sum
 
 MAX_N_SAMPLES = 10**7  # Monte-Carlo draws one error estimate may ask for
 TINY = float(np.finfo(np.float64).tiny)  # below this a float64 has lost precision (subnormal) or is 0
@@ -155,6 +156,15 @@ def mc_expected_norm(draw: Callable[[int], NDArray[np.float64]], n_samples: int,
     return ErrorEstimate(value, stderr, False, method)
 
 
+def grid_exponent_of(numerator: float, denominator: float) -> int:
+    """The k of the release grid for the public noise scale ``numerator/denominator`` (both positive
+    finite floats), without forming the quotient (it may leave float64): ``2^k <= s·2^-GRID_BITS < 2^(k+1)``."""
+    m1, e1 = np.frexp(numerator)
+    m2, e2 = np.frexp(denominator)
+    _, e3 = np.frexp(float(m1) / float(m2))  # in (0.5, 2)
+    return max(int(e1) - int(e2) + int(e3) - 1 - GRID_BITS, MIN_EXP)
+
+
 def check_accountant(accountant: BudgetAccountant | None) -> BudgetAccountant | None:
     if accountant is not None and not isinstance(accountant, BudgetAccountant):
         raise ValueError(f"accountant must be a knorm.privacy.BudgetAccountant or None, got "
@@ -212,6 +222,7 @@ class Accounted:
     """
 
     _claim: PrivacyClaim
+    _grid_k: int | None = None  # the exponent of the release grid 2^k (None: releases are not floats)
 
     def _init_accounting(self, rng: np.random.Generator | int | None,
                          accountant: BudgetAccountant | None) -> None:
@@ -223,7 +234,21 @@ class Accounted:
     @property
     def privacy_per_answer(self) -> PrivacyClaim:
         """The claim of a single answer (see :class:`PrivacyClaim`)."""
-        return replace(self._claim, answers=1, noise_source=self.noise_source, certified=self._certified)
+        claim = replace(self._claim, answers=1, noise_source=self.noise_source, certified=self._certified)
+        k = self.grid_exponent
+        return claim if k is None else replace(claim, details={**claim.details, **grid_details(k)})
+
+    @property
+    def grid_exponent(self) -> int | None:
+        """The k of the public grid ``γ = 2^k`` every released number lies on (docs/design.md §10.1,
+        :mod:`knorm.mechanisms._grid`); None for a mechanism whose releases are not floats."""
+        if self._grid_k is None:
+            self._grid_k = self._grid_k_of()
+        return self._grid_k
+
+    def _grid_k_of(self) -> int | None:
+        """The grid's exponent from the public noise scale (a subclass that releases floats overrides)."""
+        return None
 
     @property
     def privacy(self) -> PrivacyClaim:
@@ -298,7 +323,9 @@ class Mechanism(Accounted, ABC):
 
     def release(self, x: ArrayLike, size: int | None = None, *,
                 allow_noncounts: bool = False) -> NDArray[np.float64]:
-        """``Fx + noise``: one answer (d,) or ``size`` answers (size, d), each with fresh noise.
+        """``Fx + noise`` on the public grid ``2^k`` (``grid_exponent``): one answer (d,) or ``size``
+        answers (size, d), each with fresh noise, each the exact sum ``fl(Fx) + noise`` rounded to the
+        nearest multiple of ``2^k`` (docs/design.md §10.1: no floating-point side channel).
 
         The answers are counted in :attr:`privacy` (``size`` answers on the same data cost
         ``size·ε``) and spent on the ``accountant``, which is checked before any noise is
@@ -314,9 +341,16 @@ class Mechanism(Accounted, ABC):
         self._check_budget(m or 1)
         if self._checkpoint is not None:  # a resumed session may only repeat its releases on the same data
             self._checkpoint.note("release", x, m)
-        out = check_finite_output(fx + self.sample_noise(size), "the answer")
+        noise = self.sample_noise(size)
+        out = check_finite_output(snap_sum(fx, noise, self.grid_exponent), "the answer")
         self._spend(m or 1)
         return out
+
+    def _grid_k_of(self) -> int | None:
+        """The grid from the public scale ``min_i max_j |F_ij| / ε`` (K's extent along its thinnest
+        answer coordinate over ε; a lower bound on the noise of every coordinate of a pure ε-DP
+        K-norm answer); Laplace and Gaussian use their own scale."""
+        return grid_exponent_of(row_extent(self.F), self.epsilon)
 
     def _one_or_many(self, draws: NDArray[np.float64], size: int | None) -> NDArray[np.float64]:
         return draws[0] if size is None else draws

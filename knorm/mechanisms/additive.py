@@ -13,6 +13,7 @@ from ..body.hull import validate_matrix
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_finite_output,
                     check_noise_scale, check_positive, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
+from ._grid import grid_exponent
 
 
 def _column_norms(F: ArrayLike, ord: int) -> tuple[float, int]:
@@ -68,6 +69,9 @@ class LaplaceMechanism(Mechanism):
         self.rms_error()  # refused here if ‖noise‖ itself leaves float64
         self._claim = PrivacyClaim("Laplace", self.epsilon, 0.0, "pure ε-DP", "exact",
                                     details={"l1_sensitivity": self.sensitivity, "scale": self.scale})
+
+    def _grid_k_of(self) -> int:
+        return grid_exponent(self.scale)  # 2^k <= b·2^-10: Mironov's snapping with a grid far finer than b
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)
@@ -188,6 +192,9 @@ class GaussianMechanism(Mechanism):
         self._claim = PrivacyClaim("Gaussian", self.epsilon, self.delta, "(ε, δ)-DP", "exact",
                                     details={"l2_sensitivity": self.sensitivity, "sigma": self.sigma,
                                              "calibration": used})
+
+    def _grid_k_of(self) -> int:
+        return grid_exponent(self.sigma)
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)

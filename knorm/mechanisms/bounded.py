@@ -11,6 +11,7 @@ from .._validate import as_real_array
 from ..body.hull import validate_matrix
 from ._base import (Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_noise_scale,
                     check_positive, check_size, finite_real)
+from ._grid import grid_exponent, snap_sum
 
 
 class BoundedLaplaceMechanism(Accounted):
@@ -46,6 +47,9 @@ class BoundedLaplaceMechanism(Accounted):
                                     neighbours="any two values in D",
                                     details={"scale": self.scale, "domain": [lower, upper], "clip": self.clip})
 
+    def _grid_k_of(self) -> int:
+        return grid_exponent(self.scale)
+
     def privacy_profile(self, epsilon: float) -> float:
         """Exact δ(ε') of Laplace(b) for shifts up to diam(D): ``max(0, 1 − e^{(ε' − diam/b)/2})``."""
         eps = finite_real("epsilon", epsilon, "a finite number >= 0")
@@ -64,7 +68,8 @@ class BoundedLaplaceMechanism(Accounted):
             raise ValueError(f"value lies outside the domain [{self.lower}, {self.upper}] (not shown: it is private)")
         m = check_size(size, 1)
         self._check_budget(m or 1)
-        out = check_finite_output(v + self._rng.laplace(0.0, self.scale, size=m or 1), "the answer")
+        noise = self._rng.laplace(0.0, self.scale, size=m or 1)
+        out = check_finite_output(snap_sum(v, noise, self.grid_exponent), "the answer")  # on the grid (§10.1)
         self._spend(m or 1)
         if self.clip:
             out = np.clip(out, self.lower, self.upper)
@@ -124,6 +129,9 @@ class CovarianceGaussianMechanism(Accounted):
         mech.F = F
         return mech
 
+    def _grid_k_of(self) -> int:
+        return grid_exponent(self.c * float(np.sqrt(np.min(np.diag(self.M)))))  # the smallest coordinate's σ
+
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.M.shape[0])
         z = check_finite_output(self._rng.standard_normal((m or 1, self.M.shape[0])) @ self._L.T * self.c, "noise")
@@ -136,6 +144,6 @@ class CovarianceGaussianMechanism(Accounted):
             raise ValueError(f"answer must be a finite vector of length {self.M.shape[0]}")
         m = check_size(size, self.M.shape[0])
         self._check_budget(m or 1)
-        out = check_finite_output(a + self.sample_noise(size), "the answer")
+        out = check_finite_output(snap_sum(a, self.sample_noise(size), self.grid_exponent), "the answer")
         self._spend(m or 1)
         return out

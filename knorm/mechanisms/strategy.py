@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,9 @@ from .._validate import as_real_array, check_memory, positive_int, short_repr
 from ..body.hull import validate_matrix
 from ..implicit import ImplicitWorkload, _kron_all, _matmul_along
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
-                    check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled, unit_exponent)
+                    check_noise_scale, check_size, grid_exponent_of, in_float_range, mc_expected_norm, scaled,
+                    unit_exponent)
+from ._grid import snap, snap_sum
 
 __all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "KroneckerStrategyMechanism",
            "KroneckerPIdentityMechanism", "KroneckerHierarchicalMechanism", "Hierarchy", "BRANCHINGS",
@@ -170,6 +173,25 @@ class _Strategy(Mechanism):
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         return self._one_or_many(check_finite_output(self._answers(self._solve(z)), "the noise"), m)
 
+    def _grid_k_of(self) -> int:
+        """An explicit F: ``min_i max_j |F_ij| / ε`` (:meth:`Mechanism._grid_k_of`); an implicit one:
+        ``2^(e−1)/ε`` from its power-of-two scale ``2^e``."""
+        if self.workload is None:
+            return super()._grid_k_of()
+        return grid_exponent_of(float(np.ldexp(1.0, self._exp - 1)), self.epsilon)
+
+    @property
+    def privacy_per_answer(self) -> PrivacyClaim:
+        """The claim of one answer; its details also name the grid of ``release_estimate`` (``estimate_grid``)."""
+        claim = super().privacy_per_answer
+        grid = float(np.ldexp(1.0, self._estimate_grid_k()))
+        return replace(claim, details={**claim.details, "estimate_grid": grid})
+
+    def _estimate_grid_k(self) -> int:
+        """The grid of ``x̂``: from ``Δ₁/ε/√rows`` (a lower bound on the noise of a coordinate of
+        ``A⁺z`` for a strategy of entries at most 1 in size)."""
+        return grid_exponent_of(self.scale, float(np.sqrt(self._rows)))
+
     def release_estimate(self, x: ArrayLike, size: int | None = None, *,
                          allow_noncounts: bool = False) -> NDArray[np.float64]:
         """The consistent estimate ``x̂ = A⁺(Ax + z) = x + A⁺z``, (n,) or (size, n): every answer is
@@ -178,8 +200,8 @@ class _Strategy(Mechanism):
         m = check_size(size, max(self.n, 2 * self._rows))
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
-        with np.errstate(over="ignore", invalid="ignore"):
-            est = check_finite_output(x + self._solve(z), "the estimate")
+        with np.errstate(over="ignore", invalid="ignore"):  # on the estimate's own public grid (design §10.1)
+            est = check_finite_output(snap_sum(x, self._solve(z), self._estimate_grid_k()), "the estimate")
         self._spend(m or 1)
         return self._one_or_many(est, m)
 
@@ -195,8 +217,8 @@ class _Strategy(Mechanism):
         self.workload.apply(x)  # a ValueError if Fx overflows: nothing drawn
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = check_finite_output(self._answers(x + self._solve(z)), "the answer")
+        with np.errstate(over="ignore", invalid="ignore"):  # F x̂ rounded to the public grid (design §10.1)
+            out = check_finite_output(snap(self._answers(x + self._solve(z)), self.grid_exponent), "the answer")
         self._spend(m or 1)
         return self._one_or_many(out, m)
 

@@ -151,12 +151,15 @@ def test_hierarchical_error_is_exact(F, b, root):
 
 
 def test_release_is_least_squares_on_the_noisy_strategy_answers():
-    """release(x) = F A⁺ (A x + z) with z the mechanism's Laplace draw (seeded twin generator)."""
+    """release(x) = F A⁺ (A x + z) with z the mechanism's Laplace draw (seeded twin generator), rounded
+    to the mechanism's public grid (docs/design.md §10)."""
     F, x = W.prefix(11), np.arange(11.0)
     m = HierarchicalMechanism(F, epsilon=0.5, branching=3, rng=7)
     A = m.strategy_matrix().toarray()
     z = np.random.default_rng(7).laplace(0.0, m.levels / 0.5, size=(1, A.shape[0]))[0]
-    assert np.allclose(m.release(x), F @ np.linalg.lstsq(A, A @ x + z, rcond=None)[0])
+    out, grid = m.release(x), m.privacy.details["grid"]
+    assert np.all(np.abs(out - F @ np.linalg.lstsq(A, A @ x + z, rcond=None)[0]) <= grid / 2 + 1e-9)
+    assert np.all(out / grid == np.round(out / grid))
 
 
 @pytest.mark.parametrize("root", [False, True])
@@ -225,8 +228,8 @@ def test_p_identity_strategy_has_unit_sensitivity_and_exact_error():
     mc_check_squared_error(m.sample_noise(40000), exact)
     x = np.arange(16.0)
     z = np.random.default_rng(4).laplace(0.0, m.scale, size=(1, 18))[0]
-    assert np.allclose(PIdentityMechanism(F, epsilon=0.9, p=2, rng=4).release(x),
-                       F @ np.linalg.lstsq(A, A @ x + z, rcond=None)[0])
+    out = PIdentityMechanism(F, epsilon=0.9, p=2, rng=4).release(x)  # rounded to the grid (design §10)
+    assert np.all(np.abs(out - F @ np.linalg.lstsq(A, A @ x + z, rcond=None)[0]) <= m.privacy.details["grid"] / 2 + 1e-9)
 
 
 def test_p_identity_keeps_the_best_of_its_starts():
