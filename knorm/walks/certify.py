@@ -527,6 +527,10 @@ def certified_of(body: SymmetricHull, walk: str = "billiard", workers: int | Exe
     per = _CERTIFIED.setdefault(body, {})
     if walk not in per:
         per[walk] = certify(body, walk=walk, workers=workers, progress=progress)
+        if walk == "billiard":  # prepare's default: the cache's file is the one prepare(F) writes
+            from .cache import store
+
+            store(body, per[walk])
     return per[walk]
 
 

@@ -60,11 +60,17 @@ def body_of(F: NDArray[np.float64]) -> SymmetricHull:
     """The body of the validated ``F``, shared in this process by every mechanism on the same
     matrix (the last ``BODY_CACHE`` matrices, by fingerprint): its rounding and certification,
     cached with it, are computed once, so a later mechanism on the same F releases after a
-    warm-up (docs/design.md §3.5.1)."""
+    warm-up (docs/design.md §3.5.1). A matrix this process has not seen is looked up in the
+    cache of prepared workloads (:mod:`knorm.walks.cache`: certified once per machine), and
+    its certification, once made, is written there."""
+    from .cache import lookup
+
     fp = workload_fingerprint(F)
     body = _BODIES.pop(fp, None)
     if body is None:
-        body = SymmetricHull(F)
+        cached = lookup(F, fp)
+        body = cached.body if cached is not None else SymmetricHull(F)
+        body._cache_key = (fp, (int(F.shape[0]), int(F.shape[1])))  # certified_of writes it to the cache
     _BODIES[fp] = body
     while len(_BODIES) > BODY_CACHE:
         _BODIES.popitem(last=False)

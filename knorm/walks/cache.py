@@ -1,0 +1,135 @@
+"""Prepared workloads cached in the user's cache folder: certified once per F on a machine (issue 35).
+
+Without a prepared file, the first K-norm question on a matrix F (a release, an expected error,
+``recommend``, ``knorm info``) rounds K and certifies its walk (docs/design.md §3.5.1), and
+every later one in that process reuses them (:func:`~knorm.walks.prepared.body_of`). This cache
+keeps that work across processes: once certified, the body is written as
+:func:`~knorm.walks.prepared.prepare` would write it (the default walk and chain count, public
+seeds: the same file, bit for bit, on this machine) to ``<cache>/prepared/<fingerprint>.knorm``,
+and a later process on the same F loads it instead of certifying again.
+
+The files are public, like every prepared file: functions of F and public seeds, no data, no
+noise. A file is loaded with every check of :func:`~knorm.walks.prepared.load_prepared`
+(format, version, fingerprint of F, certificate thresholds, states inside K); one that fails
+them (corrupt, another version, another matrix under this name) is deleted and rebuilt.
+
+``KNORM_CACHE``: unset, the user's cache folder (``platformdirs.user_cache_dir("knorm")``);
+``off`` (or ``0``, ``false``, ``no``), no cache; anything else, that folder.
+``KNORM_CACHE_MAX_MB`` (default 512): after each write the least recently used files beyond
+this size are deleted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..body.hull import SymmetricHull
+    from .certify import Certified
+    from .prepared import PreparedWorkload
+
+ENV = "KNORM_CACHE"
+MAX_ENV = "KNORM_CACHE_MAX_MB"
+DEFAULT_MAX_MB = 512.0
+OFF = {"off", "0", "false", "no"}
+
+
+def cache_folder() -> Path | None:
+    """The folder of cached prepared workloads, or None when ``KNORM_CACHE`` turns the cache off."""
+    value = os.environ.get(ENV, "").strip()
+    if value.lower() in OFF:
+        return None
+    if value:
+        return Path(value).expanduser() / "prepared"
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("knorm")) / "prepared"
+
+
+def max_bytes() -> float:
+    """``KNORM_CACHE_MAX_MB`` in bytes (a value that is not a number ≥ 0 is refused, naming it)."""
+    raw = os.environ.get(MAX_ENV, "").strip()
+    try:
+        mb = float(raw) if raw else DEFAULT_MAX_MB
+    except ValueError:
+        raise ValueError(f"{MAX_ENV} must be a number of megabytes >= 0, got {raw!r}") from None
+    if not mb >= 0.0:
+        raise ValueError(f"{MAX_ENV} must be a number of megabytes >= 0, got {raw!r}")
+    return mb * 2**20
+
+
+def _path(fingerprint: str) -> Path | None:
+    folder = cache_folder()
+    return None if folder is None else folder / f"{fingerprint}.knorm"
+
+
+def lookup(F: np.ndarray, fingerprint: str) -> PreparedWorkload | None:
+    """The cached prepared workload of the validated ``F`` (checked as :func:`load_prepared` checks a
+    file), or None: no cache, no file, or a file refused (deleted: it is rebuilt)."""
+    from .prepared import load_prepared
+
+    path = _path(fingerprint)
+    if path is None or not path.is_file():
+        return None
+    try:
+        w = load_prepared(path, F)
+    except (ValueError, OSError):
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+    if w.certified is None:
+        return None
+    try:
+        os.utime(path)  # recently used: kept longest
+    except OSError:
+        pass
+    return w
+
+
+def store(body: SymmetricHull, certified: Certified) -> Path | None:
+    """Write the certified body of a matrix seen through :func:`~knorm.walks.prepared.body_of` (it
+    carries its fingerprint and shape) to the cache; None when there is no cache or it cannot be
+    written (a read-only home: the cache is an optimisation, never an error)."""
+    from .prepared import PreparedWorkload
+    from .sampler import rounding_of
+
+    key: Any = getattr(body, "_cache_key", None)
+    if key is None or body.exact_structure is not None:
+        return None
+    fingerprint, shape = key
+    path = _path(fingerprint)
+    if path is None:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        PreparedWorkload(body, fingerprint, shape, rounding_of(body), certified=certified).save(path)
+        prune(path.parent, max_bytes())
+    except OSError:
+        return None
+    return path
+
+
+def prune(folder: Path, limit: float) -> None:
+    """Delete the least recently used ``*.knorm`` files of ``folder`` until they fit in ``limit`` bytes."""
+    files = []
+    for p in folder.glob("*.knorm"):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        files.append((st.st_mtime, st.st_size, p))
+    total = sum(size for _, size, _ in files)
+    for _, size, p in sorted(files):
+        if total <= limit:
+            break
+        try:
+            p.unlink()
+            total -= size
+        except OSError:
+            pass
