@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._progress import as_progress
 from ._rng import as_generator
 from ._validate import check_memory, check_options, is_int, memory_limit, positive_int, short_repr
 from .body.hull import validate_matrix
@@ -569,7 +570,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
               budget_s: float | None = None, p_identity_max_n: int | None = None,
               mechanism_options: Mapping[str, Any] | None = None,
               accountant: Any = None, workers: int | Executor | None = None,
-              prepared: PreparedWorkload | None = None) -> Recommendation:
+              prepared: PreparedWorkload | None = None, progress: Any = None) -> Recommendation:
     """The expected error of every applicable mechanism on ``F`` and the least-error one.
 
     From F alone (never data). ``table``: name → :class:`ErrorRow` with ``rms = √E‖noise‖₂²``
@@ -607,7 +608,8 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     rounding are reused by the K-norm and NIM rows and the chosen mechanism); the rows computed
     are kept in it ε-free and a later call with it takes them instead of computing them again
     (same ``n_samples``, ``walk`` and ``mc_seed``; module docstring); ``prepared.save(path)``
-    writes them.
+    writes them. ``progress`` (True: bars on stderr; or a callable, as a sampler's): the stages of
+    the table's MCMC runs (K-norm's rounding and one certification, where no file holds them).
     """
     W: ImplicitWorkload | NDArray[np.float64]
     if isinstance(F, ImplicitWorkload):
@@ -644,8 +646,11 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
         check_prepared(prepared, W)
     options.setdefault("walk", walk)
 
+    shown = as_progress(progress)
     b = _Builder(W, epsilon, delta, n_samples, walk, int(mc_seed), p_identity_max_n, options, rng, accountant,
                  workers, prepared)
+    if shown is not None:
+        b.sampler_options["progress"] = shown
     b.plan = plan
     limit = memory_limit()
     costs = {name: b.cost(name) for name in names}

@@ -2,9 +2,10 @@
 
 import argparse
 import json
+import sys
 
 from .. import __version__
-from ._common import (_add_debug, _add_workers, _add_workload, _laplace_draws, _nonneg_int, _positive_float,
+from ._common import (Progress, _add_debug, _add_workers, _add_workload, _laplace_draws, _nonneg_int, _positive_float,
                       _probability, _seed, load_workload, sampler_options)
 
 
@@ -37,8 +38,12 @@ def cmd_info(args):
              "epsilon": eps, "delta": args.delta, "mc_seed": args.mc_seed}
     if w is not None:
         facts["prepared"] = file_facts
-    km = KNormMechanism(F, epsilon=eps, rng=args.mc_seed, sampler_options=sampler_options(args), **on)
+    # where no file holds them, the rounding and the one certification show their stages on a terminal
+    progress = Progress(sys.stderr.isatty() and not args.json, "info")
+    km = KNormMechanism(F, epsilon=eps, rng=args.mc_seed, sampler_options={**sampler_options(args),
+                                                                             "progress": progress}, **on)
     mom = km.pool_moments()
+    progress.close()
     if mom is not None:  # E‖z‖₂ = 2^e·unit·E|Z|
         facts["mean_l2_uniform_K"] = float(np.ldexp(mom.norm[0] * K._unit, K._exp))
     else:
