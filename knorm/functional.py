@@ -100,8 +100,9 @@ class PrivateDensity:
     def __call__(self, t):
         t = _points(t, self.mech.m)
         k, p = len(t), len(self._pts)
-        # the joint kernel matrices (new × new, new × old, old × old) and the KDE's (k, n)
-        check_memory("points", None, 8 * (3 * k * k + 2 * k * p + 2 * p * p + 2 * k * self.mech.n))
+        # the joint kernel matrices (new × new, new × old, old × old), their temporaries and the
+        # eigendecomposition's copies (a peak of ≈ 7 k² floats measured for k new points) and the KDE's (k, n)
+        check_memory("points", None, 8 * (8 * k * k + 3 * k * p + 3 * p * p + 2 * k * self.mech.n))
         g = self._gp(t)
         return self.mech.kde(t) + self.mech.c * g
 

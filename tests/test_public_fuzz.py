@@ -352,3 +352,16 @@ def test_a_private_density_refuses_a_grid_too_large_for_its_kernel_matrix():
     with pytest.raises(ValueError, match=r"^points needs about"):
         f(np.zeros((200_000, 1)))
     assert f(np.array([[0.5]])).shape == (1,)  # the release still answers small grids
+
+
+def test_a_private_density_counts_the_memory_its_draw_really_takes(monkeypatch):
+    """Issue 34: 20,000 points passed the estimate (3 k² floats) on a 23 GiB machine and raised a raw
+    MemoryError in the draw, whose peak is ≈ 7 k² (kernel temporaries, the eigendecomposition's
+    copies). At a 40 MB limit 1,000 points (≈ 56 MB at the peak) are refused before allocating."""
+    import knorm._validate as V
+
+    monkeypatch.setattr(V, "memory_limit", lambda: 40e6)
+    f = KDE.release()
+    with pytest.raises(ValueError, match=r"^points needs about"):
+        f(np.linspace(0.0, 1.0, 1000))
+    assert f(np.linspace(0.0, 1.0, 300)).shape == (300,)  # ≈ 6 MB: still answered
