@@ -1,6 +1,7 @@
 """Argument checks shared across the package."""
 
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -68,9 +69,19 @@ def as_real_array(name, value, *, allow_object=False):
 
 def check_options(name, options, allowed):
     """``options`` (None or a mapping) as a dict whose keys are all in ``allowed``; else a
-    ValueError naming ``name``, the unknown keys and the allowed ones."""
+    ValueError naming ``name``, the unknown keys and the allowed ones (a TypeError if it is
+    not a mapping)."""
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"{name}: expected a mapping of option name to value, got {type(options).__name__}")
     opts = dict(options or {})
     unknown = sorted(set(opts) - set(allowed))
     if unknown:
         raise ValueError(f"{name}: unknown keys {unknown}; allowed: {list(allowed)}")
     return opts
+
+
+def check_flag(name, value):
+    """``value`` as a bool if it is True or False (numpy's too), else a ValueError naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {short_repr(value)}")
+    return bool(value)

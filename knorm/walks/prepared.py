@@ -27,7 +27,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._io import atomic_write
-from .._validate import is_int, is_real, positive_int
+from .._progress import as_progress
+from .._validate import check_flag, is_int, is_real, positive_int
 from ..body.hull import SymmetricHull, validate_matrix
 from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, check_states
 from .certify import certify as certify_walk
@@ -215,8 +216,9 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     more keep more cores or cluster workers busy: the certified pool is :func:`~knorm.walks.
     certify.certify_pool`, 2000 records up to 20 chains, 100 per chain beyond). The result is a
     function of F, ``chains`` and ``walk`` (public seeds); ``workers`` (threads, or an executor:
-    :class:`~knorm.distributed.DaskExecutor`) and ``progress`` (as for
-    :class:`~knorm.walks.sampler.Sampler`) never change it.
+    :class:`~knorm.distributed.DaskExecutor`) and ``progress`` (True: the rounding's and the
+    certification's bars on stderr, as ``sampler_options={"progress": True}``; or a callable as
+    for :class:`~knorm.walks.sampler.Sampler`) never change it.
 
     Given ``path``, an unfinished prepare keeps a public snapshot in :func:`snapshot_path`
     (``path.partial``: the rounding once done, the certification run's chains and pool at most
@@ -231,8 +233,8 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     walk_id(walk)
     chains = positive_int("chains", chains)
     for name, flag in (("certify", certify), ("resume", resume)):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {flag!r}")
+        check_flag(name, flag)
+    report = as_progress(progress)  # True: bars on stderr (closed at the end), as a mechanism's sampler_options
     if not is_real(snapshot_every) or not snapshot_every >= 0:
         raise ValueError(f"snapshot_every must be a number of seconds >= 0, got {snapshot_every!r}")
     F = validate_matrix(F)
@@ -245,15 +247,17 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     w = None if partial is None else partial.rounding(F)
     if w is None:
         body = SymmetricHull(F)
-        rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(progress),
+        rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(report),
                                                                          chains=chains)
         w = PreparedWorkload(body, fp, shape, rnd)
         if partial is not None and rnd is not None:
             partial.save_rounding(w)
     if w.rounding is not None and certify:
-        w.certified = certify_walk(w.body, walk=walk, workers=workers, progress=progress, chains=chains,
+        w.certified = certify_walk(w.body, walk=walk, workers=workers, progress=report, chains=chains,
                                    checkpoint=None if partial is None else partial.certify)
         cache_certified(w.body, w.certified)
+    if progress is True:  # the bars made here
+        report.close()
     if path is not None:
         w.save(path)
     if partial is not None:
