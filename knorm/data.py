@@ -237,6 +237,10 @@ class Domain:
                    clip: bool = False) -> NDArray[np.int64]:
         """Codes (N, k) int64 of the table's records, one column per attribute (see :func:`histogram`)."""
         cols = _columns(table, self, columns)
+        for a, c in zip(self.attributes, cols):  # a scalar has no length: refused by name, not len()'s TypeError
+            if c.ndim != 1:
+                raise ValueError(f"table: the column of attribute {a.name!r} must be 1-D (one value per record), "
+                                 f"got a {c.ndim}-D array")
         if len({len(c) for c in cols}) != 1:  # their lengths count records: not shown
             raise ValueError("table: the attributes' columns have different lengths (one value per record each)")
         codes = [a.discretise(c, clip=clip) for a, c in zip(self.attributes, cols)]

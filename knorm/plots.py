@@ -21,6 +21,7 @@ state, any backend). ``path``: also save the figure there (written atomically; t
 format follows the suffix).
 """
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -53,15 +54,22 @@ def _axes(ax, count, size):
     if ax is None:
         fig, axes = _figure(1, count, size)
         return fig, list(axes.ravel())
+    from matplotlib.axes import Axes  # matplotlib is loaded already: ax holds its Axes
+
     axes = list(np.ravel(np.asarray(ax, dtype=object)))
     if len(axes) != count:
         raise ValueError(f"ax must hold {count} Axes for this plot, got {len(axes)}")
+    odd = [type(a).__name__ for a in axes if not isinstance(a, Axes)]
+    if odd:
+        raise TypeError(f"ax must be matplotlib Axes (or a sequence of {count}), got {', '.join(odd)}")
     return axes[0].figure, axes
 
 
 def save(fig, path):
     """Save ``fig`` to ``path`` (unless None) atomically, in the format of its suffix; returns ``fig``."""
     if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be None or a file name (str or path), got {type(path).__name__}")
         path = Path(path)
         fmt = path.suffix.lstrip(".").lower() or None
         atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=DPI))
@@ -290,6 +298,11 @@ def error_vs_epsilon(F=None, epsilons=(0.1, 0.3, 1.0, 3.0), *, errors=None, ax=N
 def nim_spectrum(mechanism, *, ax=None, path=None):
     """Eigenvalues of Cov(Uniform K) at each NIM level (``levels[i].eigenvalues``, descending),
     log scale, a line per level of dimension > 1."""
+    from .mechanisms import NIMechanism
+
+    if not isinstance(mechanism, NIMechanism):
+        raise TypeError(f"mechanism must be a knorm.NIMechanism (its levels are plotted), got "
+                        f"{type(mechanism).__name__}")
     levels = [lv for lv in mechanism.levels if lv.dim > 1 and np.all(np.isfinite(lv.eigenvalues))]
     if not levels:
         raise ValueError("mechanism has no level of dimension > 1 with eigenvalues to plot")

@@ -365,3 +365,58 @@ def test_a_private_density_counts_the_memory_its_draw_really_takes(monkeypatch):
     with pytest.raises(ValueError, match=r"^points needs about"):
         f(np.linspace(0.0, 1.0, 1000))
     assert f(np.linspace(0.0, 1.0, 300)).shape == (300,)  # ≈ 6 MB: still answered
+
+
+# ---- issue 34's reported inputs: each a one-line error naming the argument, or a documented result ----
+
+def _named(names, call):
+    """``call()`` raises a one-line ValueError/TypeError whose message names one of ``names``."""
+    with pytest.raises((ValueError, TypeError)) as info:
+        call()
+    msg = str(info.value)
+    assert "\n" not in msg and any(re.search(rf"(^|\W){re.escape(n)}(\W|$)", msg) for n in names), msg
+
+
+def test_recommend_refuses_mechanism_options_that_are_not_a_mapping():
+    import knorm
+
+    for bad in ([1], "walk", 3):
+        _named(["mechanism_options"], lambda: knorm.recommend(F23, epsilon=1, mechanism_options=bad))
+    _named(["sampler_options"], lambda: knorm.KNormMechanism(F23, epsilon=1.0, sampler_options=[("walk", "ball")]))
+
+
+@pytest.mark.parametrize("fn", [PP.least_squares, PP.nonnegative, lambda F, a, **k: PP.project_to_total(F, a, 3.0, **k)])
+def test_an_empty_batch_of_answers_is_an_empty_result(fn):
+    """(0, d) answers (LAPACK's "illegal value in 4-th argument of internal gelsd", a matmul error
+    before): an empty batch in, an empty batch out, as for any m."""
+    out = fn(F23, np.zeros((0, 2)))
+    assert out.shape == (0, 2)
+    out, x = fn(F23, np.zeros((0, 2)), return_x=True)
+    assert out.shape == (0, 2) and x.shape == (0, 3)
+
+
+def test_histogram_of_a_mapping_of_scalars_names_the_table():
+    for table in ({"a": 0.5, "b": 1}, {"a": [0.5], "b": 1}):
+        _named(["table"], lambda: D.histogram(table, DOMAIN))
+
+
+def test_get_chain_refuses_a_flag_that_is_not_a_bool():
+    from knorm import Sampler
+
+    s = Sampler(np.eye(3), rng=0, chains=2, min_draws=40)
+    s.run(20)
+    for bad in ("yes", 1, None):
+        _named(["flat"], lambda: s.get_chain(flat=bad))
+        _named(["per_chain"], lambda: s.chain_diagnostics(per_chain=bad))
+    assert s.get_chain(flat=np.True_).ndim == 2
+
+
+def test_plots_refuse_an_ax_or_path_of_the_wrong_type_and_a_mechanism_without_levels():
+    plots = _plots()
+    import knorm
+
+    z = np.random.default_rng(0).standard_normal((2, 8, 2))
+    for bad in (5, "ax", [None]):
+        _named(["ax"], lambda: plots.trace(z, ax=bad))
+    _named(["path"], lambda: plots.trace(z, path=5))
+    _named(["mechanism"], lambda: plots.nim_spectrum(knorm.KNormMechanism(F23, epsilon=1.0)))

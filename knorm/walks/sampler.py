@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator
-from .._validate import check_memory, is_int, positive_int
+from .._validate import check_flag, check_memory, is_int, positive_int
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
@@ -626,6 +626,7 @@ class Sampler:
         sampler may show them freely. A mechanism's sampler is another matter: its
         released draws became noise, so its records are as secret as that noise.
         """
+        flat = check_flag("flat", flat)
         records = self._kept_records(discard, thin)
         span = self.rounding.to_span(records)
         return span.reshape(-1, span.shape[-1]) if flat else span
@@ -646,6 +647,7 @@ class Sampler:
         run's ``info.ess`` / ``info.rhat`` are the same diagnostics per ambient coordinate.
         Returns ``ChainDiagnostics(ess, rhat)``.
         """
+        per_chain = check_flag("per_chain", per_chain)
         z = self.get_chain(discard=discard, thin=thin)
         if per_chain:
             return ChainDiagnostics(np.array([_ess(c[None]) for c in z]).reshape(len(z), -1),
