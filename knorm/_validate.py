@@ -1,7 +1,7 @@
 """Argument checks shared across the package."""
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -85,3 +85,27 @@ def check_flag(name, value):
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False, got {short_repr(value)}")
     return bool(value)
+
+
+def check_str(name, value, *, allow_none=False):
+    """``value`` if it is a str (or None, if ``allow_none``), else a TypeError naming ``name``."""
+    if not (isinstance(value, str) or (value is None and allow_none)):
+        raise TypeError(f"{name} must be {'None or ' if allow_none else ''}a str, got {type(value).__name__}")
+    return value
+
+
+def check_path(name, value, *, allow_none=False):
+    """``value`` if it is a file name (str or os.PathLike; or None, if ``allow_none``), else a
+    TypeError naming ``name``."""
+    if not (isinstance(value, (str, os.PathLike)) or (value is None and allow_none)):
+        raise TypeError(f"{name} must be {'None or ' if allow_none else ''}a file name (str or path), got "
+                        f"{type(value).__name__}")
+    return value
+
+
+def as_list(name, value, what="a list"):
+    """``value`` (a list, tuple, array or other sequence; not a str or a mapping) as a list, else a
+    TypeError naming ``name`` (``what`` says what was expected)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    return list(value)

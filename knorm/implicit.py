@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validate import as_real_array, check_memory, positive_int, short_repr
+from ._validate import as_real_array, check_memory, check_str, positive_int, short_repr
 from .body.hull import _exponent, validate_matrix
 
 __all__ = ["ImplicitWorkload", "Factor", "from_matrix", "from_gram", "identity", "total", "prefix", "all_range",
@@ -106,9 +106,12 @@ class ImplicitWorkload:
     quantity of the unit-scale workload is multiplied by ``4^exponent``)."""
 
     def __init__(self, terms: Sequence[Sequence[Factor]]) -> None:
-        if not terms or any(not t for t in terms):
+        try:  # a sequence of sequences of factors (no term, or an empty one, is refused below)
+            self.terms: tuple[tuple[Factor, ...], ...] = tuple(tuple(t) for t in terms)
+        except TypeError:
+            raise TypeError(f"terms must be a sequence of terms (sequences of Factor), got {short_repr(terms)}") from None
+        if not self.terms or any(not t for t in self.terms):
             raise ValueError("terms: an implicit workload needs at least one term of at least one factor")
-        self.terms: tuple[tuple[Factor, ...], ...] = tuple(tuple(t) for t in terms)
         for t in self.terms:
             for f in t:
                 if not isinstance(f, Factor) or not isinstance(f.gram, np.ndarray) or f.gram.ndim != 2 or \
@@ -293,6 +296,7 @@ def width_range(n: int, k: int) -> ImplicitWorkload:
 
 def as_workload(W: ArrayLike | ImplicitWorkload, name: str = "F") -> ImplicitWorkload:
     """``W`` itself if implicit, else :func:`from_matrix` of it."""
+    check_str("name", name)
     if isinstance(W, ImplicitWorkload):
         return W
     try:

@@ -107,6 +107,7 @@ def answer_variances(mechanism: Any, d: int, noise_draws: int = NOISE_DRAWS) -> 
     from .mechanisms import GaussianMechanism, LaplaceMechanism
     from .mechanisms.residual import ResidualGaussianMechanism
 
+    d, noise_draws = positive_int("d", d), positive_int("noise_draws", noise_draws)
     if isinstance(mechanism, LaplaceMechanism):
         return np.full(d, 2.0 * mechanism.scale ** 2)
     if isinstance(mechanism, GaussianMechanism):
@@ -125,7 +126,6 @@ def answer_variances(mechanism: Any, d: int, noise_draws: int = NOISE_DRAWS) -> 
     if not callable(getattr(mechanism, "sample_noise", None)):
         raise ValueError(f"noise: {type(mechanism).__name__} has no noise scale (give a mechanism with sample_noise, "
                          "a number or one number per answer)")
-    noise_draws = positive_int("noise_draws", noise_draws)
     if noise_draws < 2:
         raise ValueError(f"noise_draws must be at least 2, got {noise_draws}")
     z = np.atleast_2d(mechanism.sample_noise(noise_draws))

@@ -14,22 +14,32 @@ random floats, integers, text and complex numbers on top.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib
+import inspect
 import math
+import pkgutil
 import re
 import signal
+import tempfile
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import knorm
 from knorm import audit as A
 from knorm import data as D
 from knorm import diagnostics as G
 from knorm import discrete as R
 from knorm import experiments as E
 from knorm import functional as Fn
+from knorm import implicit as I
+from knorm import mechanisms as M
 from knorm import postprocess as PP
 from knorm import privacy as P
 from knorm import workloads as W
@@ -420,3 +430,248 @@ def test_plots_refuse_an_ax_or_path_of_the_wrong_type_and_a_mechanism_without_le
         _named(["ax"], lambda: plots.trace(z, ax=bad))
     _named(["path"], lambda: plots.trace(z, path=5))
     _named(["mechanism"], lambda: plots.nim_spectrum(knorm.KNormMechanism(F23, epsilon=1.0)))
+
+
+# ---- every public callable, found by enumeration (issue 34) ------------------------------------
+#
+# The public API is read from the package itself: ``knorm.__all__``, each top-level module's and
+# subpackage's ``__all__`` (or, without one, the public names the module defines). Each callable found must have a valid call in
+# API (below) or a reason in API_EXEMPT: a new public function or class fails
+# test_every_public_callable_is_fuzzed until it is given one, and from then on every parameter of
+# its signature is fed wrong types, empty and non-finite values by test_every_parameter_refuses_*.
+# Records the library returns (dataclasses: results, claims, levels) are not entry points unless
+# they check their fields (Attribute: in API).
+
+P3 = W.prefix(3)  # exact draws: every mechanism builds in milliseconds
+Z3 = np.random.default_rng(0).standard_normal((2, 8, 2))
+
+API_EXEMPT = {  # qualified name -> why it is not fuzzed here
+    "knorm.cli.main": "the command line: test_every_cli_option_refuses_bad_values",
+    "knorm.cli.build_parser": "takes no argument",
+    "knorm.distributed.DaskExecutor": "connects to a Dask cluster (tests/test_distributed)",
+    "knorm.experiments": "benchmarks (a valid call runs minutes): their refusals are CASES above (refuse_only)",
+    "knorm.walks.chains": "engine pieces exported for cluster workers: their inputs are built by the Sampler",
+    "knorm.walks.rounding.round_body": "engine piece: its input is a frame the Sampler builds",
+    "knorm.bounds.inner_radius": "engine piece: its input is a frame the Sampler builds",
+    "knorm.mechanisms._base.Mechanism": "the abstract base of the mechanisms (each fuzzed itself)",
+    "knorm.functional.PrivateDensity": "made by GaussianKDEMechanism.release() (its points are CASES above)",
+    "knorm.walks.prepared.PreparedWorkload": "made by prepare() and load_prepared() (both fuzzed)",
+    "knorm.synth.synthesize": "needs the optional private-pgm (tests/synth)",
+}
+
+
+class Lazy:
+    """A base argument built at the call (a file, a figure, a mechanism), not at import."""
+
+    def __init__(self, make):
+        self.make = make
+
+
+@functools.lru_cache(maxsize=None)
+def _public():
+    return _public_callables()
+
+
+@functools.lru_cache(maxsize=None)
+def _prepared_file():
+    path = Path(tempfile.mkdtemp()) / "eye.knorm"
+    knorm.prepare(np.eye(2), path)
+    return str(path)
+
+
+API = {  # qualified name -> (valid keyword arguments, {parameter: other words its error may use})
+    "knorm.body.hull.SymmetricHull": (dict(F=P3), {}),
+    "knorm.body.hull.validate_matrix": (dict(F=P3, name="F"), {"name": ("name", "F")}),
+    "knorm.body.reference.ReferenceOracle": (dict(F=P3, method="highs"), {}),
+    "knorm.walks.sampler.Sampler": (dict(body_or_F=np.eye(2), rng=0), {"body_or_F": ("F", "body")}),
+    "knorm.walks.sampler.sample_uniform": (dict(body_or_F=np.eye(2), size=4, rng=0, min_draws=40),
+                                           {"body_or_F": ("F", "body")}),
+    "knorm.walks.prepared.prepare": (dict(F=np.eye(2)), {}),
+    "knorm.walks.prepared.load_prepared": (dict(path=Lazy(_prepared_file), F=np.eye(2)), {"path": ("path", "prepared")}),
+    "knorm.mechanisms.additive.LaplaceMechanism": (dict(F=P3, epsilon=1.0), {}),
+    "knorm.mechanisms.additive.GaussianMechanism": (dict(F=P3, epsilon=1.0, delta=1e-6), {}),
+    "knorm.mechanisms.knorm_mechanism.KNormMechanism": (dict(F=P3, epsilon=1.0, rng=0), {}),
+    "knorm.mechanisms.nim.NIMechanism": (dict(F=P3, epsilon=1.0, rng=0), {}),
+    "knorm.mechanisms.bounded.BoundedLaplaceMechanism": (dict(lower=0.0, upper=1.0, epsilon=1.0, delta=1e-6), {}),
+    "knorm.mechanisms.bounded.CovarianceGaussianMechanism": (
+        dict(M=np.eye(2), sensitivity=1.0, epsilon=0.5, delta=1e-6), {}),
+    "knorm.mechanisms.strategy.IdentityMechanism": (dict(F=P3, epsilon=1.0), {}),
+    "knorm.mechanisms.strategy.HierarchicalMechanism": (dict(F=P3, epsilon=1.0), {}),
+    "knorm.mechanisms.strategy.PIdentityMechanism": (dict(F=P3, epsilon=1.0, maxiter=20), {}),
+    "knorm.mechanisms.strategy.KroneckerStrategyMechanism": (dict(F=P3, epsilon=1.0, strategies=[np.eye(3)]), {}),
+    "knorm.mechanisms.strategy.KroneckerPIdentityMechanism": (dict(F=P3, epsilon=1.0, maxiter=20), {}),
+    "knorm.mechanisms.strategy.KroneckerHierarchicalMechanism": (dict(F=P3, epsilon=1.0), {}),
+    "knorm.mechanisms.residual.ResidualGaussianMechanism": (dict(F=W.marginals([2, 2], 1), epsilon=1.0,
+                                                                 delta=1e-6), {}),
+    "knorm.mechanisms.residual.SVDGaussianMechanism": (dict(F=P3, epsilon=1.0, delta=1e-6), {}),
+    "knorm.mechanisms.additive.analytic_gaussian_sigma": (dict(sensitivity=1.0, epsilon=1.0, delta=1e-6), {}),
+    "knorm.mechanisms.additive.l1_sensitivity": (dict(F=P3), {}),
+    "knorm.mechanisms.additive.l2_sensitivity": (dict(F=P3), {}),
+    "knorm.recommend.recommend": (dict(F=P3, epsilon=1.0, candidates=["laplace", "identity"]), {}),
+    "knorm.recommend.row_cost": (dict(name="laplace", d=3, n=3), {}),
+    "knorm.recommend.knorm_crossover_delta": (dict(epsilon=1.0, delta=1e-6, knorm_rms=1.0, gaussian_rms=2.0), {}),
+    "knorm.data.Attribute": (dict(name="a", edges=[0.0, 1.0, 2.0]), {}),
+    "knorm.data.Domain": (dict(attributes=list(DOMAIN.attributes)), {}),
+    "knorm.data.histogram": (dict(table=[[0.5, 1.0], [1.5, 0.0]], domain=DOMAIN), {"table": ("table", "attribute")}),
+    "knorm.data.marginal_keys": (dict(domain=DOMAIN, k=1), {}),
+    "knorm.data.marginal_workload": (dict(domain=DOMAIN, k=1), {}),
+    "knorm.data.split_marginals": (dict(domain=DOMAIN, k=1, answers=[1.0, 2.0, 3.0, 4.0, 5.0]), {"k": ("k", "answers")}),
+    "knorm.diagnostics.rhat": (dict(draws=DRAWS), {}),
+    "knorm.diagnostics.ess": (dict(draws=DRAWS, method="bulk"), {}),
+    "knorm.diagnostics.autocorrelation_time": (dict(draws=DRAWS), {}),
+    "knorm.discrete.RandomizedResponse": (dict(k=3, epsilon=1.0), {}),
+    "knorm.discrete.FiniteDomainMechanism": (dict(m=3, epsilon=1.0, delta=0.1), {}),
+    "knorm.audit.audit": (dict(sample_p=_sampler, sample_q=_sampler, n=100, rng=0), {}),
+    "knorm.audit.audit_event": (dict(event=A.repeated_answer(), sample_p=_sampler, sample_q=_sampler,
+                                     windows=3, window=3), {}),
+    "knorm.audit.clopper_pearson": (dict(k=3, n=10, alpha=0.05), {}),
+    "knorm.audit.fx_on_line": (dict(fx=[1.0, 2.0]), {}),
+    "knorm.audit.repeated_answer": (dict(atol=0.0), {}),
+    "knorm.bounds.log_ball_volume": (dict(r=3), {}),
+    "knorm.bounds.volume": (dict(body_or_F=P3, rng=0), {"body_or_F": ("F", "body")}),
+    "knorm.bounds.vol_lower_bound": (dict(F=P3, epsilon=1.0, rng=0), {}),
+    "knorm.bounds.gvol_lower_bound": (dict(F=P3, epsilon=1.0, rng=0), {}),
+    "knorm.functional.GaussianKDEMechanism": (dict(data=[0.0, 1.0, 2.0], bandwidth=1.0, epsilon=0.5, delta=1e-3),
+                                              {"data": ("data", "points")}),
+    "knorm.implicit.all_range": (dict(n=3), {}),
+    "knorm.implicit.as_workload": (dict(W=P3, name="F"), {"W": ("W", "F"), "name": ("name", "F")}),
+    "knorm.implicit.from_gram": (dict(gram=np.eye(3), queries=3), {}),
+    "knorm.implicit.from_matrix": (dict(W=P3), {}),
+    "knorm.implicit.identity": (dict(n=3), {}),
+    "knorm.implicit.kron": (dict(workloads=(P3, np.eye(2))), {}),
+    "knorm.implicit.union": (dict(workloads=(P3, np.eye(3))), {}),
+    "knorm.implicit.marginals": (dict(shape=[2, 3], cliques=[[0], [1]]), {"shape": ("shape", "cliques")}),
+    "knorm.implicit.prefix": (dict(n=3), {}),
+    "knorm.implicit.ranges": (dict(shape=[3]), {}),
+    "knorm.implicit.total": (dict(n=3), {}),
+    "knorm.implicit.width_range": (dict(n=4, k=2), {}),
+    "knorm.implicit.ImplicitWorkload": (dict(terms=I.prefix(3).terms), {}),
+    "knorm.plots.trace": (dict(source=Z3), {"source": ("source", "draws")}),
+    "knorm.plots.rank": (dict(source=Z3), {"source": ("source", "draws")}),
+    "knorm.plots.autocorrelation": (dict(source=Z3), {"source": ("source", "draws")}),
+    "knorm.plots.ess_rhat": (dict(source=Z3), {"source": ("source", "draws")}),
+    "knorm.plots.chains": (dict(source=Z3), {"source": ("source", "draws")}),
+    "knorm.plots.error_vs_epsilon": (dict(F=P3, epsilons=(1.0,), mechanisms=("laplace",)),
+                                     {"epsilons": ("epsilons", "epsilon")}),
+    "knorm.plots.expected_errors": (dict(F=P3, epsilons=[1.0], mechanisms=("laplace",), n_samples=10),
+                                    {"epsilons": ("epsilons", "epsilon")}),
+    "knorm.plots.nim_spectrum": (dict(mechanism=Lazy(lambda: M.NIMechanism(P3, epsilon=1.0, rng=0))), {}),
+    "knorm.plots.save": (dict(fig=Lazy(lambda: _plots().trace(Z3)), path=None), {}),
+    "knorm.plots.table3_figure": (dict(rows=[{"d": 4, "epsilon": 1.0, "mechanism": "K-norm", "mean_l2_error": 1.0,
+                                              "stderr": 0.1}]), {}),
+    "knorm.plots.scaling_figure": (dict(rows=[{"d": 4, "n": 8, "walk": "ball", "ess_per_s": 1.0, "pivots_per_step": 2,
+                                               "tau_steps": 2.0, "reliable": True}]), {}),
+    "knorm.postprocess.least_squares": (dict(F=F23, answers=[1.0, 2.0]), {}),
+    "knorm.postprocess.nonnegative": (dict(F=F23, answers=[1.0, 2.0]), {}),
+    "knorm.postprocess.project_to_total": (dict(F=F23, answers=[1.0, 2.0], total=3.0), {}),
+    "knorm.privacy.BudgetAccountant": (dict(epsilon=1.0, delta=0.5), {}),
+    "knorm.privacy.advanced_composition": (dict(epsilon=0.1, delta=0.0, k=10, delta_prime=1e-6), {}),
+    "knorm.privacy.basic_composition": (dict(epsilons=[1.0, 2.0], deltas=[0.0, 0.1]), {}),
+    "knorm.privacy.epsilon_delta_dp_event": (dict(epsilon=1.0, delta=0.0), {}),
+    "knorm.privacy.gaussian_mu": (dict(sensitivity=1.0, sigma=2.0), {}),
+    "knorm.privacy.gdp_compose": (dict(mus=(1.0, 2.0)), {}),
+    "knorm.privacy.gdp_delta": (dict(epsilon=1.0, mu=1.0), {}),
+    "knorm.privacy.gdp_epsilon": (dict(delta=1e-5, mu=1.0), {}),
+    "knorm.privacy.gdp_mu_for": (dict(epsilon=1.0, delta=1e-5), {}),
+    "knorm.privacy.group_gdp": (dict(mu=1.0, k=2), {}),
+    "knorm.privacy.group_privacy": (dict(epsilon=1.0, delta=1e-6, k=3), {}),
+    "knorm.privacy.tradeoff_eps_delta": (dict(alpha=0.5, epsilon=1.0, delta=0.0), {}),
+    "knorm.privacy.tradeoff_gdp": (dict(alpha=0.5, mu=1.0), {}),
+    "knorm.synth.answer_variances": (dict(mechanism=Lazy(lambda: M.LaplaceMechanism(P3, epsilon=1.0)), d=3, noise_draws=10),
+                                     {}),
+    "knorm.workloads.all_range": (dict(n=3), {}),
+    "knorm.workloads.by_name": (dict(name="width_range", n=4, k=2), {}),
+    "knorm.workloads.clique_marginals": (dict(shape=[2, 3], cliques=[[0], [0, 1]]), {"shape": ("shape", "cliques")}),
+    "knorm.workloads.identity": (dict(n=3), {}),
+    "knorm.workloads.marginals": (dict(shape=[2, 3], k=1), {}),
+    "knorm.workloads.prefix": (dict(n=3), {}),
+    "knorm.workloads.random_bernoulli": (dict(d=2, n=3, p=0.5, rng=0), {}),
+    "knorm.workloads.random_pm1": (dict(d=2, n=3, rng=0), {}),
+    "knorm.workloads.width_range": (dict(n=4, k=2), {}),
+}
+
+
+def _public_callables():
+    """{qualified name: object} of every callable the public modules export."""
+    names = ["knorm"] + [m.name for m in pkgutil.walk_packages(knorm.__path__, prefix="knorm.")
+                         if not any(part.startswith("_") for part in m.name.split("."))]
+    found = {}
+    for name in names:
+        if name.startswith("knorm.cli."):
+            continue  # the subcommands' modules: the command line is fuzzed through its parser
+        mod = importlib.import_module(name)
+        exported = getattr(mod, "__all__", None)
+        if name.count(".") > 1:
+            continue  # a subpackage's inner module: public only through its package's __all__
+        if exported is None:
+            exported = [k for k, v in vars(mod).items() if not k.startswith("_") and getattr(v, "__module__", None) == name]
+        for attr in exported:
+            obj = getattr(mod, attr)
+            if inspect.ismodule(obj) or not callable(obj):
+                continue
+            if isinstance(obj, type) and issubclass(obj, BaseException):
+                continue
+            found[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    return found
+
+
+def _exempt(qualname):
+    return any(qualname == k or qualname.startswith(k + ".") for k in API_EXEMPT)
+
+
+def test_every_public_callable_is_fuzzed():
+    """A new public function or class is fuzzed once it is given a valid call in API (or a reason in
+    API_EXEMPT); API and API_EXEMPT name nothing that is gone."""
+    public = _public_callables()
+    missing = sorted(q for q, obj in public.items()
+                     if q not in API and not _exempt(q) and not dataclasses.is_dataclass(obj))
+    assert not missing, f"public callables without a valid call in API (or a reason in API_EXEMPT): {missing}"
+    assert not sorted(set(API) - set(public)), "API names callables that are no longer public"
+
+
+WRONG = [1j, "x?", float("nan"), -1, np.zeros(0), np.zeros((0, 2)), [[1.0], [1.0, 2.0]]]
+
+
+def _api_case(qualname, param):
+    obj = _public()[qualname]
+    base, aliases = API[qualname]
+    sig = inspect.signature(obj)
+    var = {p.name for p in sig.parameters.values() if p.kind is p.VAR_POSITIONAL}
+
+    def call(**kwargs):
+        kwargs = {k: v.make() if isinstance(v, Lazy) else v for k, v in kwargs.items()}
+        args = []  # *workloads, *mus: the valid ones, or the one odd value
+        for v in var:
+            args = [kwargs.pop(v)] if v == param else list(kwargs.pop(v))
+        return obj(*args, **kwargs)
+
+    names = (param,) + tuple(aliases.get(param, ()))
+    return Case(qualname, call, dict(base), {param: names})
+
+
+def _params(qualname):
+    sig = inspect.signature(_public()[qualname])
+    return [p.name for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+
+
+API_ARGS = [(q, p) for q in sorted(API) for p in _params(q)]
+
+
+@pytest.mark.parametrize("qualname,param", API_ARGS, ids=[f"{q.rsplit('.', 1)[-1]}-{p}" for q, p in API_ARGS])
+def test_every_parameter_refuses_wrong_types_and_shapes(qualname, param):
+    """``object()`` in any parameter: a one-line ValueError/TypeError naming it, never accepted.
+    Complex, text, NaN, −1, empty arrays (0-length and (0, 2)), ragged lists: a one-line error
+    naming the parameter, or a finite result."""
+    case = _api_case(qualname, param)
+    assert check(case, param, object()) == "refused"
+    for value in WRONG:
+        check(case, param, value)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(API_ARGS), RANDOM)
+def test_every_parameter_refuses_or_answers_finite_on_random_values(qualname_param, value):
+    """Random floats (NaN, ±inf included), integers up to 2^70, text, complex numbers, bools, None and
+    short lists in any parameter of any public callable: the same property."""
+    qualname, param = qualname_param
+    check(_api_case(qualname, param), param, value)

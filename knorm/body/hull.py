@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validate import as_real_array, is_real, short_repr
+from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
 from .marginal import empty_operator, marginal_operator, plan_speedup, recognise
@@ -40,6 +40,7 @@ OFF_SPAN = 1e-6
 
 def validate_matrix(F: ArrayLike, name: str = "F") -> NDArray[np.float64]:
     """Return ``F`` as a finite float64 2-D array or raise ``ValueError`` saying why."""
+    check_str("name", name)
     if isinstance(F, (str, bytes, os.PathLike)):
         raise ValueError(f"{name} must be a numeric array (d queries × n cells), not a file name "
                          f"{short_repr(F)}: load it first, e.g. {name} = np.load(path)")

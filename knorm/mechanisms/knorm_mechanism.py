@@ -93,6 +93,9 @@ class KNormMechanism(Mechanism):
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
         self.walk = walk
+        if body is not None and not (isinstance(body, SymmetricHull) and body.ambient_dim == self.F.shape[0]):
+            raise TypeError(f"body must be None or the knorm.SymmetricHull of F ({self.F.shape[0]} rows), got "
+                            f"{type(body).__name__}")
         if prepared is not None:
             if body is not None:
                 raise ValueError("prepared: give a prepared workload or a body, not both")

@@ -122,8 +122,8 @@ def sampling_kernels_cached():
 
 def walk_id(walk):
     """The kernel branch of a walk name (ValueError naming ``walk`` if unknown)."""
-    if walk not in WALKS:
-        raise ValueError(f"walk must be one of {sorted(WALKS)}, got {walk!r}")
+    if not isinstance(walk, str) or walk not in WALKS:
+        raise ValueError(f"walk must be one of {sorted(WALKS)}, got {short_repr(walk)}")
     return WALKS[walk].kernel
 
 

@@ -28,11 +28,11 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._io import atomic_write
 from .._progress import as_progress
-from .._validate import check_flag, is_int, is_real, positive_int
+from .._validate import check_flag, check_path, is_int, is_real, positive_int
 from ..body.hull import SymmetricHull, validate_matrix
 from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, check_states
 from .certify import certify as certify_walk
-from .chains import RADIUS_DIRECTIONS, body_radius, radius_bases, walk_id
+from .chains import RADIUS_DIRECTIONS, body_radius, check_workers, radius_bases, walk_id
 from .checkpoint import PublicSnapshot, fingerprint
 from .rounding import Rounding
 from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
@@ -234,6 +234,8 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     chains = positive_int("chains", chains)
     for name, flag in (("certify", certify), ("resume", resume)):
         check_flag(name, flag)
+    check_path("path", path, allow_none=True)
+    workers = check_workers(workers)
     report = as_progress(progress)  # True: bars on stderr (closed at the end), as a mechanism's sampler_options
     if not is_real(snapshot_every) or not snapshot_every >= 0:
         raise ValueError(f"snapshot_every must be a number of seconds >= 0, got {snapshot_every!r}")
@@ -330,7 +332,7 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
     LAPACK may rotate the basis of a repeated singular value), T is carried over to it
     exactly in real arithmetic: the same rounded body, the same noise law.
     """
-    path = Path(path)
+    path = Path(check_path("path", path))
     z = _read(path)
     fmt = str(z.get("format", ""))
     version = str(z.get("knorm", ""))

@@ -583,6 +583,7 @@ class Sampler:
 
     def _sample(self, size: int, return_info: bool, stacklevel: int
                 ) -> NDArray[np.float64] | tuple[NDArray[np.float64], SamplingInfo]:
+        return_info = check_flag("return_info", return_info)
         draws, info = self.run(size)
         if not info.converged:
             warnings.warn(
