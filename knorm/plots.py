@@ -95,7 +95,10 @@ def _coord(z, coord, name="coord"):
 def _coords(z, coords, default=4):
     if coords is None:
         return list(range(min(default, z.shape[2])))
-    return [_coord(z, c, "coords") for c in np.atleast_1d(np.asarray(coords, dtype=object)).tolist()]
+    ks = [_coord(z, c, "coords") for c in np.atleast_1d(np.asarray(coords, dtype=object)).ravel().tolist()]
+    if not ks:
+        raise ValueError("coords must name at least one coordinate (None: the first 4)")
+    return ks
 
 
 # -- chains -----------------------------------------------------------------------------------

@@ -675,3 +675,100 @@ def test_every_parameter_refuses_or_answers_finite_on_random_values(qualname_par
     short lists in any parameter of any public callable: the same property."""
     qualname, param = qualname_param
     check(_api_case(qualname, param), param, value)
+
+
+# ---- every option of every subcommand of the command line (issue 34) ----------------------------
+#
+# Read from the parser: a new subcommand fails test_every_subcommand_is_fuzzed until it has a
+# cheap valid command line in CLI_BASE (or a reason in CLI_EXEMPT); a new option is fed odd values
+# at once. Each run ends with status 0 (the value is valid) or 1/2 and one line on stderr naming the
+# option, never a traceback or a raw exception type.
+
+CLI_BASE = {  # subcommand -> a valid, quick command line (run in a temporary folder)
+    "sample": ["sample", "--workload", "identity", "--n", "3", "--count", "2", "--nonprivate-seed", "1", "--quiet",
+               "--out", "a.npz"],
+    "info": ["info", "--workload", "identity", "--n", "3", "--epsilon", "1", "--no-nim"],
+    "uniform": ["uniform", "--workload", "identity", "--n", "3", "--size", "20", "--nonprivate-seed", "1",
+                "--out", "u.npz"],
+    "plot": ["plot", "nim-spectrum", "--workload", "identity", "--n", "3", "--out", "p.png"],
+    "prepare": ["prepare", "--workload", "identity", "--n", "3", "--out", "w.knorm", "--quiet"],
+    "synth": ["synth", "--workload", "marginals", "--shape", "2", "2", "--k", "1", "--answers", "rel.npz",
+              "--out", "s.npz", "--iters", "20", "--seed", "1"],
+}
+CLI_EXEMPT = {"bench": "runs benchmarks (minutes) once its options pass: knorm.experiments' refusals are CASES above"}
+CLI_ODD = ["x?", "nan", "-1", "1e400", "", "0"]
+
+
+def _subparsers():
+    import argparse
+
+    from knorm import cli
+
+    parser = cli.build_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def _cli_options():
+    out = []
+    for name, sub in sorted(_subparsers().items()):
+        if name in CLI_EXEMPT:
+            continue
+        for a in sub._actions:
+            if a.option_strings and a.nargs != 0 and "--help" not in a.option_strings:
+                out.append((name, a.option_strings[-1]))
+    return out
+
+
+CLI_OPTIONS = _cli_options()
+
+
+def test_every_subcommand_is_fuzzed():
+    assert sorted(CLI_BASE) == sorted(set(_subparsers()) - set(CLI_EXEMPT))
+
+
+def _with(argv, option, value):
+    """``argv`` with ``option`` set to ``value`` (replacing its value there, else added)."""
+    argv = list(argv)
+    if option in argv:
+        i = argv.index(option) + 1
+        j = i
+        while j < len(argv) and not argv[j].startswith("--"):
+            j += 1
+        return argv[:i] + [value] + argv[j:]
+    return argv + [option, value]
+
+
+@pytest.fixture
+def cli_folder(tmp_path, monkeypatch, capsys):
+    """A temporary working folder holding what the base command lines read (synth's release)."""
+    from cli_helpers import run
+
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.arange(4, dtype=float))
+    rc, _, err = run(["sample", "--workload", "marginals", "--shape", "2", "2", "--k", "1", "--data", "x.npy",
+                      "--count", "1", "--mechanism", "laplace", "--out", "rel.npz", "--quiet", "--nonprivate-seed",
+                      "1"], capsys)
+    assert rc == 0, err
+    return tmp_path
+
+
+RAW = re.compile(r"Traceback|error: [A-Z]\w*(Error|Exception)\b")
+
+
+@pytest.mark.parametrize("command,option", CLI_OPTIONS, ids=[f"{c}{o}" for c, o in CLI_OPTIONS])
+def test_every_cli_option_refuses_odd_values_by_name(command, option, cli_folder, capsys):
+    from cli_helpers import run
+
+    for value in CLI_ODD:
+        argv = _with(CLI_BASE[command], option, value)
+        for leftover in ("a.npz", "u.npz", "p.png", "w.knorm", "s.npz", "x?"):  # no --force needed
+            if Path(leftover).is_file():
+                Path(leftover).unlink()
+        with alarm(60):
+            rc, out, err = run(argv, capsys)
+        if rc == 0:
+            continue
+        *warned, msg = err.strip().splitlines() or [""]  # warnings (a seeded run's) come first, a line each
+        assert all(w.startswith("knorm: warning:") for w in warned), (argv, err)
+        assert rc in (1, 2) and not RAW.search(msg), (argv, rc, err)
+        assert option in msg or option.lstrip("-").replace("-", "_") in msg, (argv, msg)
