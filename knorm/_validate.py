@@ -96,10 +96,14 @@ def check_str(name, value, *, allow_none=False):
 
 def check_path(name, value, *, allow_none=False):
     """``value`` if it is a file name (str or os.PathLike; or None, if ``allow_none``), else a
-    TypeError naming ``name``."""
-    if not (isinstance(value, (str, os.PathLike)) or (value is None and allow_none)):
+    TypeError naming ``name``; an empty name or a folder is a ValueError naming it."""
+    if value is None and allow_none:
+        return value
+    if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be {'None or ' if allow_none else ''}a file name (str or path), got "
                         f"{type(value).__name__}")
+    if not os.fspath(value) or os.path.isdir(value):
+        raise ValueError(f"{name} must name a file, got {short_repr(value)} (empty, or a folder)")
     return value
 
 

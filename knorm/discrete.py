@@ -130,7 +130,7 @@ class FiniteDomainMechanism(Accounted):
         self.m = _size("m", m, 1, MAX_VALUES - 1)
         self.epsilon = check_epsilon(epsilon)
         if not is_real(delta) or not 0.0 <= delta < 1.0:
-            raise ValueError(f"delta must be a number in [0, 1), got {delta!r}")
+            raise ValueError(f"delta must be a number in [0, 1), got {short_repr(delta)}")
         self.delta = float(delta)
         # (1 − δ)/(m + e^ε) = (1 − δ)e^{−ε}/(1 + m e^{−ε}): no overflow for large ε
         w = np.exp(-self.epsilon)

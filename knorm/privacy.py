@@ -68,7 +68,7 @@ def _array(name: str, v: ArrayLike, hi: float = np.inf) -> NDArray[np.float64]:
     if np.any(bad):
         want = "in [0, 1]" if hi == 1 else "non-negative finite numbers"
         first = float(np.atleast_1d(a)[np.atleast_1d(bad)][0])
-        raise ValueError(f"{name} must be {want}, got {first!r}" + (f" (an entry of shape {a.shape})" if a.ndim else ""))
+        raise ValueError(f"{name} must be {want}, got {short_repr(first)}" + (f" (an entry of shape {a.shape})" if a.ndim else ""))
     return a
 
 
@@ -317,7 +317,7 @@ class PrivacyClaim:
         """The claim of ``k`` answers on the same data: basic composition, ``(kε, min(1, kδ))``;
         ``k`` an integer in [0, 2^53] (floats and bools are refused, not rounded)."""
         if not is_int(k) or not 0 <= k <= MAX_ANSWERS:
-            raise ValueError(f"k must be an integer in [0, 2^53] (0: nothing released), got {k!r}")
+            raise ValueError(f"k must be an integer in [0, 2^53] (0: nothing released), got {short_repr(k)}")
         k = int(k)
         how = f"basic composition of {k} answer{'s' if k != 1 else ''} at ε = {self.epsilon:g}"
         how += f", δ = {self.delta:g} each" if self.delta else " each"

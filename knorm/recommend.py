@@ -188,7 +188,7 @@ def _check_candidates(candidates, delta, product):
         names = [candidates] if isinstance(candidates, str) else as_list("candidates", candidates, "a list of names")
         bad = [c for c in names if not isinstance(c, str) or c not in CANDIDATES]
         if bad or not names:
-            raise ValueError(f"candidates must be a non-empty list from {list(CANDIDATES)}, got {candidates!r}")
+            raise ValueError(f"candidates must be a non-empty list from {list(CANDIDATES)}, got {short_repr(candidates)}")
         gauss = [c for c in names if c in GAUSSIAN]
         if gauss and delta is None:
             raise ValueError(f"candidates: {', '.join(repr(c) for c in gauss)} need delta (they are (ε, δ)-DP)")
@@ -627,7 +627,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     n_samples = check_n_samples(n_samples)
     walk_id(walk)
     if not is_int(mc_seed) or mc_seed < 0:
-        raise ValueError(f"mc_seed must be a non-negative integer, got {mc_seed!r}")
+        raise ValueError(f"mc_seed must be a non-negative integer, got {short_repr(mc_seed)}")
     budget_s = _check_budget(budget_s)
     p_identity_max_n = positive_int("p_identity_max_n", p_identity_max_n, allow_none=True)
     options = _check_options(mechanism_options)

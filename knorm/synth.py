@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._rng import as_generator
-from ._validate import as_real_array, positive_int, short_repr
+from ._validate import as_real_array, check_memory, positive_int, short_repr
 from .body.hull import validate_matrix
 from .body.marginal import MarginalStructure, recognise
 from .privacy import PrivacyClaim
@@ -108,6 +108,7 @@ def answer_variances(mechanism: Any, d: int, noise_draws: int = NOISE_DRAWS) -> 
     from .mechanisms.residual import ResidualGaussianMechanism
 
     d, noise_draws = positive_int("d", d), positive_int("noise_draws", noise_draws)
+    check_memory("d", d, 8 * d)
     if isinstance(mechanism, LaplaceMechanism):
         return np.full(d, 2.0 * mechanism.scale ** 2)
     if isinstance(mechanism, GaussianMechanism):

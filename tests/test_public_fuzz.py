@@ -19,6 +19,7 @@ import functools
 import importlib
 import inspect
 import math
+import os
 import pkgutil
 import re
 import signal
@@ -300,6 +301,9 @@ def check(case, arg, value):
         assert any(re.search(rf"(^|\W){re.escape(n)}(\W|$)", msg) for n in names), \
             f"{case.label}({arg}={value!r}): {names} not named in: {msg}"
         return "refused"
+    except FileNotFoundError as exc:  # a file name that names no file: open()'s own error, documented
+        assert isinstance(value, str) and exc.filename == value, f"{case.label}({arg}={value!r}): {exc}"
+        return "refused"
     except FloatingPointError as exc:
         pytest.fail(f"{case.label}({arg}={value!r}): silent floating-point trouble: {exc}")
     except Exception as exc:  # noqa: BLE001 - the point: no other type
@@ -472,6 +476,18 @@ def _public():
     return _public_callables()
 
 
+@contextmanager
+def _scratch_folder():
+    """The working folder is a fresh temporary one for the call (then removed)."""
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as folder:
+        os.chdir(folder)
+        try:
+            yield
+        finally:
+            os.chdir(here)
+
+
 @functools.lru_cache(maxsize=None)
 def _prepared_file():
     path = Path(tempfile.mkdtemp()) / "eye.knorm"
@@ -629,7 +645,8 @@ def test_every_public_callable_is_fuzzed():
     assert not sorted(set(API) - set(public)), "API names callables that are no longer public"
 
 
-WRONG = [1j, "x?", float("nan"), -1, np.zeros(0), np.zeros((0, 2)), [[1.0], [1.0, 2.0]]]
+WRONG = [1j, "x?", True, None, float("nan"), float("inf"), -1, 1e300, -1e300, 10**12, np.zeros(0), np.zeros((0, 2)),
+         np.full((2, 2), np.nan), [[1.0], [1.0, 2.0]]]
 
 
 def _api_case(qualname, param):
@@ -643,7 +660,8 @@ def _api_case(qualname, param):
         args = []  # *workloads, *mus: the valid ones, or the one odd value
         for v in var:
             args = [kwargs.pop(v)] if v == param else list(kwargs.pop(v))
-        return obj(*args, **kwargs)
+        with _scratch_folder():  # a text value in a path argument writes a file: never into the checkout
+            return obj(*args, **kwargs)
 
     names = (param,) + tuple(aliases.get(param, ()))
     return Case(qualname, call, dict(base), {param: names})
@@ -660,8 +678,9 @@ API_ARGS = [(q, p) for q in sorted(API) for p in _params(q)]
 @pytest.mark.parametrize("qualname,param", API_ARGS, ids=[f"{q.rsplit('.', 1)[-1]}-{p}" for q, p in API_ARGS])
 def test_every_parameter_refuses_wrong_types_and_shapes(qualname, param):
     """``object()`` in any parameter: a one-line ValueError/TypeError naming it, never accepted.
-    Complex, text, NaN, −1, empty arrays (0-length and (0, 2)), ragged lists: a one-line error
-    naming the parameter, or a finite result."""
+    Complex, text, bools, None, NaN, inf, −1, ±1e300, 10^12 (a size that must be refused before
+    allocating or running for days), empty arrays (0-length and (0, 2)), an array of NaN, ragged
+    lists: a one-line error naming the parameter, or a finite result."""
     case = _api_case(qualname, param)
     assert check(case, param, object()) == "refused"
     for value in WRONG:

@@ -100,9 +100,9 @@ def _check_short_columns(F, norms, U):
 
 def _check_tol(name, value):
     if not is_real(value):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        raise ValueError(f"{name} must be a finite number >= 0, got {short_repr(value)}")
     if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        raise ValueError(f"{name} must be a finite number >= 0, got {short_repr(value)}")
     return float(value)
 
 

@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 from .._progress import as_progress
-from .._validate import check_options, positive_int
+from .._validate import check_flag, check_options, positive_int, short_repr
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.certify import StationarySampler, certificate_claim, certified_of
@@ -101,9 +101,7 @@ class KNormMechanism(Mechanism):
                 raise ValueError("prepared: give a prepared workload or a body, not both")
             body = check_prepared(prepared, self.F)
         self.bank_size = positive_int("bank_size", bank_size)
-        if not isinstance(accept_uncertified, (bool, np.bool_)):
-            raise ValueError(f"accept_uncertified must be True or False, got {accept_uncertified!r}")
-        self.accept_uncertified = bool(accept_uncertified)
+        self.accept_uncertified = check_flag("accept_uncertified", accept_uncertified)
         self.sampler_options = check_sampler_options(sampler_options)
         self._checkpoint = self.sampler_options.get("checkpoint")
         self.body = body if body is not None else body_of(self.F)

@@ -580,6 +580,9 @@ def _p_identity_solver(theta: NDArray[np.float64], gram: NDArray[np.float64]
     return value, solve
 
 
+MAX_STARTS = 1000  # starting points of a p-Identity search, at most
+
+
 def _check_starts(starts: int | None, n: int) -> int:
     """Starting points of the p-Identity search: ``None`` is 8 for n <= 256, 4 for n <= 512 (a few
     seconds in all; the landscape has many local minima: on prefix 256 the first start ends 0.8%
@@ -587,7 +590,10 @@ def _check_starts(starts: int | None, n: int) -> int:
     0.3% at n = 1024, and each costs 13 s or more)."""
     if starts is None:
         return 8 if n <= 256 else 4 if n <= 512 else 1
-    return positive_int("starts", starts)
+    starts = positive_int("starts", starts)
+    if starts > MAX_STARTS:  # each start is a whole search: more would run for days, never answer
+        raise ValueError(f"starts must be at most {MAX_STARTS} (each start is a whole search), got {starts}")
+    return starts
 
 
 def _check_theta(theta: ArrayLike, n: int, p: int | None) -> NDArray[np.float64]:

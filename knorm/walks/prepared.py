@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._io import atomic_write
 from .._progress import as_progress
-from .._validate import check_flag, check_path, is_int, is_real, positive_int
+from .._validate import check_flag, check_path, is_int, is_real, positive_int, short_repr
 from ..body.hull import SymmetricHull, validate_matrix
 from .certify import PUBLIC_NOTE, Certificate, Certified, cache_certified, check_states
 from .certify import certify as certify_walk
@@ -238,7 +238,7 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     workers = check_workers(workers)
     report = as_progress(progress)  # True: bars on stderr (closed at the end), as a mechanism's sampler_options
     if not is_real(snapshot_every) or not snapshot_every >= 0:
-        raise ValueError(f"snapshot_every must be a number of seconds >= 0, got {snapshot_every!r}")
+        raise ValueError(f"snapshot_every must be a number of seconds >= 0, got {short_repr(snapshot_every)}")
     F = validate_matrix(F)
     fp, shape = workload_fingerprint(F), (int(F.shape[0]), int(F.shape[1]))
     partial = None
@@ -326,7 +326,8 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
     """The prepared workload saved at ``path`` by :func:`prepare`, for this ``F``.
 
     Refused (one-line ValueError) if the file is not one, was written by another knorm
-    version or format (prepare again), or was prepared for another matrix (fingerprint).
+    version or format (prepare again), or was prepared for another matrix (fingerprint); a
+    missing file raises FileNotFoundError, as ``open`` does.
     The body of F is built here (its SVD and structure); the rounding is restored, not
     recomputed. If this machine's span basis of F differs from the one saved (another
     LAPACK may rotate the basis of a repeated singular value), T is carried over to it

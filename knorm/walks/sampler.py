@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator
-from .._validate import check_flag, check_memory, is_int, positive_int
+from .._validate import check_flag, check_memory, is_int, positive_int, short_repr
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
@@ -319,7 +319,7 @@ class Sampler:
         self.max_steps = positive_int("max_steps", max_steps, allow_none=True)
         self.workers = check_workers(workers)
         if progress is not None and not callable(progress):
-            raise ValueError(f"progress must be None or callable, got {progress!r}")
+            raise ValueError(f"progress must be None or callable, got {short_repr(progress)}")
         if checkpoint is not None and not isinstance(checkpoint, (Checkpoint, PublicSnapshot)):
             raise TypeError(f"checkpoint must be None, a knorm.walks.checkpoint.Checkpoint or PublicSnapshot, got "
                             f"{type(checkpoint).__name__}")
@@ -602,7 +602,7 @@ class Sampler:
         if self._kept is None:
             raise RuntimeError("the sampler has no finished run to show: call run() or sample() first")
         if not is_int(discard) or discard < 0:
-            raise ValueError(f"discard must be a non-negative integer, got {discard!r}")
+            raise ValueError(f"discard must be a non-negative integer, got {short_repr(discard)}")
         thin = positive_int("thin", thin)
         records, _ = self._kept
         if discard >= records.shape[1]:
