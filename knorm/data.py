@@ -38,7 +38,7 @@ __all__ = ["Attribute", "Domain", "histogram", "marginal_workload", "marginal_ke
 def _edges(name: str, edges: ArrayLike) -> tuple[float, ...]:
     e = as_real_array(f"attribute {name!r}: edges", edges).astype(np.float64)
     if e.ndim != 1 or e.size < 2:
-        raise ValueError(f"attribute {short_repr(name)}: edges must be a 1-D sequence of at least 2 numbers, got shape {e.shape}")
+        raise ValueError(f"attribute {name!r}: edges must be a 1-D sequence of at least 2 numbers, got shape {e.shape}")
     if not np.all(np.isfinite(e)):
         raise ValueError(f"attribute {name!r}: edges must be finite")
     if not np.all(np.diff(e) > 0):
@@ -48,7 +48,7 @@ def _edges(name: str, edges: ArrayLike) -> tuple[float, ...]:
 
 def _categories(name: str, categories: Any) -> tuple[Any, ...]:
     if isinstance(categories, (str, bytes)) or not isinstance(categories, (Sequence, np.ndarray)):
-        raise ValueError(f"attribute {short_repr(name)}: categories must be a list of values, got {short_repr(categories)}")
+        raise ValueError(f"attribute {name!r}: categories must be a list of values, got {short_repr(categories)}")
     cats = tuple(c.item() if isinstance(c, np.generic) else c for c in categories)
     if not cats:
         raise ValueError(f"attribute {name!r}: categories must not be empty")
@@ -57,9 +57,9 @@ def _categories(name: str, categories: Any) -> tuple[Any, ...]:
             raise ValueError(f"attribute {name!r}: a category must be a string, a number or a bool, "
                              f"got {short_repr(c)}")
         if is_real(c) and not is_int(c) and not np.isfinite(c):
-            raise ValueError(f"attribute {short_repr(name)}: categories must be finite, got {short_repr(c)}")
+            raise ValueError(f"attribute {name!r}: categories must be finite, got {short_repr(c)}")
     if len(set(cats)) != len(cats):  # 1 == 1.0 == True: one category, not three
-        raise ValueError(f"attribute {short_repr(name)}: categories must be unique, got {list(cats)}")
+        raise ValueError(f"attribute {name!r}: categories must be unique, got {list(cats)}")
     return cats
 
 
@@ -95,7 +95,7 @@ class Attribute:
                 labels = tuple(f"[{a:g}, {b:g}{end}" for a, b, end in zip(e, e[1:], ends))
         else:
             if isinstance(labels, str) or not isinstance(labels, (Sequence, np.ndarray)) or len(labels) != size:
-                raise ValueError(f"attribute {short_repr(name)}: labels must be a list of {size} strings, got {short_repr(labels)}")
+                raise ValueError(f"attribute {name!r}: labels must be a list of {size} strings, got {short_repr(labels)}")
             labels = tuple(str(v) for v in labels)
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "categories", cats)

@@ -109,7 +109,8 @@ class ImplicitWorkload:
         try:  # a sequence of sequences of factors (no term, or an empty one, is refused below)
             self.terms: tuple[tuple[Factor, ...], ...] = tuple(tuple(t) for t in terms)
         except TypeError:
-            raise TypeError(f"terms must be a sequence of terms (sequences of Factor), got {short_repr(terms)}") from None
+            raise TypeError(f"terms must be a sequence of terms (sequences of Factor), got "
+                            f"{short_repr(terms)}") from None
         if not self.terms or any(not t for t in self.terms):
             raise ValueError("terms: an implicit workload needs at least one term of at least one factor")
         for t in self.terms:

@@ -68,7 +68,8 @@ def _array(name: str, v: ArrayLike, hi: float = np.inf) -> NDArray[np.float64]:
     if np.any(bad):
         want = "in [0, 1]" if hi == 1 else "non-negative finite numbers"
         first = float(np.atleast_1d(a)[np.atleast_1d(bad)][0])
-        raise ValueError(f"{name} must be {want}, got {short_repr(first)}" + (f" (an entry of shape {a.shape})" if a.ndim else ""))
+        raise ValueError(f"{name} must be {want}, got {short_repr(first)}"
+                         + (f" (an entry of shape {a.shape})" if a.ndim else ""))
     return a
 
 

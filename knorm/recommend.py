@@ -188,7 +188,8 @@ def _check_candidates(candidates, delta, product):
         names = [candidates] if isinstance(candidates, str) else as_list("candidates", candidates, "a list of names")
         bad = [c for c in names if not isinstance(c, str) or c not in CANDIDATES]
         if bad or not names:
-            raise ValueError(f"candidates must be a non-empty list from {list(CANDIDATES)}, got {short_repr(candidates)}")
+            raise ValueError(f"candidates must be a non-empty list from {list(CANDIDATES)}, got "
+                             f"{short_repr(candidates)}")
         gauss = [c for c in names if c in GAUSSIAN]
         if gauss and delta is None:
             raise ValueError(f"candidates: {', '.join(repr(c) for c in gauss)} need delta (they are (ε, δ)-DP)")
@@ -257,7 +258,9 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
     d, n = positive_int("d", d), positive_int("n", n)
     r = min(d, n) if rank is None else positive_int("rank", rank)
     p = positive_int("p", p, allow_none=True)
-    shape = None if shape is None else tuple(positive_int(f"shape[{i}]", s) for i, s in enumerate(as_list("shape", shape, "a sequence of attribute sizes")))
+    if shape is not None:
+        sizes = as_list("shape", shape, "a sequence of attribute sizes")
+        shape = tuple(positive_int(f"shape[{i}]", s) for i, s in enumerate(sizes))
     exact = check_flag("exact", exact)
     dn, m = float(d) * n, float(positive_int("n_samples", n_samples))
     gram = 0.0 if shape is not None else 2 * dn * min(d, n)  # FᵀF of an explicit F

@@ -637,7 +637,8 @@ def test_data_given_records_points_to_a_histogram_with_a_line_that_runs(tmp_path
                                 knorm.data.Attribute("sex", categories=[1, 2])])
     np.save(tmp_path / "F.npy", np.eye(domain.size))
     monkeypatch.chdir(tmp_path)
-    rc, out, err = run(["sample", "--matrix", "F.npy", "--data", "records.csv", "--count", "1", "--out", "a.npz"], capsys)
+    argv = ["sample", "--matrix", "F.npy", "--data", "records.csv", "--count", "1", "--out", "a.npz"]
+    rc, out, err = run(argv, capsys)
     assert rc == 1 and err.count("\n") == 1 and "loadtxt" not in err and "knorm.data.histogram" in err, err
     line = re.search(r"e\.g\. (np\.save\(.*\)\)) with", err).group(1)
     exec(line, {"np": np, "knorm": knorm, "pandas": pd, "domain": domain})

@@ -399,7 +399,8 @@ def test_recommend_refuses_mechanism_options_that_are_not_a_mapping():
     _named(["sampler_options"], lambda: knorm.KNormMechanism(F23, epsilon=1.0, sampler_options=[("walk", "ball")]))
 
 
-@pytest.mark.parametrize("fn", [PP.least_squares, PP.nonnegative, lambda F, a, **k: PP.project_to_total(F, a, 3.0, **k)])
+@pytest.mark.parametrize("fn", [PP.least_squares, PP.nonnegative,
+                                lambda F, a, **k: PP.project_to_total(F, a, 3.0, **k)])
 def test_an_empty_batch_of_answers_is_an_empty_result(fn):
     """(0, d) answers (LAPACK's "illegal value in 4-th argument of internal gelsd", a matmul error
     before): an empty batch in, an empty batch out, as for any m."""
@@ -439,10 +440,13 @@ def test_plots_refuse_an_ax_or_path_of_the_wrong_type_and_a_mechanism_without_le
 # ---- every public callable, found by enumeration (issue 34) ------------------------------------
 #
 # The public API is read from the package itself: ``knorm.__all__``, each top-level module's and
-# subpackage's ``__all__`` (or, without one, the public names the module defines). Each callable found must have a valid call in
-# API (below) or a reason in API_EXEMPT: a new public function or class fails
-# test_every_public_callable_is_fuzzed until it is given one, and from then on every parameter of
-# its signature is fed wrong types, empty and non-finite values by test_every_parameter_refuses_*.
+# subpackage's ``__all__`` (or, without one, the public names the module defines). Each callable
+# found must have a valid call in API (below) or a reason in API_EXEMPT: a new public function or
+# class fails test_every_public_callable_is_fuzzed until it is given one, and from then on every
+# parameter of its signature is fed wrong types, wrong shapes (0-length included), non-finite and
+# extreme values by test_every_parameter_refuses_wrong_types_and_shapes (a fixed sweep) and
+# test_every_parameter_refuses_or_answers_finite_on_random_values (hypothesis). Each call runs in a
+# scratch folder under a 20 s alarm.
 # Records the library returns (dataclasses: results, claims, levels) are not entry points unless
 # they check their fields (Attribute: in API).
 
@@ -452,7 +456,7 @@ Z3 = np.random.default_rng(0).standard_normal((2, 8, 2))
 API_EXEMPT = {  # qualified name -> why it is not fuzzed here
     "knorm.cli.main": "the command line: test_every_cli_option_refuses_bad_values",
     "knorm.cli.build_parser": "takes no argument",
-    "knorm.distributed.DaskExecutor": "connects to a Dask cluster (tests/test_distributed)",
+    "knorm.distributed.DaskExecutor": "connects to a Dask cluster (tests/walks/test_prepare_scale.py)",
     "knorm.experiments": "benchmarks (a valid call runs minutes): their refusals are CASES above (refuse_only)",
     "knorm.walks.chains": "engine pieces exported for cluster workers: their inputs are built by the Sampler",
     "knorm.walks.rounding.round_body": "engine piece: its input is a frame the Sampler builds",
@@ -460,7 +464,7 @@ API_EXEMPT = {  # qualified name -> why it is not fuzzed here
     "knorm.mechanisms._base.Mechanism": "the abstract base of the mechanisms (each fuzzed itself)",
     "knorm.functional.PrivateDensity": "made by GaussianKDEMechanism.release() (its points are CASES above)",
     "knorm.walks.prepared.PreparedWorkload": "made by prepare() and load_prepared() (both fuzzed)",
-    "knorm.synth.synthesize": "needs the optional private-pgm (tests/synth)",
+    "knorm.synth.synthesize": "needs the optional private-pgm (tests/synth; the CLI fuzz runs knorm synth)",
 }
 
 
@@ -503,7 +507,8 @@ API = {  # qualified name -> (valid keyword arguments, {parameter: other words i
     "knorm.walks.sampler.sample_uniform": (dict(body_or_F=np.eye(2), size=4, rng=0, min_draws=40),
                                            {"body_or_F": ("F", "body")}),
     "knorm.walks.prepared.prepare": (dict(F=np.eye(2)), {}),
-    "knorm.walks.prepared.load_prepared": (dict(path=Lazy(_prepared_file), F=np.eye(2)), {"path": ("path", "prepared")}),
+    "knorm.walks.prepared.load_prepared": (dict(path=Lazy(_prepared_file), F=np.eye(2)),
+                                           {"path": ("path", "prepared")}),
     "knorm.mechanisms.additive.LaplaceMechanism": (dict(F=P3, epsilon=1.0), {}),
     "knorm.mechanisms.additive.GaussianMechanism": (dict(F=P3, epsilon=1.0, delta=1e-6), {}),
     "knorm.mechanisms.knorm_mechanism.KNormMechanism": (dict(F=P3, epsilon=1.0, rng=0), {}),
@@ -531,7 +536,8 @@ API = {  # qualified name -> (valid keyword arguments, {parameter: other words i
     "knorm.data.histogram": (dict(table=[[0.5, 1.0], [1.5, 0.0]], domain=DOMAIN), {"table": ("table", "attribute")}),
     "knorm.data.marginal_keys": (dict(domain=DOMAIN, k=1), {}),
     "knorm.data.marginal_workload": (dict(domain=DOMAIN, k=1), {}),
-    "knorm.data.split_marginals": (dict(domain=DOMAIN, k=1, answers=[1.0, 2.0, 3.0, 4.0, 5.0]), {"k": ("k", "answers")}),
+    "knorm.data.split_marginals": (dict(domain=DOMAIN, k=1, answers=[1.0, 2.0, 3.0, 4.0, 5.0]),
+                                   {"k": ("k", "answers")}),
     "knorm.diagnostics.rhat": (dict(draws=DRAWS), {}),
     "knorm.diagnostics.ess": (dict(draws=DRAWS, method="bulk"), {}),
     "knorm.diagnostics.autocorrelation_time": (dict(draws=DRAWS), {}),
@@ -593,8 +599,8 @@ API = {  # qualified name -> (valid keyword arguments, {parameter: other words i
     "knorm.privacy.group_privacy": (dict(epsilon=1.0, delta=1e-6, k=3), {}),
     "knorm.privacy.tradeoff_eps_delta": (dict(alpha=0.5, epsilon=1.0, delta=0.0), {}),
     "knorm.privacy.tradeoff_gdp": (dict(alpha=0.5, mu=1.0), {}),
-    "knorm.synth.answer_variances": (dict(mechanism=Lazy(lambda: M.LaplaceMechanism(P3, epsilon=1.0)), d=3, noise_draws=10),
-                                     {}),
+    "knorm.synth.answer_variances": (dict(mechanism=Lazy(lambda: M.LaplaceMechanism(P3, epsilon=1.0)), d=3,
+                                          noise_draws=10), {}),
     "knorm.workloads.all_range": (dict(n=3), {}),
     "knorm.workloads.by_name": (dict(name="width_range", n=4, k=2), {}),
     "knorm.workloads.clique_marginals": (dict(shape=[2, 3], cliques=[[0], [0, 1]]), {"shape": ("shape", "cliques")}),
@@ -620,7 +626,8 @@ def _public_callables():
         if name.count(".") > 1:
             continue  # a subpackage's inner module: public only through its package's __all__
         if exported is None:
-            exported = [k for k, v in vars(mod).items() if not k.startswith("_") and getattr(v, "__module__", None) == name]
+            exported = [k for k, v in vars(mod).items()
+                        if not k.startswith("_") and getattr(v, "__module__", None) == name]
         for attr in exported:
             obj = getattr(mod, attr)
             if inspect.ismodule(obj) or not callable(obj):

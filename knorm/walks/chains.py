@@ -341,7 +341,7 @@ def default_workers():
     env = os.environ.get("NUMBA_NUM_THREADS", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
-            raise ValueError(f"the environment variable NUMBA_NUM_THREADS must be a positive integer, got {short_repr(env)}")
+            raise ValueError(f"the environment variable NUMBA_NUM_THREADS must be a positive integer, got {env!r}")
         cpus = min(cpus, int(env))
     return max(1, cpus)
 
