@@ -67,6 +67,16 @@ def as_real_array(name, value, *, allow_object=False):
     return arr
 
 
+def records_array(name, values):
+    """``np.asarray(values)``, or a ValueError naming ``name`` without numpy's message (a ragged
+    input's message states shapes that count the records: private)."""
+    try:
+        return np.asarray(values)
+    except (ValueError, TypeError):
+        raise ValueError(f"{name} could not be read as an array of one value per record (ragged or mixed "
+                         "rows?)") from None
+
+
 def check_options(name, options, allowed):
     """``options`` (None or a mapping) as a dict whose keys are all in ``allowed``; else a
     ValueError naming ``name``, the unknown keys and the allowed ones (a TypeError if it is

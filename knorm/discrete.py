@@ -17,7 +17,7 @@ Each :meth:`release` answers every respondent once; ``privacy`` composes the cal
 import numpy as np
 
 from ._rng import as_generator
-from ._validate import check_memory, is_int, is_real, short_repr
+from ._validate import check_memory, is_int, is_real, records_array, short_repr
 from .mechanisms._base import Accounted, PrivacyClaim, check_epsilon
 from .privacy import _nonneg
 
@@ -50,7 +50,7 @@ def _estimate(reports, size, parameter, numerator, denominator, epsilon):
 
 def _values(name, v, k):
     """``v`` as int64 codes in ``[0, k)`` (integers, bools, or integral floats), else a ValueError naming ``name``."""
-    arr = np.asarray(v)
+    arr = records_array(name, v)
     integral = arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))
     if arr.dtype.kind not in "biu" and not integral:
         raise ValueError(f"{name} must be integers in [0, {k}), got dtype {arr.dtype}")

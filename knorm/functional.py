@@ -22,12 +22,12 @@ from .privacy import _real
 JITTER = 1e-10  # relative diagonal regularisation of kernel matrices
 
 
-def _points(t, m):
-    a = as_real_array("points", t).astype(np.float64)
+def _points(t, m, name="points"):
+    a = as_real_array(name, t).astype(np.float64)
     if a.ndim == 1 and m == 1:
         a = a[:, None]
     if a.ndim != 2 or a.shape[1] != m or not np.all(np.isfinite(a)):
-        raise ValueError(f"points must be a finite array of shape (k, {m})")
+        raise ValueError(f"{name} must be a finite array of shape (k, {m})")
     return a
 
 
@@ -71,6 +71,7 @@ class GaussianKDEMechanism(Accounted):
 
     def kernel(self, s, t):
         """``exp(−‖s − t‖²/(2h²))``, the distance divided by h first (no overflow of h²)."""
+        s, t = _points(s, self.m, "s"), _points(t, self.m, "t")
         with np.errstate(over="ignore"):  # (distance/h)² past float64: the kernel is exactly 0 there
             return np.exp(-0.5 * (cdist(s, t) / self.h) ** 2)
 

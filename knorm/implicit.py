@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validate import as_real_array, check_memory, check_str, positive_int, short_repr
+from ._validate import as_real_array, check_flag, check_memory, check_str, positive_int, short_repr
 from .body.hull import _exponent, validate_matrix
 
 __all__ = ["ImplicitWorkload", "Factor", "from_matrix", "from_gram", "identity", "total", "prefix", "all_range",
@@ -160,11 +160,13 @@ class ImplicitWorkload:
 
     def frobenius_squared(self, *, unit: bool = False) -> float:
         """``‖W‖_F² = Σ_j Π_i tr(G_ji)`` (``unit=True``: of the unit-scale workload, no ``4^exponent``)."""
+        unit = check_flag("unit", unit)
         value = sum(w * math.prod(float(np.trace(G)) for G in Gs) for w, Gs in self.unit_terms())
         return value if unit else math.ldexp(value, 2 * self.exponent)
 
     def gram(self, *, unit: bool = False) -> NDArray[np.float64]:
         """``WᵀW = Σ_j ⊗_i W_jiᵀW_ji`` (n × n; memory checked before allocating)."""
+        unit = check_flag("unit", unit)
         check_memory("F", None, 8 * 3 * self.n * self.n)
         out = np.zeros((self.n, self.n))
         for w, Gs in self.unit_terms():

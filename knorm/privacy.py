@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
 
-from ._validate import as_real_array, is_int, is_real, positive_int, short_repr
+from ._validate import as_real_array, check_str, is_int, is_real, positive_int, short_repr
 from .errors import BudgetExceededError
 
 __all__ = ["tradeoff_eps_delta", "tradeoff_gdp", "gdp_delta", "gdp_epsilon", "gdp_mu_for", "gdp_compose",
@@ -463,8 +463,11 @@ class BudgetAccountant:
               claim: PrivacyClaim | None = None) -> tuple[float, float]:
         """Record a release of ``(epsilon, delta)`` after :meth:`check` (``claim``: the
         release's :class:`~knorm.mechanisms.PrivacyClaim`, kept for :meth:`to_dp_event`)."""
+        check_str("label", label)
+        if claim is not None and not isinstance(claim, PrivacyClaim):
+            raise TypeError(f"claim must be None or a knorm.PrivacyClaim, got {type(claim).__name__}")
         eps, dl = self.check(epsilon, delta)
-        self.spends.append(Spend(eps, dl, str(label), claim))
+        self.spends.append(Spend(eps, dl, label, claim))
         return self.total
 
     def to_dp_event(self) -> Any:

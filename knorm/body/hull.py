@@ -526,11 +526,11 @@ class SymmetricHull:
 
     def to_ambient(self, Z: ArrayLike) -> NDArray[np.float64]:
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
-        Z = np.asarray(Z, dtype=np.float64)
-        if Z.ndim < 1 or Z.shape[-1] != self.dim:
-            raise ValueError(f"Z must have shape (..., {self.dim}); got {Z.shape}")
+        z: NDArray[np.float64] = as_real_array("Z", Z).astype(np.float64, copy=False)
+        if z.ndim < 1 or z.shape[-1] != self.dim:
+            raise ValueError(f"Z must have shape (..., {self.dim}); got {z.shape}")
         with np.errstate(over="ignore", invalid="ignore"):
-            out = np.ldexp((Z * self._unit) @ self.span_basis.T, self._exp)
+            out = np.ldexp((z * self._unit) @ self.span_basis.T, self._exp)
         if not np.all(np.isfinite(out)):
             raise ValueError("Z: ambient coordinates are NaN or overflow float64")
         return out

@@ -650,6 +650,9 @@ class Sampler:
         """
         per_chain = check_flag("per_chain", per_chain)
         z = self.get_chain(discard=discard, thin=thin)
+        if z.shape[1] < 4:  # the diagnostics' own minimum, said in terms of these arguments
+            raise ValueError(f"discard={short_repr(discard)} and thin={short_repr(thin)} leave {z.shape[1]} records "
+                             "per chain; the diagnostics need at least 4")
         if per_chain:
             return ChainDiagnostics(np.array([_ess(c[None]) for c in z]).reshape(len(z), -1),
                                     np.array([_rhat(c[None]) for c in z]).reshape(len(z), -1))
