@@ -83,7 +83,8 @@ def _check_short_columns(F, norms, U):
     (gauges there infinite, noise never covering it). Its entries' dynamic range is past what
     the body represents; a short column inside the span is harmless and stays dropped."""
     # ``norms``: relative column norms; a non-zero column's may underflow to 0 (1e-300 beside 1)
-    short = np.flatnonzero((norms <= SHORT) & np.any(F != 0.0, axis=0))
+    short = np.flatnonzero(norms <= SHORT)
+    short = short[np.any(F[:, short] != 0.0, axis=0)]
     if not short.size:
         return
     D = F[:, short]
