@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validate import as_real_array, check_memory, is_int, is_real, positive_int, records_array, short_repr
+from ._validate import as_real_array, check_flag, check_memory, is_int, is_real, positive_int, records_array, short_repr
 from . import workloads
 
 __all__ = ["Attribute", "Domain", "histogram", "marginal_workload", "marginal_keys", "split_marginals"]
@@ -116,8 +116,7 @@ class Attribute:
         (so every record is still counted once); unknown categories and missing values raise
         whatever ``clip`` says.
         """
-        if not isinstance(clip, (bool, np.bool_)):
-            raise ValueError(f"clip must be True or False, got {short_repr(clip)}")
+        check_flag("clip", clip)
         v = records_array(f"attribute {self.name!r}: values", values)
         if v.ndim != 1:  # the shape would count the records: only its number of dimensions is named
             raise ValueError(f"attribute {self.name!r}: values must be 1-D (one per record), got a {v.ndim}-D array")

@@ -33,7 +33,7 @@ from scipy import linalg, optimize, sparse
 from ..privacy import BudgetAccountant
 
 from .._rng import as_generator
-from .._validate import as_real_array, check_memory, positive_int, short_repr
+from .._validate import as_real_array, check_flag, check_memory, positive_int, short_repr
 from ..body.hull import validate_matrix
 from ..implicit import ImplicitWorkload, _kron_all, _matmul_along
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
@@ -260,8 +260,7 @@ class Hierarchy:
         self.branching = positive_int("branching", branching)
         if self.branching < 2:
             raise ValueError(f"branching must be an integer >= 2, got {short_repr(branching)}")
-        if not isinstance(root, (bool, np.bool_)):
-            raise ValueError(f"root must be True or False, got {short_repr(root)}")
+        check_flag("root", root)
         depth = 1 if depth is None else positive_int("depth", depth)
         check_memory("n", self.n, 8 * 16 * self.n * max(2, depth))  # the levels' arrays
         b = min(self.branching, max(2, self.n))  # b >= n: the same 2-level tree
@@ -482,8 +481,7 @@ class HierarchicalMechanism(_Strategy):
                  accountant: BudgetAccountant | None = None) -> None:
         self._init_workload(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
-        if not isinstance(root, (bool, np.bool_)):
-            raise ValueError(f"root must be True or False, got {short_repr(root)}")
+        check_flag("root", root)
         if branching is None:
             candidates = _branchings(self.n) if not root else \
                 [b for b in BRANCHINGS if b <= max(2, self.n)]  # b >= n: the same 2-level tree
