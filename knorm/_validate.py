@@ -1,6 +1,7 @@
 """Argument checks shared across the package."""
 
 import os
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -66,11 +67,59 @@ def as_real_array(name, value, *, allow_object=False):
     return arr
 
 
+def records_array(name, values):
+    """``np.asarray(values)``, or a ValueError naming ``name`` without numpy's message (a ragged
+    input's message states shapes that count the records: private)."""
+    try:
+        return np.asarray(values)
+    except (ValueError, TypeError):
+        raise ValueError(f"{name} could not be read as an array of one value per record (ragged or mixed "
+                         "rows?)") from None
+
+
 def check_options(name, options, allowed):
     """``options`` (None or a mapping) as a dict whose keys are all in ``allowed``; else a
-    ValueError naming ``name``, the unknown keys and the allowed ones."""
+    ValueError naming ``name``, the unknown keys and the allowed ones (a TypeError if it is
+    not a mapping)."""
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"{name}: expected a mapping of option name to value, got {type(options).__name__}")
     opts = dict(options or {})
     unknown = sorted(set(opts) - set(allowed))
     if unknown:
         raise ValueError(f"{name}: unknown keys {unknown}; allowed: {list(allowed)}")
     return opts
+
+
+def check_flag(name, value):
+    """``value`` as a bool if it is True or False (numpy's too), else a ValueError naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {short_repr(value)}")
+    return bool(value)
+
+
+def check_str(name, value, *, allow_none=False):
+    """``value`` if it is a str (or None, if ``allow_none``), else a TypeError naming ``name``."""
+    if not (isinstance(value, str) or (value is None and allow_none)):
+        raise TypeError(f"{name} must be {'None or ' if allow_none else ''}a str, got {type(value).__name__}")
+    return value
+
+
+def check_path(name, value, *, allow_none=False):
+    """``value`` if it is a file name (str or os.PathLike; or None, if ``allow_none``), else a
+    TypeError naming ``name``; an empty name or a folder is a ValueError naming it."""
+    if value is None and allow_none:
+        return value
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be {'None or ' if allow_none else ''}a file name (str or path), got "
+                        f"{type(value).__name__}")
+    if not os.fspath(value) or os.path.isdir(value):
+        raise ValueError(f"{name} must name a file, got {short_repr(value)} (empty, or a folder)")
+    return value
+
+
+def as_list(name, value, what="a list"):
+    """``value`` (a list, tuple, array or other sequence; not a str or a mapping) as a list, else a
+    TypeError naming ``name`` (``what`` says what was expected)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    return list(value)

@@ -36,7 +36,7 @@ from scipy import stats
 from scipy.spatial import KDTree
 
 from ._rng import as_generator
-from ._validate import as_real_array, check_memory, is_int, is_real, short_repr
+from ._validate import as_real_array, check_memory, check_str, is_int, is_real, short_repr
 from .privacy import _real
 
 
@@ -164,7 +164,7 @@ def audit_event(event: Callable[[NDArray[np.float64]], bool], sample_p: Callable
     # the same bound as audit's n: no more outputs than one request could hold (days of sampling)
     check_memory("windows", windows, 8 * 2 * windows * window)
     _check_common(alpha, delta)
-    name = name or getattr(event, "__name__", "event")
+    name = check_str("name", name, allow_none=True) or getattr(event, "__name__", "event")
     hits = {}
     shape = None
     for label, sampler in (("sample_p", sample_p), ("sample_q", sample_q)):

@@ -34,7 +34,7 @@ from scipy import special
 from scipy.linalg import qr
 
 from ._rng import as_generator
-from ._validate import positive_int
+from ._validate import positive_int, short_repr
 from .diagnostics import ess as _ess
 from .mechanisms._base import check_epsilon, check_positive, finite_real
 from .walks.chains import BILLIARD_LENGTH, Chain, body_radius, check_workers, run_chains
@@ -117,7 +117,7 @@ def _real(name: str, value: Any, lo: float, hi: float) -> float:
     """``value`` as a float in the open interval (lo, hi), or a one-line ValueError."""
     v = finite_real(name, value, f"a number in ({lo:g}, {hi:g})")
     if not lo < v < hi:
-        raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {value!r}")
+        raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {short_repr(value)}")
     return v
 
 
@@ -130,7 +130,7 @@ def _check_volume_args(rel_error: float, quantile: float, method: str, chains: i
     ``MAX_PHASE_DRAWS`` is refused (at q = 0.3 that is rel_error < ≈ 1e-3).
     """
     if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"method must be 'auto', 'exact' or 'mc', got {method!r}")
+        raise ValueError(f"method must be 'auto', 'exact' or 'mc', got {short_repr(method)}")
     rel_error = _real("rel_error", rel_error, 0.0, 1.0)
     quantile = _real("quantile", quantile, 0.0, 1.0)
     chains = positive_int("chains", chains)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validate import as_real_array, check_memory, is_int, is_real, positive_int, short_repr
+from ._validate import as_real_array, check_flag, check_memory, is_int, is_real, positive_int, records_array, short_repr
 from . import workloads
 
 __all__ = ["Attribute", "Domain", "histogram", "marginal_workload", "marginal_keys", "split_marginals"]
@@ -80,7 +80,7 @@ class Attribute:
     def __init__(self, name: str, *, categories: Sequence[Any] | None = None, edges: ArrayLike | None = None,
                  labels: Sequence[str] | None = None) -> None:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"name must be a non-empty string, got {name!r}")
+            raise ValueError(f"name must be a non-empty string, got {short_repr(name)}")
         if (categories is None) == (edges is None):
             raise ValueError(f"attribute {name!r}: give exactly one of categories and edges")
         e: Any  # edges, or None when cats is given (exactly one of the two is)
@@ -116,9 +116,8 @@ class Attribute:
         (so every record is still counted once); unknown categories and missing values raise
         whatever ``clip`` says.
         """
-        if not isinstance(clip, (bool, np.bool_)):
-            raise ValueError(f"clip must be True or False, got {short_repr(clip)}")
-        v = _records_array(f"attribute {self.name!r}: values", values)
+        check_flag("clip", clip)
+        v = records_array(f"attribute {self.name!r}: values", values)
         if v.ndim != 1:  # the shape would count the records: only its number of dimensions is named
             raise ValueError(f"attribute {self.name!r}: values must be 1-D (one per record), got a {v.ndim}-D array")
         if np.iscomplexobj(v) or (v.dtype == object and any(isinstance(u, complex) for u in v.tolist())):
@@ -165,16 +164,6 @@ class Attribute:
                              "possible value, or recode the records to declared ones (the values and how many are "
                              "not shown: they come from the private records); clip does not apply to categories")
         return codes
-
-
-def _records_array(name: str, values: Any) -> NDArray[Any]:
-    """``np.asarray(values)``, or a ValueError naming ``name`` without numpy's message (a ragged
-    input's message states shapes that count the records)."""
-    try:
-        return np.asarray(values)
-    except (ValueError, TypeError):
-        raise ValueError(f"{name} could not be read as an array of one value per record (ragged or mixed "
-                         "rows?)") from None
 
 
 def _lookup(lookup: dict[Any, int], u: Any) -> int:
@@ -237,6 +226,10 @@ class Domain:
                    clip: bool = False) -> NDArray[np.int64]:
         """Codes (N, k) int64 of the table's records, one column per attribute (see :func:`histogram`)."""
         cols = _columns(table, self, columns)
+        for a, c in zip(self.attributes, cols):  # a scalar has no length: refused by name, not len()'s TypeError
+            if c.ndim != 1:
+                raise ValueError(f"table: the column of attribute {a.name!r} must be 1-D (one value per record), "
+                                 f"got a {c.ndim}-D array")
         if len({len(c) for c in cols}) != 1:  # their lengths count records: not shown
             raise ValueError("table: the attributes' columns have different lengths (one value per record each)")
         codes = [a.discretise(c, clip=clip) for a, c in zip(self.attributes, cols)]
@@ -287,11 +280,11 @@ def _columns(table: Any, domain: Domain, columns: Sequence[Any] | Mapping[str, A
         for key in keys:
             if key not in table:
                 raise ValueError(f"columns: {short_repr(key)} is not a key of the table")
-        return [_records_array(f"columns: {short_repr(key)}", table[key]) for key in keys]
+        return [records_array(f"columns: {short_repr(key)}", table[key]) for key in keys]
     if isinstance(table, (str, bytes, os.PathLike)):
         raise ValueError(f"table must be the records, not a file name ({short_repr(table)}): read the file first, "
                          "e.g. pandas.read_csv(path) or numpy.loadtxt(path, delimiter=',')")
-    arr = _records_array("table", table)
+    arr = records_array("table", table)
     if arr.dtype.names is not None:  # structured array
         keys = list(domain.names) if keys is None else keys
         if arr.ndim != 1:

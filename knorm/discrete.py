@@ -17,7 +17,7 @@ Each :meth:`release` answers every respondent once; ``privacy`` composes the cal
 import numpy as np
 
 from ._rng import as_generator
-from ._validate import check_memory, is_int, is_real, short_repr
+from ._validate import check_memory, is_int, is_real, records_array, short_repr
 from .mechanisms._base import Accounted, PrivacyClaim, check_epsilon
 from .privacy import _nonneg
 
@@ -50,7 +50,7 @@ def _estimate(reports, size, parameter, numerator, denominator, epsilon):
 
 def _values(name, v, k):
     """``v`` as int64 codes in ``[0, k)`` (integers, bools, or integral floats), else a ValueError naming ``name``."""
-    arr = np.asarray(v)
+    arr = records_array(name, v)
     integral = arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))
     if arr.dtype.kind not in "biu" and not integral:
         raise ValueError(f"{name} must be integers in [0, {k}), got dtype {arr.dtype}")
@@ -130,7 +130,7 @@ class FiniteDomainMechanism(Accounted):
         self.m = _size("m", m, 1, MAX_VALUES - 1)
         self.epsilon = check_epsilon(epsilon)
         if not is_real(delta) or not 0.0 <= delta < 1.0:
-            raise ValueError(f"delta must be a number in [0, 1), got {delta!r}")
+            raise ValueError(f"delta must be a number in [0, 1), got {short_repr(delta)}")
         self.delta = float(delta)
         # (1 − δ)/(m + e^ε) = (1 − δ)e^{−ε}/(1 + m e^{−ε}): no overflow for large ε
         w = np.exp(-self.epsilon)

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validate import as_real_array, check_memory, positive_int, short_repr
+from ._validate import as_real_array, check_flag, check_memory, check_str, positive_int, short_repr
 from .body.hull import _exponent, validate_matrix
 
 __all__ = ["ImplicitWorkload", "Factor", "from_matrix", "from_gram", "identity", "total", "prefix", "all_range",
@@ -106,9 +106,13 @@ class ImplicitWorkload:
     quantity of the unit-scale workload is multiplied by ``4^exponent``)."""
 
     def __init__(self, terms: Sequence[Sequence[Factor]]) -> None:
-        if not terms or any(not t for t in terms):
+        try:  # a sequence of sequences of factors (no term, or an empty one, is refused below)
+            self.terms: tuple[tuple[Factor, ...], ...] = tuple(tuple(t) for t in terms)
+        except TypeError:
+            raise TypeError(f"terms must be a sequence of terms (sequences of Factor), got "
+                            f"{short_repr(terms)}") from None
+        if not self.terms or any(not t for t in self.terms):
             raise ValueError("terms: an implicit workload needs at least one term of at least one factor")
-        self.terms: tuple[tuple[Factor, ...], ...] = tuple(tuple(t) for t in terms)
         for t in self.terms:
             for f in t:
                 if not isinstance(f, Factor) or not isinstance(f.gram, np.ndarray) or f.gram.ndim != 2 or \
@@ -156,11 +160,13 @@ class ImplicitWorkload:
 
     def frobenius_squared(self, *, unit: bool = False) -> float:
         """``‖W‖_F² = Σ_j Π_i tr(G_ji)`` (``unit=True``: of the unit-scale workload, no ``4^exponent``)."""
+        unit = check_flag("unit", unit)
         value = sum(w * math.prod(float(np.trace(G)) for G in Gs) for w, Gs in self.unit_terms())
         return value if unit else math.ldexp(value, 2 * self.exponent)
 
     def gram(self, *, unit: bool = False) -> NDArray[np.float64]:
         """``WᵀW = Σ_j ⊗_i W_jiᵀW_ji`` (n × n; memory checked before allocating)."""
+        unit = check_flag("unit", unit)
         check_memory("F", None, 8 * 3 * self.n * self.n)
         out = np.zeros((self.n, self.n))
         for w, Gs in self.unit_terms():
@@ -293,6 +299,7 @@ def width_range(n: int, k: int) -> ImplicitWorkload:
 
 def as_workload(W: ArrayLike | ImplicitWorkload, name: str = "F") -> ImplicitWorkload:
     """``W`` itself if implicit, else :func:`from_matrix` of it."""
+    check_str("name", name)
     if isinstance(W, ImplicitWorkload):
         return W
     try:

@@ -21,12 +21,14 @@ state, any backend). ``path``: also save the figure there (written atomically; t
 format follows the suffix).
 """
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from ._io import atomic_write
-from ._validate import as_real_array, check_memory, is_int, positive_int
+from ._rng import as_generator
+from ._validate import as_list, as_real_array, check_memory, check_path, is_int, positive_int, short_repr
 from .diagnostics import _as_chains, _autocov, autocorrelation_time, ess, rhat
 
 __all__ = ["trace", "rank", "autocorrelation", "ess_rhat", "chains", "expected_errors", "error_vs_epsilon",
@@ -53,16 +55,23 @@ def _axes(ax, count, size):
     if ax is None:
         fig, axes = _figure(1, count, size)
         return fig, list(axes.ravel())
+    from matplotlib.axes import Axes  # matplotlib is loaded already: ax holds its Axes
+
     axes = list(np.ravel(np.asarray(ax, dtype=object)))
     if len(axes) != count:
         raise ValueError(f"ax must hold {count} Axes for this plot, got {len(axes)}")
+    odd = [type(a).__name__ for a in axes if not isinstance(a, Axes)]
+    if odd:
+        raise TypeError(f"ax must be matplotlib Axes (or a sequence of {count}), got {', '.join(odd)}")
     return axes[0].figure, axes
 
 
 def save(fig, path):
     """Save ``fig`` to ``path`` (unless None) atomically, in the format of its suffix; returns ``fig``."""
+    if not callable(getattr(fig, "savefig", None)):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     if path is not None:
-        path = Path(path)
+        path = Path(check_path("path", path))
         fmt = path.suffix.lstrip(".").lower() or None
         atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=DPI))
     return fig
@@ -77,16 +86,19 @@ def _chain_array(source):
     return a[..., None] if a.ndim == 2 else a
 
 
-def _coord(z, coord):
+def _coord(z, coord, name="coord"):
     if not is_int(coord) or not 0 <= coord < z.shape[2]:
-        raise ValueError(f"coord must be an integer in [0, {z.shape[2]}), got {coord!r}")
+        raise ValueError(f"{name} must be an integer in [0, {z.shape[2]}), got {short_repr(coord)}")
     return int(coord)
 
 
 def _coords(z, coords, default=4):
     if coords is None:
         return list(range(min(default, z.shape[2])))
-    return [_coord(z, c) for c in np.atleast_1d(coords).tolist()]
+    ks = [_coord(z, c, "coords") for c in np.atleast_1d(np.asarray(coords, dtype=object)).ravel().tolist()]
+    if not ks:
+        raise ValueError("coords must name at least one coordinate (None: the first 4)")
+    return ks
 
 
 # -- chains -----------------------------------------------------------------------------------
@@ -221,20 +233,20 @@ def expected_errors(F, epsilons, *, mechanisms=("laplace", "knorm", "nim"), delt
     from .body import SymmetricHull
     from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
     from .mechanisms._base import check_delta, check_epsilon, check_n_samples
-    from .walks.chains import check_workers
+    from .walks.chains import check_workers, walk_id
 
     eps = [check_epsilon(e) for e in np.atleast_1d(as_real_array("epsilons", epsilons)).tolist()]
     if not eps:
         raise ValueError("epsilons must hold at least one ε")
-    names = [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
-    unknown = [m for m in names if m not in MECHANISM_LABELS]
-    if unknown or not names:
-        raise ValueError(f"mechanisms must be among {sorted(MECHANISM_LABELS)}, got {mechanisms!r}")
-    if "gaussian" in names:
+    names = [mechanisms] if isinstance(mechanisms, str) else as_list("mechanisms", mechanisms, "a list of names")
+    if not names or any(not isinstance(m, str) or m not in MECHANISM_LABELS for m in names):
+        raise ValueError(f"mechanisms must be among {sorted(MECHANISM_LABELS)}, got {short_repr(mechanisms)}")
+    if "gaussian" in names or delta is not None:  # a delta given is checked even where unused
         delta = check_delta(delta)
+    walk_id(walk)
     n_samples = check_n_samples(n_samples)
     options = {"workers": check_workers(workers)}
-    gen = np.random.default_rng(rng)
+    gen = as_generator(rng)
     body = SymmetricHull(F) if "knorm" in names else None
     out = {}
     for name in names:
@@ -267,6 +279,8 @@ def error_vs_epsilon(F=None, epsilons=(0.1, 0.3, 1.0, 3.0), *, errors=None, ax=N
         if F is None:
             raise ValueError("error_vs_epsilon needs F (or errors from expected_errors)")
         errors = expected_errors(F, epsilons, **options)
+    elif not isinstance(errors, Mapping) or "epsilons" not in errors:
+        raise TypeError(f"errors must be the dict expected_errors returns, got {type(errors).__name__}")
     eps = errors["epsilons"]
     fig, (a,) = _axes(ax, 1, (6.0, 4.0))
     for i, (name, row) in enumerate((k, v) for k, v in errors.items() if k != "epsilons"):
@@ -290,6 +304,9 @@ def error_vs_epsilon(F=None, epsilons=(0.1, 0.3, 1.0, 3.0), *, errors=None, ax=N
 def nim_spectrum(mechanism, *, ax=None, path=None):
     """Eigenvalues of Cov(Uniform K) at each NIM level (``levels[i].eigenvalues``, descending),
     log scale, a line per level of dimension > 1."""
+    if not hasattr(mechanism, "levels"):  # a NIMechanism (or anything with its levels)
+        raise TypeError(f"mechanism must be a knorm.NIMechanism (its levels are plotted), got "
+                        f"{type(mechanism).__name__}")
     levels = [lv for lv in mechanism.levels if lv.dim > 1 and np.all(np.isfinite(lv.eigenvalues))]
     if not levels:
         raise ValueError("mechanism has no level of dimension > 1 with eigenvalues to plot")
@@ -320,6 +337,19 @@ def _plain_ticks(axis, values):
     axis.set_minor_formatter(NullFormatter())
 
 
+def _rows(rows, keys, source):
+    """``rows`` as a list of mappings holding ``keys`` (the rows of ``source``), else a one-line
+    error naming rows."""
+    rows = as_list("rows", rows, f"a list of the dicts {source} returns")
+    if not rows:
+        raise ValueError("rows is empty: nothing to draw")
+    for r in rows:
+        if not isinstance(r, Mapping) or any(k not in r for k in keys):
+            raise ValueError(f"rows must be dicts with the keys {list(keys)} (as {source} returns), got "
+                             f"{short_repr(r)}")
+    return rows
+
+
 def table3_figure(rows, *, n=None, releases=None, ax=None, path=None):
     """Rows of :func:`knorm.experiments.table3`: mean ℓ₂ error against ε, a panel per d
     (``n`` records, ``releases`` per cell: for the titles).
@@ -327,6 +357,8 @@ def table3_figure(rows, *, n=None, releases=None, ax=None, path=None):
     Bars: ±2 standard errors over the releases. The invalid baseline (Laplace with
     scale 2/ε, not ε-DP for this F) is drawn last, grey and dashed, and marked so.
     """
+    rows = _rows(rows, ("d", "epsilon", "mechanism", "mean_l2_error", "stderr"), "knorm.experiments.table3")
+    n, releases = positive_int("n", n, allow_none=True), positive_int("releases", releases, allow_none=True)
     ds = list(dict.fromkeys(r["d"] for r in rows))
     names = list(dict.fromkeys(r["mechanism"] for r in rows))
     invalid = [m for m in names if "not" in m]
@@ -356,6 +388,7 @@ def scaling_figure(rows, *, ax=None, path=None):
     """Rows of :func:`knorm.experiments.scaling`: ESS/s, pivots per step and τ (steps)
     against d. Colour: walk; line style and marker: n/d; hollow markers: runs shorter
     than 20τ (a rough ESS)."""
+    rows = _rows(rows, ("d", "n", "walk", "ess_per_s", "pivots_per_step", "tau_steps"), "knorm.experiments.scaling")
     walks = list(dict.fromkeys(r["walk"] for r in rows))
     factors = sorted({r["n"] // r["d"] for r in rows})
     styles = ["-", "--", ":", "-."]

@@ -14,7 +14,8 @@ farther from ``Fx``: ``‖P(a) − Fx‖ <= ‖a − Fx‖`` for every draw of t
   ``nonnegative=False``, onto ``N·K``, ``K = F·B₁ⁿ`` (``‖x‖₁ <= N``; Nikolov, Talwar and
   Zhang 2013).
 
-Answers are one vector (d,) or a batch (m, d); the result has the same shape.
+Answers are one vector (d,) or a batch (m, d); the result has the same shape (an empty
+batch (0, d) gives an empty result).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import linalg, optimize
 
-from ._validate import as_real_array, is_int, is_real, short_repr
+from ._validate import as_real_array, check_flag, is_int, is_real, short_repr
 from .body.hull import _exponent, validate_matrix
 
 __all__ = ["least_squares", "nonnegative", "project_to_total"]
@@ -85,8 +86,7 @@ def least_squares(F: ArrayLike, answers: ArrayLike, *, covariance: ArrayLike | N
     """
     F = validate_matrix(F)
     a, one = _answers(F, answers)
-    if not isinstance(return_x, (bool, np.bool_)):
-        raise ValueError(f"return_x must be True or False, got {short_repr(return_x)}")
+    check_flag("return_x", return_x)
     L = _whitener(covariance, F.shape[0])
     Fs, As, e_f, e_a = _scaled(F, a)
     if L is None:
@@ -100,7 +100,8 @@ def least_squares(F: ArrayLike, answers: ArrayLike, *, covariance: ArrayLike | N
     if not (np.all(np.isfinite(Fw)) and np.all(np.isfinite(aw))):
         raise ValueError("covariance is too ill-conditioned: whitening F and the answers leaves float64")
     cond = max(Fw.shape) * np.finfo(np.float64).eps
-    x = linalg.lstsq(Fw, aw, cond=cond, lapack_driver="gelsd")[0].T  # (m, n), minimum norm
+    # (m, n), minimum norm; an empty batch (m = 0) is an empty result (LAPACK refuses no right-hand side)
+    x = linalg.lstsq(Fw, aw, cond=cond, lapack_driver="gelsd")[0].T if len(a) else np.zeros((0, F.shape[1]))
     out, x = _unscaled(x, Fs, e_f, e_a, return_x)
     if one:
         out, x = out[0], x[0]
@@ -145,10 +146,10 @@ def nonnegative(F: ArrayLike, answers: ArrayLike, *, return_x: bool = False
     """
     F = validate_matrix(F)
     a, one = _answers(F, answers)
-    if not isinstance(return_x, (bool, np.bool_)):
-        raise ValueError(f"return_x must be True or False, got {short_repr(return_x)}")
+    check_flag("return_x", return_x)
     Fs, As, e_f, e_a = _scaled(F, a)
-    out, x = _unscaled(np.array([_nnls(Fs, row) for row in As]), Fs, e_f, e_a, return_x)
+    xs = np.array([_nnls(Fs, row) for row in As]).reshape(len(As), Fs.shape[1])  # (0, n) for an empty batch
+    out, x = _unscaled(xs, Fs, e_f, e_a, return_x)
     if one:
         out, x = out[0], x[0]
     return (out, x) if return_x else out
@@ -179,8 +180,7 @@ def project_to_total(F: ArrayLike, answers: ArrayLike, total: float, *, nonnegat
     if not is_real(total) or (is_int(total) and total >= 2**1024) or not np.isfinite(float(total)) or total < 0:
         raise ValueError(f"total must be a finite number >= 0 (the public count N), got {short_repr(total)}")
     for name, flag in (("nonnegative", nonnegative), ("return_x", return_x)):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {short_repr(flag)}")
+        check_flag(name, flag)
     N = float(total)
     C = F if nonnegative else np.hstack([F, -F])
     n = F.shape[1]

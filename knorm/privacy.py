@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
 
-from ._validate import as_real_array, is_int, is_real, positive_int, short_repr
+from ._validate import as_real_array, check_str, is_int, is_real, positive_int, short_repr
 from .errors import BudgetExceededError
 
 __all__ = ["tradeoff_eps_delta", "tradeoff_gdp", "gdp_delta", "gdp_epsilon", "gdp_mu_for", "gdp_compose",
@@ -68,7 +68,8 @@ def _array(name: str, v: ArrayLike, hi: float = np.inf) -> NDArray[np.float64]:
     if np.any(bad):
         want = "in [0, 1]" if hi == 1 else "non-negative finite numbers"
         first = float(np.atleast_1d(a)[np.atleast_1d(bad)][0])
-        raise ValueError(f"{name} must be {want}, got {first!r}" + (f" (an entry of shape {a.shape})" if a.ndim else ""))
+        raise ValueError(f"{name} must be {want}, got {short_repr(first)}"
+                         + (f" (an entry of shape {a.shape})" if a.ndim else ""))
     return a
 
 
@@ -317,7 +318,7 @@ class PrivacyClaim:
         """The claim of ``k`` answers on the same data: basic composition, ``(kε, min(1, kδ))``;
         ``k`` an integer in [0, 2^53] (floats and bools are refused, not rounded)."""
         if not is_int(k) or not 0 <= k <= MAX_ANSWERS:
-            raise ValueError(f"k must be an integer in [0, 2^53] (0: nothing released), got {k!r}")
+            raise ValueError(f"k must be an integer in [0, 2^53] (0: nothing released), got {short_repr(k)}")
         k = int(k)
         how = f"basic composition of {k} answer{'s' if k != 1 else ''} at ε = {self.epsilon:g}"
         how += f", δ = {self.delta:g} each" if self.delta else " each"
@@ -462,8 +463,11 @@ class BudgetAccountant:
               claim: PrivacyClaim | None = None) -> tuple[float, float]:
         """Record a release of ``(epsilon, delta)`` after :meth:`check` (``claim``: the
         release's :class:`~knorm.mechanisms.PrivacyClaim`, kept for :meth:`to_dp_event`)."""
+        check_str("label", label)
+        if claim is not None and not isinstance(claim, PrivacyClaim):
+            raise TypeError(f"claim must be None or a knorm.PrivacyClaim, got {type(claim).__name__}")
         eps, dl = self.check(epsilon, delta)
-        self.spends.append(Spend(eps, dl, str(label), claim))
+        self.spends.append(Spend(eps, dl, label, claim))
         return self.total
 
     def to_dp_event(self) -> Any:

@@ -58,7 +58,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._progress import as_progress
 from ._rng import as_generator
-from ._validate import check_memory, check_options, is_int, memory_limit, positive_int, short_repr
+from ._validate import as_list, check_flag, check_memory, check_options, is_int, memory_limit, positive_int, short_repr
 from .body.hull import validate_matrix
 from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
                          LaplaceMechanism, NIMechanism, PIdentityMechanism)
@@ -186,10 +186,11 @@ def _check_candidates(candidates, delta, product):
     if candidates is None:
         names = [c for c in CANDIDATES if c not in GAUSSIAN or delta is not None]
     else:
-        names = [candidates] if isinstance(candidates, str) else list(candidates)
+        names = [candidates] if isinstance(candidates, str) else as_list("candidates", candidates, "a list of names")
         bad = [c for c in names if not isinstance(c, str) or c not in CANDIDATES]
         if bad or not names:
-            raise ValueError(f"candidates must be a non-empty list from {list(CANDIDATES)}, got {candidates!r}")
+            raise ValueError(f"candidates must be a non-empty list from {list(CANDIDATES)}, got "
+                             f"{short_repr(candidates)}")
         gauss = [c for c in names if c in GAUSSIAN]
         if gauss and delta is None:
             raise ValueError(f"candidates: {', '.join(repr(c) for c in gauss)} need delta (they are (ε, δ)-DP)")
@@ -253,11 +254,16 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
     ``shape``: the attribute sizes of an implicit workload (nothing of size d·n is then held or
     computed: its Gram matrices are); None: an explicit d × n matrix.
     """
-    if name not in CANDIDATES:
-        raise ValueError(f"name must be one of {list(CANDIDATES)}, got {name!r}")
+    if not isinstance(name, str) or name not in CANDIDATES:
+        raise ValueError(f"name must be one of {list(CANDIDATES)}, got {short_repr(name)}")
     d, n = positive_int("d", d), positive_int("n", n)
     r = min(d, n) if rank is None else positive_int("rank", rank)
-    dn, m = float(d) * n, float(n_samples)
+    p = positive_int("p", p, allow_none=True)
+    if shape is not None:
+        sizes = as_list("shape", shape, "a sequence of attribute sizes")
+        shape = tuple(positive_int(f"shape[{i}]", s) for i, s in enumerate(sizes))
+    exact = check_flag("exact", exact)
+    dn, m = float(d) * n, float(positive_int("n_samples", n_samples))
     gram = 0.0 if shape is not None else 2 * dn * min(d, n)  # FᵀF of an explicit F
     held = 0.0 if shape is not None else 16 * dn  # a mechanism's copy of F and one temporary
     if name in ("laplace", "gaussian"):
@@ -544,6 +550,9 @@ def knorm_crossover_delta(epsilon: float, delta: float, knorm_rms: float, gaussi
     so at δ* its μ* = c/knorm_rms and ``δ* = Φ(−ε/μ* + μ*/2) − e^ε Φ(−ε/μ* − μ*/2)`` (exact;
     the rms decreases as δ grows, so K-norm wins for every δ < δ*)."""
     mu, _ = gaussian_mu(epsilon, delta)
+    for arg, value in (("knorm_rms", knorm_rms), ("gaussian_rms", gaussian_rms)):
+        if not finite_real(arg, value, "a positive finite number") > 0:
+            raise ValueError(f"{arg} must be a positive finite number, got {short_repr(value)}")
     with np.errstate(over="ignore", divide="ignore"):
         mu_star = float(np.float64(gaussian_rms) * mu / np.float64(knorm_rms))
     return float(gdp_delta(epsilon, mu_star)) if np.isfinite(mu_star) else 0.0
@@ -632,7 +641,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     n_samples = check_n_samples(n_samples)
     walk_id(walk)
     if not is_int(mc_seed) or mc_seed < 0:
-        raise ValueError(f"mc_seed must be a non-negative integer, got {mc_seed!r}")
+        raise ValueError(f"mc_seed must be a non-negative integer, got {short_repr(mc_seed)}")
     budget_s = _check_budget(budget_s)
     p_identity_max_n = positive_int("p_identity_max_n", p_identity_max_n, allow_none=True)
     options = _check_options(mechanism_options)

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._rng import as_generator
-from ._validate import as_real_array, positive_int, short_repr
+from ._validate import as_real_array, check_memory, positive_int, short_repr
 from .body.hull import validate_matrix
 from .body.marginal import MarginalStructure, recognise
 from .privacy import PrivacyClaim
@@ -109,6 +109,8 @@ def answer_variances(mechanism: Any, d: int, noise_draws: int = NOISE_DRAWS) -> 
     from .mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism
     from .mechanisms.residual import ResidualGaussianMechanism
 
+    d, noise_draws = positive_int("d", d), positive_int("noise_draws", noise_draws)
+    check_memory("d", d, 8 * d)
     if isinstance(mechanism, LaplaceMechanism):
         return np.full(d, 2.0 * mechanism.scale ** 2)
     if isinstance(mechanism, GaussianMechanism):
@@ -131,7 +133,6 @@ def answer_variances(mechanism: Any, d: int, noise_draws: int = NOISE_DRAWS) -> 
     if not callable(getattr(mechanism, "sample_noise", None)):
         raise ValueError(f"noise: {type(mechanism).__name__} has no noise scale (give a mechanism with sample_noise, "
                          "a number or one number per answer)")
-    noise_draws = positive_int("noise_draws", noise_draws)
     if noise_draws < 2:
         raise ValueError(f"noise_draws must be at least 2, got {noise_draws}")
     z = np.atleast_2d(mechanism.sample_noise(noise_draws))

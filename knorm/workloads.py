@@ -167,5 +167,11 @@ def by_name(name: str, *, d: int | None = None, n: int | None = None, k: int | N
         "bernoulli": lambda: random_bernoulli(d, n, rng=rng),  # type: ignore[arg-type]
     }
     if not isinstance(name, str) or name not in makers:
-        raise ValueError(f"unknown workload {name!r}; choose from {sorted(makers)}")
+        raise ValueError(f"name: unknown workload {short_repr(name)}; choose from {sorted(makers)}")
+    # the arguments this workload does not use are still checked: a wrong one is never ignored silently
+    for arg, value in (("d", d), ("n", n), ("k", k)):
+        positive_int(arg, value, allow_none=True)
+    if shape is not None:
+        _shape(shape)
+    as_generator(rng)
     return makers[name]()

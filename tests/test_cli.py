@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -612,7 +613,7 @@ def test_first_hour_errors_name_the_option_and_the_fix(tmp_path, capsys):
     F, x = str(tmp_path / "F.npy"), str(tmp_path / "x.csv")
     cases = [
         (["sample", "--matrix", F, "--data", x, "--count", "1", "--json"], 1,
-         "--data file", "is not a .npy array; make one in Python with numpy.save"),
+         "--data file", "is not a .npy array; --data takes the histogram x"),
         (["sample", "--matrix", str(tmp_path / "x.csv"), "--count", "3"], 1, "--matrix file", "np.loadtxt("),
         (["sample", "--workload", "marginals", "--shape", "2", "3"], 2, "--workload marginals needs --k", "--k 2"),
         (["sample", "--matrix", F, "--prepared", str(tmp_path / "nope.knorm")], 1, "--prepared file",
@@ -622,6 +623,28 @@ def test_first_hour_errors_name_the_option_and_the_fix(tmp_path, capsys):
         rc, out, err = run(argv, capsys)
         assert rc == status and err.count("\n") == 1 and names in err and fix in err and "pickle" not in err, \
             (argv, err)
+
+
+def test_data_given_records_points_to_a_histogram_with_a_line_that_runs(tmp_path, capsys, monkeypatch):
+    """Issue 34: records.csv (a header row, one record per line) given as --data: the advice is
+    knorm.data.histogram, and its one-liner, run with the declared domain, writes x (it said
+    np.loadtxt, which fails on the header and would give records, not counts)."""
+    pd = pytest.importorskip("pandas")
+    import knorm.data
+
+    (tmp_path / "records.csv").write_text("age,sex\n30,1\n70,2\n45,2\n")
+    domain = knorm.data.Domain([knorm.data.Attribute("age", edges=[0, 40, 60, 120]),
+                                knorm.data.Attribute("sex", categories=[1, 2])])
+    np.save(tmp_path / "F.npy", np.eye(domain.size))
+    monkeypatch.chdir(tmp_path)
+    argv = ["sample", "--matrix", "F.npy", "--data", "records.csv", "--count", "1", "--out", "a.npz"]
+    rc, out, err = run(argv, capsys)
+    assert rc == 1 and err.count("\n") == 1 and "loadtxt" not in err and "knorm.data.histogram" in err, err
+    line = re.search(r"e\.g\. (np\.save\(.*\)\)) with", err).group(1)
+    exec(line, {"np": np, "knorm": knorm, "pandas": pd, "domain": domain})
+    assert np.load(tmp_path / "x.npy").tolist() == [1, 0, 0, 1, 0, 1]
+    rc, out, err = run(["sample", "--matrix", "F.npy", "--data", "x.npy", "--count", "1", "--out", "a.npz"], capsys)
+    assert rc == 0, err
 
 
 def test_every_option_has_help():

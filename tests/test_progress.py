@@ -92,6 +92,19 @@ def test_a_python_release_with_progress_true_shows_its_stages(capsys):
     assert "draws (run 1)" in capsys.readouterr().err
 
 
+def test_prepare_with_progress_true_shows_its_stages_as_documented(tmp_path, capsys):
+    """Issue 34: ``knorm.prepare(F, path, progress=True)`` (its docstring, getting-started) crashed after
+    the rounding with "'bool' object is not callable"; it shows the rounding's and the certification's
+    stages, and writes the same file as without bars."""
+    F = W.random_pm1(4, 10, rng=0)
+    w = knorm.prepare(F, tmp_path / "w.knorm", progress=True, chains=4)
+    err = capsys.readouterr().err
+    assert "knorm: rounding K" in err and "knorm: certifying the walk" in err, err
+    plain = knorm.prepare(F, tmp_path / "v.knorm", chains=4)
+    assert w.certified.certificate == plain.certified.certificate
+    assert (tmp_path / "w.knorm").read_bytes() == (tmp_path / "v.knorm").read_bytes()
+
+
 def test_an_open_bar_is_redrawn_between_reports(monkeypatch):
     """The elapsed time of a stage moves while the sampler works between two reports."""
     import time

@@ -90,7 +90,8 @@ BAD = [
     (lambda: W.random_pm1(3, 0), "^n must"), (lambda: W.random_pm1(3, 4, rng="x"), "^rng must"),
     (lambda: W.random_pm1(3, 4, rng=-1), "^rng seed"), (lambda: W.random_bernoulli(2, 2, p="0.5"), "^p must"),
     (lambda: W.random_bernoulli(2, 2, p=np.nan), "^p must"), (lambda: W.random_bernoulli(2, 2, p=1.5), "^p must"),
-    (lambda: W.random_bernoulli(2, 2, rng=1.5), "^rng must"), (lambda: W.by_name(["pm1"], d=2), "^unknown workload"),
+    (lambda: W.random_bernoulli(2, 2, rng=1.5), "^rng must"),
+    (lambda: W.by_name(["pm1"], d=2), "^name: unknown workload"),
     (lambda: W.by_name("identity", n=0, d=3), "^n must"),
 ]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validate import as_real_array, is_real, short_repr
+from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
 from .marginal import empty_operator, marginal_operator, plan_speedup, recognise
@@ -32,10 +32,15 @@ _STATUS = {
 # are within a few hundred ulps of the rank tolerance (max(d, n)·eps), where the span
 # itself is uncertain. Down to it the oracle works in whitened coordinates (WHITEN).
 THIN = 1e-13
+# Columns shorter than SHORT times the longest are dropped; one pointing off the span of the
+# others (relative distance above OFF_SPAN) is refused instead (F's entries' range is too wide).
+SHORT = 1e-14
+OFF_SPAN = 1e-6
 
 
 def validate_matrix(F: ArrayLike, name: str = "F") -> NDArray[np.float64]:
     """Return ``F`` as a finite float64 2-D array or raise ``ValueError`` saying why."""
+    check_str("name", name)
     if isinstance(F, (str, bytes, os.PathLike)):
         raise ValueError(f"{name} must be a numeric array (d queries × n cells), not a file name "
                          f"{short_repr(F)}: load it first, e.g. {name} = np.load(path)")
@@ -72,11 +77,33 @@ def _row_exponents(Y):
     return np.where(m > 0.0, np.frexp(m)[1], 0).astype(np.int64)
 
 
+def _check_short_columns(F, norms, U):
+    """A ValueError naming F if a non-zero column dropped as short (below ``SHORT`` times the
+    longest) has a direction off the span ``U`` of the kept ones: K would lose that direction
+    (gauges there infinite, noise never covering it). Its entries' dynamic range is past what
+    the body represents; a short column inside the span is harmless and stays dropped."""
+    # ``norms``: relative column norms; a non-zero column's may underflow to 0 (1e-300 beside 1)
+    short = np.flatnonzero(norms <= SHORT)
+    short = short[np.any(F[:, short] != 0.0, axis=0)]
+    if not short.size:
+        return
+    D = F[:, short]
+    D = np.ldexp(D, -_row_exponents(D.T)[None, :])  # each column to max |entry| in [0.5, 1), exactly
+    D /= np.linalg.norm(D, axis=0)
+    off = np.linalg.norm(D - U @ (U.T @ D), axis=0)
+    bad = off > OFF_SPAN
+    if bad.any():
+        j = int(short[np.argmax(bad)])
+        raise ValueError(f"F: column {j} is shorter than {SHORT:g} times the longest (the entries' range is too wide "
+                         "for the body) and points off the span of the others: K would lose that direction; "
+                         "rescale F's rows or columns to comparable sizes")
+
+
 def _check_tol(name, value):
     if not is_real(value):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        raise ValueError(f"{name} must be a finite number >= 0, got {short_repr(value)}")
     if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        raise ValueError(f"{name} must be a finite number >= 0, got {short_repr(value)}")
     return float(value)
 
 
@@ -376,8 +403,10 @@ class SymmetricHull:
     ----------
     F : array_like, shape (d, n)
         Real, finite workload matrix with at least one non-zero column. Columns shorter
-        than ``1e-14`` times the longest are dropped (a relative, scale-free test), as are
-        exact duplicates and opposites; interior columns are harmless. The rank r counts
+        than ``SHORT`` (1e-14) times the longest are dropped (a relative, scale-free test)
+        if they lie in the span of the others, else refused with a ValueError naming F (one
+        entry of 1e300 beside ones: K would lose the short columns' direction); exact
+        duplicates and opposites are dropped; interior columns are harmless. The rank r counts
         singular values above ``max(d, n)·eps`` times the largest; a body whose smallest
         remaining singular value is below ``THIN`` (1e-13) times the largest (e.g. columns
         parallel to 1e-14) is refused with a ValueError: its span is numerically uncertain.
@@ -406,7 +435,8 @@ class SymmetricHull:
         e = _exponent(F)
         Fs = np.ldexp(F, -e)  # largest |entry| in [0.5, 1): norms neither overflow nor underflow
         norms = np.linalg.norm(Fs, axis=0)
-        cols = np.flatnonzero(norms > 1e-14 * norms.max())
+        norms /= norms.max()
+        cols = np.flatnonzero(norms > SHORT)
         # K is symmetric: f and -f are the same generator; drop exact duplicates.
         Fk = Fs[:, cols]
         lead = np.argmax(Fk != 0, axis=0)
@@ -426,6 +456,7 @@ class SymmetricHull:
         # SVD's singular vectors are defined up to sign, and LAPACK's choice can differ between F and
         # F·c: each column's largest entry is made positive, so the frame is the same at every scale
         U = U[:, :r] * np.where(U[np.argmax(np.abs(U[:, :r]), axis=0), np.arange(r)] < 0, -1.0, 1.0)
+        _check_short_columns(F, norms, U)
         self.span_basis = U.copy()
         Fr = self.span_basis.T @ Fs
         unit = float(np.max(np.linalg.norm(Fr, axis=0)))
@@ -496,11 +527,11 @@ class SymmetricHull:
 
     def to_ambient(self, Z: ArrayLike) -> NDArray[np.float64]:
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
-        Z = np.asarray(Z, dtype=np.float64)
-        if Z.ndim < 1 or Z.shape[-1] != self.dim:
-            raise ValueError(f"Z must have shape (..., {self.dim}); got {Z.shape}")
+        z: NDArray[np.float64] = as_real_array("Z", Z).astype(np.float64, copy=False)
+        if z.ndim < 1 or z.shape[-1] != self.dim:
+            raise ValueError(f"Z must have shape (..., {self.dim}); got {z.shape}")
         with np.errstate(over="ignore", invalid="ignore"):
-            out = np.ldexp((Z * self._unit) @ self.span_basis.T, self._exp)
+            out = np.ldexp((z * self._unit) @ self.span_basis.T, self._exp)
         if not np.all(np.isfinite(out)):
             raise ValueError("Z: ambient coordinates are NaN or overflow float64")
         return out

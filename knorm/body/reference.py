@@ -13,7 +13,7 @@ is scaled by a power of two to unit size first (exact) and the answers scaled ba
 import numpy as np
 from scipy.optimize import linprog
 
-from .._validate import as_real_array
+from .._validate import as_real_array, short_repr
 from .hull import _check_tol, _exponent, _row_exponents, validate_matrix
 
 METHODS = ("highs", "osqp")
@@ -30,7 +30,7 @@ class ReferenceOracle:
 
     def __init__(self, F, method="highs"):
         if not isinstance(method, str) or method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+            raise ValueError(f"method must be one of {METHODS}, got {short_repr(method)}")
         self.F = validate_matrix(F)
         self.method = method
         self.d, self.n = self.F.shape

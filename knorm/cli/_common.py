@@ -98,6 +98,11 @@ def _load_npy(path, what):
         raise CLIError(f"{what} file {path!r} is an .npz archive; give a .npy array")
     if head != b"\x93NUMPY":  # not numpy's header: a CSV, text or other file (its content is never shown)
         stem = Path(path).stem or "array"
+        if what == "--data":  # records are not x: their histogram over the declared domain is
+            raise CLIError(f"--data file {path!r} is not a .npy array; --data takes the histogram x (one count per "
+                           "column of F), not records: make it in Python with knorm.data.histogram, e.g. "
+                           f"np.save('x.npy', knorm.data.histogram(pandas.read_csv({path!r}), domain)) with the "
+                           "knorm.data.Domain declared for F (docs/worked-example.md)")
         raise CLIError(f"{what} file {path!r} is not a .npy array; make one in Python with numpy.save, e.g. "
                        f"np.save('{stem}.npy', np.loadtxt({path!r}, delimiter=','))")
     try:

@@ -4,23 +4,37 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from ._common import (CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload, _dask_executor,
                       _positive_int, _require_dask, check_output, load_workload)
 
 
-def load_prepared_option(args, F):
-    """``--prepared FILE`` for the workload F: its :class:`~knorm.walks.prepared.PreparedWorkload`
-    (None without the option); refused (exit 1, one line) for another F or a stale file."""
-    if not getattr(args, "prepared", None):
+def check_prepared_file(path, option="--prepared"):
+    """A missing file (or a folder) given as ``option`` named like a missing --data or --matrix,
+    not as a raw OSError."""
+    p = Path(path)
+    if not p.exists():
+        raise CLIError(f"{option} file {path!r} does not exist; make it with knorm prepare (same workload options) "
+                       f"--out {path}")
+    if p.is_dir():
+        raise CLIError(f"{option} file {path!r} is a directory")
+
+
+def load_prepared_option(args, F, option="--prepared"):
+    """``--prepared FILE`` (or ``option``, e.g. ``--verify``) for the workload F: its
+    :class:`~knorm.walks.prepared.PreparedWorkload` (None without the option); refused (exit 1,
+    one line naming the option) for a missing file, another F or a stale file."""
+    path = getattr(args, option.lstrip("-"), None)
+    if not path:
         return None
     from ..walks.prepared import load_prepared
 
+    check_prepared_file(path, option)
     try:
-        return load_prepared(args.prepared, F)
+        return load_prepared(path, F)
     except (OSError, ValueError) as exc:
-        raise CLIError(f"--prepared: {str(exc).removeprefix('prepared: ')}".splitlines()[0]) \
-            from None
+        raise CLIError(f"{option}: {str(exc).removeprefix('prepared: ')}".splitlines()[0]) from None
 
 
 def prepare_chains(args, executor):
@@ -97,8 +111,7 @@ def _verify(args):
     from ..walks.certify import verify
 
     F, label = load_workload(args)
-    args.prepared = args.verify
-    w = load_prepared_option(args, F)
+    w = load_prepared_option(args, F, "--verify")
     if w.certified is None:
         raise CLIError(f"--verify: {args.verify!r} holds no certificate (exact structure, or prepared without one)")
     t0 = time.perf_counter()

@@ -17,7 +17,7 @@ from ..walks.checkpoint import Checkpoint, CheckpointConflict
 from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,
                       _dask_executor, _laplace_draws, _positive_float, _positive_int, _probability, _require_dask,
                       _seed, _warn, check_memory, check_output, load_data, load_workload, write_samples)
-from .prepare import load_prepared_option
+from .prepare import check_prepared_file, load_prepared_option
 
 
 def _checkpoint(args, F, x):
@@ -192,13 +192,8 @@ def cmd_sample(args):
     out = check_output(args.out, args.force, inputs=(args.data, args.matrix, args.prepared))
     if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
         raise CLIError(f"--checkpoint {args.checkpoint!r} is a file, not a folder")
-    if args.prepared:  # a missing file is named like a missing --data or --matrix, not as a raw OSError
-        p = Path(args.prepared)
-        if not p.exists():
-            raise CLIError(f"--prepared file {args.prepared!r} does not exist; make it with knorm prepare (same "
-                           f"workload options) --out {args.prepared}")
-        if p.is_dir():
-            raise CLIError(f"--prepared file {args.prepared!r} is a directory")
+    if args.prepared:  # checked before the workload is built
+        check_prepared_file(args.prepared)
     if args.scheduler:
         _require_dask()
     if args.count is None:  # noise only (with --data the count is required: _check_sample_args)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validate import as_real_array
+from .._validate import as_real_array, short_repr
 
 __all__ = ["rhat", "ess", "autocorrelation_time"]
 
@@ -157,7 +157,7 @@ def ess(draws: ArrayLike, method: str = "bulk") -> float | NDArray[np.float64]:
         return _per_coordinate(lambda a: _ess_raw(_z_scale(_split(a))), draws)
     if method == "mean":
         return _per_coordinate(lambda a: _ess_raw(_split(a)), draws)
-    raise ValueError(f"method must be 'bulk' or 'mean', got {method!r}")
+    raise ValueError(f"method must be 'bulk' or 'mean', got {short_repr(method)}")
 
 
 def autocorrelation_time(draws: ArrayLike) -> float | NDArray[np.float64]:

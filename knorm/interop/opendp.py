@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .._validate import short_repr
+
 __all__ = ["make_measurement"]
 
 
@@ -49,7 +51,7 @@ def make_measurement(mechanism: Any, *, accept_approximate: bool = False) -> Any
     if not isinstance(mechanism, Mechanism):
         raise ValueError(f"mechanism must be a knorm Mechanism, got {type(mechanism).__name__}")
     if not isinstance(accept_approximate, bool):
-        raise ValueError(f"accept_approximate must be True or False, got {accept_approximate!r}")
+        raise ValueError(f"accept_approximate must be True or False, got {short_repr(accept_approximate)}")
     claim = mechanism.privacy_per_answer
     if not claim.private:
         raise ValueError("mechanism: its noise comes from a known seed (a reproducible run, NOT private); build it "

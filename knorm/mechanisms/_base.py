@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator, noise_source
-from .._validate import check_memory, is_real, positive_int, short_repr
+from .._validate import check_flag, check_memory, is_real, positive_int, short_repr
 from ..privacy import BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
 from ._grid import GRID_BITS, MIN_EXP, grid_details, row_extent, snap_sum
@@ -296,8 +296,7 @@ class Mechanism(Accounted, ABC):
         ``‖x − x'‖₁ ≤ 1`` hold for any real x, but negative or fractional counts are usually a
         mistake: a difference of tables, weights, a column of records).
         """
-        if not isinstance(allow_noncounts, (bool, np.bool_)):
-            raise ValueError(f"allow_noncounts must be True or False, got {short_repr(allow_noncounts)}")
+        check_flag("allow_noncounts", allow_noncounts)
         try:
             arr = np.asarray(x)
         except (ValueError, TypeError):  # numpy's message would state x's (ragged) shape

@@ -8,7 +8,7 @@ from scipy import optimize, special
 
 from ..privacy import BudgetAccountant
 
-from .._validate import positive_int
+from .._validate import positive_int, short_repr
 from ..body.hull import validate_matrix
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_finite_output,
                     check_noise_scale, check_positive, check_size, in_float_range, mc_expected_norm, scaled,
@@ -173,8 +173,8 @@ class GaussianMechanism(Mechanism):
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
-        if calibration not in ("analytic", "classic"):
-            raise ValueError(f"calibration must be 'analytic' or 'classic', got {calibration!r}")
+        if not isinstance(calibration, str) or calibration not in ("analytic", "classic"):
+            raise ValueError(f"calibration must be 'analytic' or 'classic', got {short_repr(calibration)}")
         self.calibration = calibration  # what was asked; details["calibration"]: what was used
         unit, e = _column_norms(self.F, 2)
         self.sensitivity = l2_sensitivity(self.F)

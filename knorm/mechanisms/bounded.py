@@ -7,7 +7,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 from .._rng import as_generator
-from .._validate import as_real_array
+from .._validate import as_real_array, check_flag, short_repr
 from ..body.hull import validate_matrix
 from ._base import (Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_noise_scale,
                     check_positive, check_size, finite_real)
@@ -33,9 +33,7 @@ class BoundedLaplaceMechanism(Accounted):
         self.lower, self.upper = lower, upper
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
-        if not isinstance(clip, (bool, np.bool_)):
-            raise ValueError(f"clip must be True or False, got {clip!r}")
-        self.clip = bool(clip)
+        self.clip = check_flag("clip", clip)
         with np.errstate(over="ignore", under="ignore"):  # refused just below
             width = np.float64(upper) - np.float64(lower)  # may overflow: [-1e308, 1e308]
             scale = width / (self.epsilon - np.log1p(-self.delta))
@@ -54,7 +52,7 @@ class BoundedLaplaceMechanism(Accounted):
         """Exact δ(ε') of Laplace(b) for shifts up to diam(D): ``max(0, 1 − e^{(ε' − diam/b)/2})``."""
         eps = finite_real("epsilon", epsilon, "a finite number >= 0")
         if eps < 0:
-            raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+            raise ValueError(f"epsilon must be a finite number >= 0, got {short_repr(epsilon)}")
         with np.errstate(over="ignore"):  # e^{large} − 1 = inf: δ = 0
             return float(max(0.0, -np.expm1((eps - (self.upper - self.lower) / self.scale) / 2)))
 

@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 from .._progress import as_progress
-from .._validate import check_options, positive_int
+from .._validate import check_flag, check_options, positive_int, short_repr
 from ..body.hull import SymmetricHull
 from ..walks.chains import walk_id
 from ..walks.certify import PoolMoments, StationarySampler, certificate_claim, certified_of, known_moments
@@ -93,14 +93,15 @@ class KNormMechanism(Mechanism):
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
         self.walk = walk
+        if body is not None and not (isinstance(body, SymmetricHull) and body.ambient_dim == self.F.shape[0]):
+            raise TypeError(f"body must be None or the knorm.SymmetricHull of F ({self.F.shape[0]} rows), got "
+                            f"{type(body).__name__}")
         if prepared is not None:
             if body is not None:
                 raise ValueError("prepared: give a prepared workload or a body, not both")
             body = check_prepared(prepared, self.F)
         self.bank_size = positive_int("bank_size", bank_size)
-        if not isinstance(accept_uncertified, (bool, np.bool_)):
-            raise ValueError(f"accept_uncertified must be True or False, got {accept_uncertified!r}")
-        self.accept_uncertified = bool(accept_uncertified)
+        self.accept_uncertified = check_flag("accept_uncertified", accept_uncertified)
         self.sampler_options = check_sampler_options(sampler_options)
         self._checkpoint = self.sampler_options.get("checkpoint")
         self.body = body if body is not None else body_of(self.F)

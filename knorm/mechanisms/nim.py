@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 
-from .._validate import as_real_array, is_int, positive_int
+from .._validate import as_real_array, is_int, positive_int, short_repr
 from ..body.hull import SymmetricHull
 from ..walks.certify import known_moments
 from ..walks.chains import check_workers, walk_id
@@ -71,7 +71,7 @@ def _split_unit(costs: ArrayLike) -> tuple[NDArray[np.float64], float]:
     """``(ε_i/ε, (Σ_i c_i^{1/3})³)``: :func:`split_epsilon` at ε = 1 (scale-free in ε)."""
     c = as_real_array("costs", costs).astype(np.float64).ravel()
     if c.size == 0 or not np.all(np.isfinite(c)) or np.any(c <= 0):
-        raise ValueError(f"costs must be positive finite numbers, got {costs!r}")
+        raise ValueError(f"costs must be positive finite numbers, got {short_repr(costs)}")
     w = np.cbrt(c)
     with np.errstate(over="ignore"):
         unit = float(w.sum() ** 3)
@@ -150,7 +150,7 @@ class _Stage:
 
 def _check_max_estimates(value: int) -> int:
     if not is_int(value) or value < 0:
-        raise ValueError(f"max_estimates must be an integer >= 0, got {value!r}")
+        raise ValueError(f"max_estimates must be an integer >= 0, got {short_repr(value)}")
     return int(value)
 
 
@@ -212,7 +212,7 @@ class NIMechanism(Mechanism):
         self._workers = check_workers(opts.get("workers"))  # the plan's too
         self._checkpoint = opts.get("checkpoint")
         if not isinstance(split, str) or split not in SPLITS:
-            raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
+            raise ValueError(f"split must be one of {list(SPLITS)}, got {short_repr(split)}")
         self.split = split
         self.max_levels = positive_int("max_levels", max_levels, allow_none=True)
         self.max_estimates = _check_max_estimates(max_estimates)

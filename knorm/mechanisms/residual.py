@@ -156,7 +156,8 @@ class MarginalPlan:
             raise ValueError("per_query_rmse: give exactly one of rho and mu")
         m = float(np.sqrt(2.0 * rho)) if rho is not None else float(mu)  # type: ignore[arg-type]
         if not (np.isfinite(m) and m > 0):
-            raise ValueError(f"rho and mu must be positive finite numbers, got rho={rho!r}, mu={mu!r}")
+            raise ValueError(f"rho and mu must be positive finite numbers, got rho={short_repr(rho)}, "
+                             f"mu={short_repr(mu)}")
         return float(np.sqrt(self.total_squared_error(m) / self.queries))
 
 

@@ -34,7 +34,7 @@ from scipy import linalg, optimize, sparse
 from ..privacy import BudgetAccountant
 
 from .._rng import as_generator
-from .._validate import as_real_array, check_memory, positive_int, short_repr
+from .._validate import as_real_array, check_flag, check_memory, positive_int, short_repr
 from ..body.hull import validate_matrix
 from ..implicit import ImplicitWorkload, _kron_all, _matmul_along
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
@@ -282,8 +282,7 @@ class Hierarchy:
         self.branching = positive_int("branching", branching)
         if self.branching < 2:
             raise ValueError(f"branching must be an integer >= 2, got {short_repr(branching)}")
-        if not isinstance(root, (bool, np.bool_)):
-            raise ValueError(f"root must be True or False, got {short_repr(root)}")
+        check_flag("root", root)
         depth = 1 if depth is None else positive_int("depth", depth)
         check_memory("n", self.n, 8 * 16 * self.n * max(2, depth))  # the levels' arrays
         b = min(self.branching, max(2, self.n))  # b >= n: the same 2-level tree
@@ -504,8 +503,7 @@ class HierarchicalMechanism(_Strategy):
                  accountant: BudgetAccountant | None = None) -> None:
         self._init_workload(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
-        if not isinstance(root, (bool, np.bool_)):
-            raise ValueError(f"root must be True or False, got {short_repr(root)}")
+        check_flag("root", root)
         if branching is None:
             candidates = _branchings(self.n) if not root else \
                 [b for b in BRANCHINGS if b <= max(2, self.n)]  # b >= n: the same 2-level tree
@@ -602,6 +600,9 @@ def _p_identity_solver(theta: NDArray[np.float64], gram: NDArray[np.float64]
     return value, solve
 
 
+MAX_STARTS = 1000  # starting points of a p-Identity search, at most
+
+
 def _check_starts(starts: int | None, n: int) -> int:
     """Starting points of the p-Identity search: ``None`` is 8 for n <= 256, 4 for n <= 512 (a few
     seconds in all; the landscape has many local minima: on prefix 256 the first start ends 0.8%
@@ -609,7 +610,10 @@ def _check_starts(starts: int | None, n: int) -> int:
     0.3% at n = 1024, and each costs 13 s or more)."""
     if starts is None:
         return 8 if n <= 256 else 4 if n <= 512 else 1
-    return positive_int("starts", starts)
+    starts = positive_int("starts", starts)
+    if starts > MAX_STARTS:  # each start is a whole search: more would run for days, never answer
+        raise ValueError(f"starts must be at most {MAX_STARTS} (each start is a whole search), got {starts}")
+    return starts
 
 
 def _check_theta(theta: ArrayLike, n: int, p: int | None) -> NDArray[np.float64]:

@@ -122,8 +122,8 @@ def sampling_kernels_cached():
 
 def walk_id(walk):
     """The kernel branch of a walk name (ValueError naming ``walk`` if unknown)."""
-    if walk not in WALKS:
-        raise ValueError(f"walk must be one of {sorted(WALKS)}, got {walk!r}")
+    if not isinstance(walk, str) or walk not in WALKS:
+        raise ValueError(f"walk must be one of {sorted(WALKS)}, got {short_repr(walk)}")
     return WALKS[walk].kernel
 
 
@@ -170,27 +170,27 @@ def check_params(walk, params, r, frame=None):
     if walk != "billiard":
         x = float(p[0])
         if walk == "ball" and not (np.isfinite(x) and x > 0):
-            raise ValueError(f"{where}: the radius must be positive and finite, got {x!r}")
+            raise ValueError(f"{where}: the radius must be positive and finite, got {short_repr(x)}")
         if walk == "ball" and frame is not None and x > diameter(frame):
             raise ValueError(f"{where}: the radius must be at most K's diameter {diameter(frame):.6g} (frame "
-                             f"units), got {x!r}")
+                             f"units), got {short_repr(x)}")
         if walk != "ball" and x != np.inf:
             raise ValueError(f"{where}: params[0] is a ball clip, which changes the target from Uniform(K) to "
-                             f"Uniform(K ∩ ball); only inf (no clip) is accepted, got {x!r}")
+                             f"Uniform(K ∩ ball); only inf (no clip) is accepted, got {short_repr(x)}")
         return p
     length, cap, clip, jitter, radial = map(float, p)
     if not (np.isfinite(length) and length > 0):
-        raise ValueError(f"{where}: the length params[0] must be positive and finite, got {length!r}")
+        raise ValueError(f"{where}: the length params[0] must be positive and finite, got {short_repr(length)}")
     if not (cap == np.floor(cap) and 1 <= cap <= MAX_REFLECTIONS_PER_DIM * r):
         raise ValueError(f"{where}: the reflection cap params[1] must be an integer in [1, "
-                         f"{MAX_REFLECTIONS_PER_DIM * r}] (100·r), got {cap!r}")
+                         f"{MAX_REFLECTIONS_PER_DIM * r}] (100·r), got {short_repr(cap)}")
     if clip != np.inf:
         raise ValueError(f"{where}: params[2] is a ball clip, which changes the target from Uniform(K) to "
-                         f"Uniform(K ∩ ball); only inf (no clip) is accepted, got {clip!r}")
+                         f"Uniform(K ∩ ball); only inf (no clip) is accepted, got {short_repr(clip)}")
     if not 0 <= jitter < 1:
-        raise ValueError(f"{where}: the jitter params[3] must be in [0, 1), got {jitter!r}")
+        raise ValueError(f"{where}: the jitter params[3] must be in [0, 1), got {short_repr(jitter)}")
     if radial not in (0.0, 1.0):
-        raise ValueError(f"{where}: the radial-refresh flag params[4] must be 0 or 1, got {radial!r}")
+        raise ValueError(f"{where}: the radial-refresh flag params[4] must be 0 or 1, got {short_repr(radial)}")
     if frame is not None and (1 - jitter) * length > (cap + 1) * diameter(frame):
         raise ValueError(f"{where}: a length of {length!r} needs more than {cap:.0f} reflections on every "
                          f"trajectory (K's diameter is {diameter(frame):.6g} frame units): the walk could never move")

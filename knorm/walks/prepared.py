@@ -27,11 +27,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._io import atomic_write
-from .._validate import is_int, is_real, positive_int
+from .._progress import as_progress
+from .._validate import check_flag, check_path, is_int, is_real, positive_int, short_repr
 from ..body.hull import SymmetricHull, validate_matrix
 from .certify import PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified, check_states
 from .certify import certify as certify_walk
-from .chains import RADIUS_DIRECTIONS, body_radius, radius_bases, walk_id
+from .chains import RADIUS_DIRECTIONS, body_radius, check_workers, radius_bases, walk_id
 from .checkpoint import PublicSnapshot, fingerprint
 from .rounding import Rounding
 from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
@@ -226,8 +227,9 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     more keep more cores or cluster workers busy: the certified pool is :func:`~knorm.walks.
     certify.certify_pool`, 2000 records up to 20 chains, 100 per chain beyond). The result is a
     function of F, ``chains`` and ``walk`` (public seeds); ``workers`` (threads, or an executor:
-    :class:`~knorm.distributed.DaskExecutor`) and ``progress`` (as for
-    :class:`~knorm.walks.sampler.Sampler`) never change it.
+    :class:`~knorm.distributed.DaskExecutor`) and ``progress`` (True: the rounding's and the
+    certification's bars on stderr, as ``sampler_options={"progress": True}``; or a callable as
+    for :class:`~knorm.walks.sampler.Sampler`) never change it.
 
     Given ``path``, an unfinished prepare keeps a public snapshot in :func:`snapshot_path`
     (``path.partial``: the rounding once done, the certification run's chains and pool at most
@@ -247,10 +249,12 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     walk_id(walk)
     chains = positive_int("chains", chains)
     for name, flag in (("certify", certify), ("resume", resume), ("recommend", recommend)):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {flag!r}")
+        check_flag(name, flag)
+    check_path("path", path, allow_none=True)
+    workers = check_workers(workers)
+    report = as_progress(progress)  # True: bars on stderr (closed at the end), as a mechanism's sampler_options
     if not is_real(snapshot_every) or not snapshot_every >= 0:
-        raise ValueError(f"snapshot_every must be a number of seconds >= 0, got {snapshot_every!r}")
+        raise ValueError(f"snapshot_every must be a number of seconds >= 0, got {short_repr(snapshot_every)}")
     F = validate_matrix(F)
     fp, shape = workload_fingerprint(F), (int(F.shape[0]), int(F.shape[1]))
     partial = None
@@ -261,19 +265,21 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     w = None if partial is None else partial.rounding(F)
     if w is None:
         body = SymmetricHull(F)
-        rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(progress),
+        rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(report),
                                                                          chains=chains)
         w = PreparedWorkload(body, fp, shape, rnd)
         if partial is not None and rnd is not None:
             partial.save_rounding(w)
     if w.rounding is not None and certify:
-        w.certified = certify_walk(w.body, walk=walk, workers=workers, progress=progress, chains=chains,
+        w.certified = certify_walk(w.body, walk=walk, workers=workers, progress=report, chains=chains,
                                    checkpoint=None if partial is None else partial.certify)
         cache_certified(w.body, w.certified)
     if recommend:
         from ..recommend import recommend as recommend_rows
 
         recommend_rows(F, epsilon=1.0, prepared=w, walk=walk, workers=workers)  # rows are ε-free: kept in w.rows
+    if progress is True:  # the bars made here
+        report.close()
     if path is not None:
         w.save(path)
     if partial is not None:
@@ -340,13 +346,14 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
     """The prepared workload saved at ``path`` by :func:`prepare`, for this ``F``.
 
     Refused (one-line ValueError) if the file is not one, was written by another knorm
-    version or format (prepare again), or was prepared for another matrix (fingerprint).
+    version or format (prepare again), or was prepared for another matrix (fingerprint); a
+    missing file raises FileNotFoundError, as ``open`` does.
     The body of F is built here (its SVD and structure); the rounding is restored, not
     recomputed. If this machine's span basis of F differs from the one saved (another
     LAPACK may rotate the basis of a repeated singular value), T is carried over to it
     exactly in real arithmetic: the same rounded body, the same noise law.
     """
-    path = Path(path)
+    path = Path(check_path("path", path))
     z = _read(path)
     fmt = str(z.get("format", ""))
     version = str(z.get("knorm", ""))

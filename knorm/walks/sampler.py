@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator
-from .._validate import check_memory, is_int, positive_int
+from .._validate import check_flag, check_memory, is_int, positive_int, short_repr
 from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
@@ -319,7 +319,7 @@ class Sampler:
         self.max_steps = positive_int("max_steps", max_steps, allow_none=True)
         self.workers = check_workers(workers)
         if progress is not None and not callable(progress):
-            raise ValueError(f"progress must be None or callable, got {progress!r}")
+            raise ValueError(f"progress must be None or callable, got {short_repr(progress)}")
         if checkpoint is not None and not isinstance(checkpoint, (Checkpoint, PublicSnapshot)):
             raise TypeError(f"checkpoint must be None, a knorm.walks.checkpoint.Checkpoint or PublicSnapshot, got "
                             f"{type(checkpoint).__name__}")
@@ -583,6 +583,7 @@ class Sampler:
 
     def _sample(self, size: int, return_info: bool, stacklevel: int
                 ) -> NDArray[np.float64] | tuple[NDArray[np.float64], SamplingInfo]:
+        return_info = check_flag("return_info", return_info)
         draws, info = self.run(size)
         if not info.converged:
             warnings.warn(
@@ -601,7 +602,7 @@ class Sampler:
         if self._kept is None:
             raise RuntimeError("the sampler has no finished run to show: call run() or sample() first")
         if not is_int(discard) or discard < 0:
-            raise ValueError(f"discard must be a non-negative integer, got {discard!r}")
+            raise ValueError(f"discard must be a non-negative integer, got {short_repr(discard)}")
         thin = positive_int("thin", thin)
         records, _ = self._kept
         if discard >= records.shape[1]:
@@ -626,6 +627,7 @@ class Sampler:
         sampler may show them freely. A mechanism's sampler is another matter: its
         released draws became noise, so its records are as secret as that noise.
         """
+        flat = check_flag("flat", flat)
         records = self._kept_records(discard, thin)
         span = self.rounding.to_span(records)
         return span.reshape(-1, span.shape[-1]) if flat else span
@@ -646,7 +648,11 @@ class Sampler:
         run's ``info.ess`` / ``info.rhat`` are the same diagnostics per ambient coordinate.
         Returns ``ChainDiagnostics(ess, rhat)``.
         """
+        per_chain = check_flag("per_chain", per_chain)
         z = self.get_chain(discard=discard, thin=thin)
+        if z.shape[1] < 4:  # the diagnostics' own minimum, said in terms of these arguments
+            raise ValueError(f"discard={short_repr(discard)} and thin={short_repr(thin)} leave {z.shape[1]} records "
+                             "per chain; the diagnostics need at least 4")
         if per_chain:
             return ChainDiagnostics(np.array([_ess(c[None]) for c in z]).reshape(len(z), -1),
                                     np.array([_rhat(c[None]) for c in z]).reshape(len(z), -1))

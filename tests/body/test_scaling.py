@@ -62,6 +62,25 @@ def test_column_dropping_is_relative_to_the_largest_column():
         assert SymmetricHull(np.column_stack([F, F[:, :1], -F[:, 1:2]]) * s).n_columns == 3
 
 
+def test_one_huge_entry_is_refused_where_it_would_lose_a_direction():
+    """Issue 34: one entry of 1e300 beside ones dropped the other columns as short, leaving K a
+    segment (gauge inf off it, noise never covering those cells): now a one-line error naming F.
+    Short columns inside the kept span (the test above) are still dropped silently."""
+    from knorm import KNormMechanism
+
+    F = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])
+    for big in (1e300, 1e20, 1e15):
+        G = F.copy()
+        G[0, 0] = big
+        for make in (SymmetricHull, lambda M: KNormMechanism(M, epsilon=1.0)):
+            with pytest.raises(ValueError, match=r"^F: column 1 .*off the span") as info:
+                make(G)
+            assert "\n" not in str(info.value)
+    G = F.copy()
+    G[0, 0] = 1e13  # within the 1e14 the body resolves: kept, the gauge finite
+    assert SymmetricHull(G).dim == 2 and np.isfinite(SymmetricHull(G).gauge(np.ones(2)))
+
+
 def test_column_norms_beyond_float64_are_a_clear_error():
     with pytest.raises(ValueError, match="^F .*float64"):
         SymmetricHull(np.full((4, 3), 1.7e308))
