@@ -429,6 +429,10 @@ class SymmetricHull:
     solve (the gauge is positively homogeneous); results are scaled back exactly.
     """
 
+    # (fingerprint, shape) of F when this body is a process's body of F (knorm.walks.prepared.body_of):
+    # its certification is then written to the cache of prepared workloads (knorm.walks.cache)
+    _cache_key: tuple[str, tuple[int, int]] | None = None
+
     def __init__(self, F: ArrayLike) -> None:
         F = validate_matrix(F)
         d = F.shape[0]

@@ -246,6 +246,13 @@ class Accounted:
             self._grid_k = self._grid_k_of()
         return self._grid_k
 
+    def _release_grid(self) -> int:
+        """:attr:`grid_exponent` of a mechanism that releases floats (never None there)."""
+        k = self.grid_exponent
+        if k is None:
+            raise TypeError(f"{type(self).__name__} releases no floats: it has no release grid")
+        return k
+
     def _grid_k_of(self) -> int | None:
         """The grid's exponent from the public noise scale (a subclass that releases floats overrides)."""
         return None
@@ -341,7 +348,7 @@ class Mechanism(Accounted, ABC):
         if self._checkpoint is not None:  # a resumed session may only repeat its releases on the same data
             self._checkpoint.note("release", x, m)
         noise = self.sample_noise(size)
-        out = check_finite_output(snap_sum(fx, noise, self.grid_exponent), "the answer")
+        out = check_finite_output(snap_sum(fx, noise, self._release_grid()), "the answer")
         self._spend(m or 1)
         return out
 
@@ -349,7 +356,7 @@ class Mechanism(Accounted, ABC):
         """The grid from the public scale ``min_i max_j |F_ij| / ε`` (K's extent along its thinnest
         answer coordinate over ε; a lower bound on the noise of every coordinate of a pure ε-DP
         K-norm answer); Laplace and Gaussian use their own scale."""
-        return grid_exponent_of(row_extent(self.F), self.epsilon)
+        return grid_exponent_of(row_extent(self.F), self.epsilon)  # type: ignore[attr-defined]
 
     def _one_or_many(self, draws: NDArray[np.float64], size: int | None) -> NDArray[np.float64]:
         return draws[0] if size is None else draws

@@ -67,7 +67,7 @@ class BoundedLaplaceMechanism(Accounted):
         m = check_size(size, 1)
         self._check_budget(m or 1)
         noise = self._rng.laplace(0.0, self.scale, size=m or 1)
-        out = check_finite_output(snap_sum(v, noise, self.grid_exponent), "the answer")  # on the grid (§10.1)
+        out = check_finite_output(snap_sum(v, noise, self._release_grid()), "the answer")  # on the grid (§10.1)
         self._spend(m or 1)
         if self.clip:
             out = np.clip(out, self.lower, self.upper)
@@ -142,6 +142,6 @@ class CovarianceGaussianMechanism(Accounted):
             raise ValueError(f"answer must be a finite vector of length {self.M.shape[0]}")
         m = check_size(size, self.M.shape[0])
         self._check_budget(m or 1)
-        out = check_finite_output(snap_sum(a, self.sample_noise(size), self.grid_exponent), "the answer")
+        out = check_finite_output(snap_sum(a, self.sample_noise(size), self._release_grid()), "the answer")
         self._spend(m or 1)
         return out

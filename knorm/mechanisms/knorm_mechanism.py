@@ -239,20 +239,20 @@ class KNormMechanism(Mechanism):
         """
         mom = self.pool_moments() if n_samples is None else None
         if mom is not None:
-            mean, se, ess = mom.norm
+            mean, se, pool_ess = mom.norm
             f = (self.dim + 1) * self.body._unit  # ‖z‖ = 2^e·unit·|Z|
             value, stderr = (scaled(f * v, self.body._exp, self.epsilon) for v in (mean, se))
             check_finite_output([value, stderr], "the expected error")
             return ErrorEstimate(value, stderr, False, f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from the certified pool "
-                                                      f"(MCMC, {self.walk}): ESS {ess:.0f} of {mom.records} records")
-        n_samples = 4000 if n_samples is None else n_samples
-        z = self.sample_uniform(check_n_samples(n_samples))
+                                                      f"(MCMC, {self.walk}): ESS {pool_ess:.0f} of {mom.records} records")
+        draws: int = 4000 if n_samples is None else n_samples
+        z = self.sample_uniform(check_n_samples(draws))
         ess = None
         if self.last_info is not None:
-            ess = min(n_samples, self.last_info.min_ess * n_samples / self.last_info.draws)
+            ess = min(draws, self.last_info.min_ess * draws / self.last_info.draws)
         how = "exact" if self.structure is not None else f"MCMC ({self.walk})"
         return mc_norm_estimate(z, (self.dim + 1) / self.epsilon, ess,
-                                f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from {n_samples} {how} uniform draws")
+                                f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from {draws} {how} uniform draws")
 
     def expected_squared_error(self, n_samples: int | None = None) -> float:
         """``(dim+1)(dim+2)/ε² · E‖z‖₂²``: E‖z‖₂² from the certified pool (``n_samples`` None, where

@@ -173,7 +173,7 @@ class _Strategy(Mechanism):
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         return self._one_or_many(check_finite_output(self._answers(self._solve(z)), "the noise"), m)
 
-    def _grid_k_of(self) -> int:
+    def _grid_k_of(self) -> int | None:
         """An explicit F: ``min_i max_j |F_ij| / ε`` (:meth:`Mechanism._grid_k_of`); an implicit one:
         ``2^(e−1)/ε`` from its power-of-two scale ``2^e``."""
         if self.workload is None:
@@ -218,7 +218,7 @@ class _Strategy(Mechanism):
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         with np.errstate(over="ignore", invalid="ignore"):  # F x̂ rounded to the public grid (design §10.1)
-            out = check_finite_output(snap(self._answers(x + self._solve(z)), self.grid_exponent), "the answer")
+            out = check_finite_output(snap(self._answers(x + self._solve(z)), self._release_grid()), "the answer")
         self._spend(m or 1)
         return self._one_or_many(out, m)
 
