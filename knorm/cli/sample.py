@@ -119,10 +119,11 @@ def _expected_error(mech, norms):
 
     Laplace / Gaussian: the mechanism's own estimate (exact formula or Monte Carlo over
     fresh draws). K-norm / NIM: with ``norms`` (noise-only runs) the mean ℓ₂ norm of the
-    released noise vectors ± its SE; without (runs on data) ``mech.expected_error`` over
-    1000 fresh draws made after the release and never released.
+    released noise vectors ± its SE; without (runs on data) ``mech.expected_error`` from the
+    certified pool's moments (public: no draws) where K-norm has them, else over 1000 fresh
+    draws made after the release and never released.
     """
-    from ..mechanisms import GaussianMechanism, LaplaceMechanism
+    from ..mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism
 
     if isinstance(mech, GaussianMechanism):
         return _estimate_dict(mech.expected_error())
@@ -130,12 +131,14 @@ def _expected_error(mech, norms):
         return _estimate_dict(mech.expected_error(n_samples=_laplace_draws(mech.d)))
     if norms is None:
         try:
-            e = mech.expected_error(n_samples=1000)
+            pooled = isinstance(mech, KNormMechanism) and mech.pool_moments() is not None
+            e = mech.expected_error() if pooled else mech.expected_error(n_samples=1000)
         except Exception as exc:  # e.g. a sampler run that did not certify: never lose the answers for it
             return {"value": None, "stderr": None, "exact": False,
                     "method": f"not estimated: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"}
         d = _estimate_dict(e)
-        d["method"] += " (draws made after the release, never released)"
+        if not pooled:
+            d["method"] += " (draws made after the release, never released)"
         return d
     from ..mechanisms._base import mean_stderr
 
