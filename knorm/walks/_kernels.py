@@ -32,14 +32,27 @@ S_REFLECTIONS = 1  # billiard reflections
 S_STEPS = 2
 
 
+# Copies are loops, not ``a[:] = b``: numba's array-to-array assignment checks shapes with a
+# formatted error message, and compiling that message (str, join, repr) was ≈ 10% of a cold start.
+
+
+@kernel()
+def _copy(dst, src):
+    """``dst[i] = src[i]`` for a 1-D array (same length)."""
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
 @kernel()
 def _copy_state(b0, B0, l0, g0, c0, b1, B1, l1, g1, c1):
     """Copy oracle state 0 into state 1, with its pivots-since-refactorisation count
     (so refactorisation timing, hence every last bit, depends only on the trajectory)."""
-    b1[:] = b0
-    B1[:, :] = B0
-    l1[:] = l0
-    g1[:] = g0
+    _copy(b1, b0)
+    for i in range(B0.shape[0]):
+        for j in range(B0.shape[1]):
+            B1[i, j] = B0[i, j]
+    _copy(l1, l0)
+    _copy(g1, g0)
     c1[0] = c0[0]
 
 
@@ -182,7 +195,7 @@ def _billiard_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, len
             break
         nref += 1
         if nref > max_refl:
-            x[:] = x0
+            _copy(x, x0)
             _copy_state(b1, B1, l1, g1, c1, b0, B0, l0, g0, c0)
             stats[S_REJECTED] += 1
             return sx.OK
@@ -216,7 +229,7 @@ def _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, s
     for i in range(r):
         gy += l0[i] * yz[i]
     if gy <= 1.0:
-        x[:] = y
+        _copy(x, y)
     else:
         stats[S_REJECTED] += 1
     return sx.OK
@@ -263,7 +276,7 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
             st = _chord_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], params[0],
                              max_piv, mv)
         elif walk == HIT_AND_RUN:
-            u[:] = normals[i]
+            _copy(u, normals[i])
             st = _chord_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, unif[i, 0], params[0],
                              max_piv, mv)
         else:
@@ -295,7 +308,7 @@ def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offs
         stats[S_STEPS] += 1
         j = offset + i + 1
         if j % thin == 0:
-            out[j // thin - 1, :] = x
+            _copy(out[j // thin - 1], x)
             if gout.shape[0] > 0:
                 sx._matvec(T, x, zr)
                 gout[j // thin - 1] = sx._dot(l0, zr)
