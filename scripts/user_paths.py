@@ -16,6 +16,7 @@ Paths (``--paths`` picks some):
 - ``prepared-recommend-kept``: the same from a file written by ``knorm prepare --recommend``
   (recommend's ε-free rows kept in it);
 - ``prepared-info``: ``knorm info --prepared W.knorm --matrix F.npy --epsilon 1``;
+- ``prepared-info-kept``: the same with the file of ``knorm prepare --recommend``;
 - ``prepared-release``: load it, one K-norm release;
 - ``fresh-100``: 100 K-norm releases on a random ±1 F 40×200 never seen by this process
   (a new seed each repeat, the same for every checkout), no file;
@@ -82,7 +83,7 @@ print(f"RESULT {t:.3f} min ESS {info.min_ess:.0f}, {info.min_ess / t:.1f} ESS/s"
 """,
 }
 SNIPPETS["prepared-recommend-kept"] = SNIPPETS["prepared-recommend"]
-PATHS = [p for p in SNIPPETS if p != "uniform-100x500"] + ["prepared-info"]
+PATHS = [p for p in SNIPPETS if p != "uniform-100x500"] + ["prepared-info", "prepared-info-kept"]
 
 
 def run(snippet, checkout, args, env=None):
@@ -136,7 +137,7 @@ def main():
         files[c] = os.path.join(args.dir, f"survey-{tag}.knorm")
         kept[c] = os.path.join(args.dir, f"survey-{tag}-rows.knorm")
         for path, extra, wanted in ((files[c], [], any(p.startswith("prepared") for p in args.paths)),
-                                    (kept[c], ["--recommend"], "prepared-recommend-kept" in args.paths)):
+                                    (kept[c], ["--recommend"], any(p.endswith("-kept") for p in args.paths))):
             if wanted and not os.path.exists(path):
                 sec, _ = run_cli(c, ["prepare", "--matrix", F, "--out", path, "--quiet", *extra])
                 print(f"prepare {' '.join(extra)} {c}: {sec:.1f} s", flush=True)
@@ -145,8 +146,9 @@ def main():
     for rep in range(args.repeats):
         for p in args.paths:
             for c in checkouts:
-                if p == "prepared-info":
-                    sec, note = run_cli(c, ["info", "--prepared", files[c], "--matrix", F, "--epsilon", "1"])
+                if p.startswith("prepared-info"):
+                    sec, note = run_cli(c, ["info", "--prepared", kept[c] if p.endswith("-kept") else files[c],
+                                            "--matrix", F, "--epsilon", "1"])
                 else:
                     sec, note = run(SNIPPETS[p], c, [F, kept[c] if p.endswith("-kept") else files[c], str(1000 + rep)])
                 times[p, c].append(sec)

@@ -67,6 +67,9 @@ def cmd_info(args):
     else:
         facts["vol_lower_bound"] = None
     candidates = [c for c in CANDIDATES if not (c == "nim" and args.no_nim or c.startswith("gaussian") and args.delta is None)]
+    if w is not None and not w.rows and not args.json:
+        print("recommend's table is not in the file: computing it (knorm prepare --recommend keeps it there)",
+              flush=True)
     table = recommend(F, epsilon=eps, delta=args.delta, rng=args.mc_seed, candidates=candidates, mc_seed=args.mc_seed,
                       workers=args.workers, prepared=w)
     rec = {"mechanism": table.best, "reason": table.reason}
