@@ -91,7 +91,8 @@ class _Resubmitting:
     forgotten" when a worker died holding the only copy of a dependency, or the scheduler
     released a key under a race. A batch is a pure function of its inputs (exact chain states
     and the frame, scattered again if lost), so running it again returns the same bits; only a
-    cancel asked for here (``cancel()``) is final.
+    cancel asked for here (``cancel()``) is final. ``result``/``exception``/``cancel``/``done``
+    behave as :class:`concurrent.futures.Future`'s (a ``timeout`` bounds the whole wait).
     """
 
     RESUBMITS = 3
@@ -102,22 +103,45 @@ class _Resubmitting:
         self._future = executor._submit_now(fn, args, kwargs)
 
     def result(self, timeout=None):
+        """The call's result, waiting at most ``timeout`` seconds in all (resubmissions included)."""
+        import time
         from concurrent.futures import CancelledError
 
+        end = None if timeout is None else time.monotonic() + timeout
         for attempt in range(self.RESUBMITS + 1):
             try:
-                return self._future.result(timeout=timeout)
+                left = None if end is None else max(0.0, end - time.monotonic())
+                return self._future.result(timeout=left)
             except CancelledError:  # distributed's FutureCancelledError is one
                 if self._cancelled or attempt == self.RESUBMITS:
                     raise
                 self._future = self._executor._submit_now(*self._call)
 
+    def exception(self, timeout=None):
+        """The call's exception (None if it returned), as :meth:`result` waits for it."""
+        from concurrent.futures import CancelledError
+
+        try:
+            self.result(timeout)
+        except CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the call's own error, returned as concurrent.futures does
+            return exc
+        return None
+
     def cancel(self):
+        """Cancel the call unless it has finished (True when it was cancelled, as concurrent.futures)."""
+        if self._future.done():
+            return False
+        self._future.cancel()
         self._cancelled = True
-        return self._future.cancel()
+        return True
 
     def cancelled(self):
         return self._cancelled
 
     def done(self):
-        return self._future.done()
+        return self._cancelled or self._future.done()
+
+    def running(self):
+        return not self.done()

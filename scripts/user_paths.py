@@ -90,9 +90,12 @@ SNIPPETS["again-100"] = SNIPPETS["fresh-100"]
 PATHS = [p for p in SNIPPETS if p != "uniform-100x500"] + ["prepared-info", "prepared-info-kept"]
 
 
+NO_CACHE = dict(os.environ, KNORM_CACHE="off")  # every path but again-100: what a new F costs
+
+
 def run(snippet, checkout, args, env=None):
     out = subprocess.run([sys.executable, "-c", snippet, checkout, *args], capture_output=True, text=True,
-                         env=env, timeout=3600)
+                         env=NO_CACHE if env is None else env, timeout=3600)
     line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
     if out.returncode != 0 or line is None:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -103,7 +106,7 @@ def run(snippet, checkout, args, env=None):
 
 def run_cli(checkout, args):
     """``python -m knorm ARGS`` of that checkout, wall seconds of the whole process."""
-    env = dict(os.environ, PYTHONPATH=checkout)
+    env = dict(NO_CACHE, PYTHONPATH=checkout)
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "knorm", *args], capture_output=True, text=True, env=env,
                          timeout=3600)

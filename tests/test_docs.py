@@ -42,7 +42,7 @@ compared as their laws allow, and still fail when the law or the code changes:
 - ``<!-- docs-test: draws="REGEX" -->``: the output lines matching REGEX show one seeded
   random draw (noisy counts, synthetic records, one release's error); across machines they
   are other draws of the same law, so only their ``a ± s`` estimates are compared (± rule),
-  and that the line is there.
+  and that the line is there, matches REGEX too and has as many numbers.
 - ``ESS a/p`` and ``ESS a of p`` compare the fraction a/p: a certifying pool's size p is
   adaptive (2000 records, more when its thinning grows).
 """
@@ -206,6 +206,8 @@ def join_se_column(text: str) -> str:
     for line in text.split("\n"):
         if "± SE" in line:
             se_end, pq_end = _column_end(line, "± SE"), _column_end(line, "per query")
+        elif not line.strip() or not re.match(r"^[ *] \S", line):  # the table ends: no row of it
+            se_end = pq_end = None
         elif se_end is not None:
             se = _number_ending_at(line, se_end)
             est = se and list(re.finditer(NUM, line[: se.start()]))
@@ -248,8 +250,8 @@ def compare(expected: str, actual: str, rtol: float = 0.0, time_column: str | No
         a = act[k] if k < len(act) else "<no line>"
         if draws is not None and draws.search(e):
             es, ea = _estimates(e), _estimates(a)
-            same = a != "<no line>" and len(es) == len(ea) and all(
-                _number_ok((*x, False, ""), (*y, False, ""), rtol) for x, y in zip(es, ea))
+            same = draws.search(a) is not None and len(_tokens(e)[1]) == len(_tokens(a)[1]) and len(es) == len(
+                ea) and all(_number_ok((*x, False, ""), (*y, False, ""), rtol) for x, y in zip(es, ea))
             if not same:
                 problems.append(f"line {k + 1} (one random draw: its ± estimates):\n  shown: {e}\n  now:   {a}")
             continue
@@ -408,6 +410,11 @@ def test_mcmc_numbers_are_compared_as_their_laws_allow():
                    "  K-norm  10.7 ± 0.025   7.7   6.9\n0   very good  not", draws=draws) == []
     assert compare("  K-norm  10.7 ± 0.024   9.4", "  K-norm  12.7 ± 0.024   9.4", draws=draws)
     assert compare("0   good  strongly", "", draws=draws)  # the line must be there
+    assert compare("0   good  strongly", "Traceback: ValueError", draws=draws)  # and be a draw's line
+    assert compare("  K-norm  10.7 ± 0.024   9.4", "  K-norm  10.7 ± 0.024   9.4  1.0", draws=draws)
+    # a ± SE column ends with its table: a later line is compared as it is
+    table = "  mechanism      rms      ± SE   per query\n* knorm       14.814     0.083      2.7508\n\n"
+    assert compare(table + "queries kept  8              16", table + "queries kept 40             16")
     # a pool's size is adaptive: its ESS fraction is compared
     assert compare("min ESS 2248/2992 records", "min ESS 1349/2000 records") == []
     assert compare("min ESS 2248/2992 records", "min ESS 1049/2000 records")

@@ -24,7 +24,8 @@ from ..privacy import BudgetAccountant
 
 from .._validate import as_real_array, is_int, positive_int, short_repr
 from ..body.hull import SymmetricHull
-from ..walks.certify import known_moments
+from ..errors import ConvergenceError
+from ..walks.certify import certified_of, known_moments
 from ..walks.chains import check_workers, walk_id
 from ..walks.prepared import PreparedWorkload, body_of, check_prepared
 from ..walks.sampler import Sampler, rounding_of
@@ -218,6 +219,8 @@ class NIMechanism(Mechanism):
         self.max_estimates = _check_max_estimates(max_estimates)
         self.covariance_estimates = 0  # MCMC covariance estimates (roundings) of candidate subspaces
         self.precise_estimates = 0     # PLAN_DRAWS-draw covariance estimates (levels of the plan, checks)
+        self._walk, self._pooled_root = walk, False  # the root level's covariance from its certified pool
+        self._root_body: SymmetricHull | None = None
 
         if plan_of is not None:
             stages, root = self._plan_of(plan_of, prepared, body)
@@ -252,8 +255,9 @@ class NIMechanism(Mechanism):
             "√(Σ_i (k_i+1)(k_i+2)/ε_i² · tr(P_Vi Cov(Uniform K_i) P_Vi)) = √E‖noise‖₂² "
             "(≥ E‖noise‖₂ by Jensen); "
             + ("exact covariances" if exact_cov else
-               f"the MCMC levels' covariances estimated from {PLAN_DRAWS} uniform draws each (seeded: a function "
-               "of F), a few percent of error"))
+               ("the first level's covariance from its certified pool, the other MCMC levels' "
+                if self._pooled_root else "the MCMC levels' covariances ")
+               + f"estimated from {PLAN_DRAWS} uniform draws each (seeded: a function of F), a few percent of error"))
 
         sampling = "exact" if all(lv.mechanism.privacy_per_answer.exact for lv in self.levels) else "mcmc-approximate"
         eps_list = [lv.epsilon for lv in self.levels]
@@ -311,6 +315,7 @@ class NIMechanism(Mechanism):
         mom = known_moments(st.body)  # the certified pool's E[ZZᵀ], where this body has one: no draws
         if mom is not None and mom.records >= PLAN_DRAWS:
             st.precise = True
+            self._pooled_root = self._pooled_root or st.body is self._root_body
             return st.set_covariance(mom.second)
         draws, _ = Sampler(st.body, rng=PLAN_SEED, workers=self._workers).run(PLAN_DRAWS)
         Z = (draws @ st.body.span_basis) / st.body._scale  # span coordinates, frame units
@@ -323,6 +328,15 @@ class NIMechanism(Mechanism):
         return self._stage(SymmetricHull(U.T @ self.F), U)
 
     def _search(self, root: SymmetricHull) -> list[_Stage]:
+        self._root_body = root
+        if root.exact_structure is None:
+            # the root is certified before planning (its level's K-norm needs it anyway), so its
+            # covariance always comes from the certified pool: the plan never depends on whether
+            # this process (or the cache) certified F before
+            try:
+                certified_of(root, self._walk, self._workers)
+            except ConvergenceError:
+                pass  # PLAN_DRAWS seeded draws, as for the other levels
         st = self._stage(root)
         stages: list[_Stage] = []
         while True:

@@ -9,7 +9,8 @@ seeds: the same file, bit for bit, on this machine) to ``<cache>/prepared/<finge
 and a later process on the same F loads it instead of certifying again.
 
 The files are public, like every prepared file: functions of F and public seeds, no data, no
-noise. A file is loaded with every check of :func:`~knorm.walks.prepared.load_prepared`
+noise; but a file someone else planted would be loaded, so the folder must be this user's and
+writable by no one else (it is created 0700; another is not used). A file is loaded with every check of :func:`~knorm.walks.prepared.load_prepared`
 (format, version, fingerprint of F, certificate thresholds, states inside K); one that fails
 them (corrupt, another version, another matrix under this name) is deleted and rebuilt.
 
@@ -39,15 +40,26 @@ OFF = {"off", "0", "false", "no"}
 
 
 def cache_folder() -> Path | None:
-    """The folder of cached prepared workloads, or None when ``KNORM_CACHE`` turns the cache off."""
+    """The folder of cached prepared workloads, or None when ``KNORM_CACHE`` turns the cache off.
+    A bad ``KNORM_CACHE_MAX_MB`` is refused here, before any work (ValueError naming it)."""
     value = os.environ.get(ENV, "").strip()
     if value.lower() in OFF:
         return None
+    max_bytes()
     if value:
         return Path(value).expanduser() / "prepared"
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("knorm")) / "prepared"
+
+
+def _trusted(folder: Path) -> bool:
+    """The folder is this user's and no one else may write to it (a planted file would be loaded)."""
+    try:
+        st = folder.stat()
+    except OSError:
+        return False
+    return (not hasattr(os, "getuid") or st.st_uid == os.getuid()) and not st.st_mode & 0o022
 
 
 def max_bytes() -> float:
@@ -73,11 +85,11 @@ def lookup(F: np.ndarray, fingerprint: str) -> PreparedWorkload | None:
     from .prepared import load_prepared
 
     path = _path(fingerprint)
-    if path is None or not path.is_file():
+    if path is None or not path.is_file() or not _trusted(path.parent):
         return None
     try:
         w = load_prepared(path, F)
-    except (ValueError, OSError):
+    except Exception:  # any file that does not load is rebuilt: the cache is never an error
         try:
             path.unlink()
         except OSError:
@@ -107,7 +119,9 @@ def store(body: SymmetricHull, certified: Certified) -> Path | None:
     if path is None:
         return None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _trusted(path.parent):
+            return None
         PreparedWorkload(body, fingerprint, shape, rounding_of(body), certified=certified).save(path)
         prune(path.parent, max_bytes())
     except OSError:

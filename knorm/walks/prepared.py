@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import typing
+import zipfile
+import zlib
 from collections import OrderedDict
 from concurrent.futures import Executor
 from pathlib import Path
@@ -293,14 +295,14 @@ def _read(path: Path) -> dict[str, NDArray[Any]]:
         z = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise
-    except (ValueError, OSError, EOFError):
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error):
         raise bad from None
     if not isinstance(z, np.lib.npyio.NpzFile):  # a .npy array
         raise bad
     try:
         with z:
             return {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError):
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error):  # truncated, or a bad CRC
         raise bad from None
 
 

@@ -43,12 +43,14 @@ def test_a_later_process_loads_the_certification_and_draws_the_same_bits(folder,
     assert "certified pool" in KNormMechanism(F, epsilon=1.0).expected_error().method
 
 
-@pytest.mark.parametrize("damage", ["corrupt", "foreign"])
+@pytest.mark.parametrize("damage", ["corrupt", "truncated", "foreign"])
 def test_a_corrupt_or_foreign_file_is_refused_and_rebuilt(folder, damage):
     KNormMechanism(F, epsilon=1.0, rng=1).sample_noise(2)
     path = folder / f"{prepared.workload_fingerprint(F)}.knorm"
     if damage == "corrupt":
         path.write_bytes(b"not a prepared workload")
+    elif damage == "truncated":  # a zip cut short (zipfile.BadZipFile, not a ValueError)
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     else:  # another matrix's file under F's name
         G = workloads.marginals((2, 3, 3), 2)
         knorm.prepare(G, folder / "g.knorm")
@@ -69,7 +71,18 @@ def test_off_writes_nothing_and_the_size_is_bounded(tmp_path, monkeypatch):
     _forget()
     KNormMechanism(F, epsilon=1.0, rng=1).sample_noise(2)
     assert not any(tmp_path.rglob("*.knorm"))
-    monkeypatch.setenv("KNORM_CACHE_MAX_MB", "lots")
+    monkeypatch.setenv("KNORM_CACHE_MAX_MB", "lots")  # refused before any work, naming it
     with pytest.raises(ValueError, match="KNORM_CACHE_MAX_MB"):
-        cache.max_bytes()
+        KNormMechanism(workloads.marginals((2, 3, 3), 2), epsilon=1.0, rng=1).sample_noise(2)
+    _forget()
+
+
+def test_a_folder_others_may_write_to_is_not_used(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    (shared / "prepared").mkdir(parents=True)
+    (shared / "prepared").chmod(0o777)  # anyone could plant a file here
+    monkeypatch.setenv("KNORM_CACHE", str(shared))
+    _forget()
+    KNormMechanism(F, epsilon=1.0, rng=1).sample_noise(2)
+    assert not any(shared.rglob("*.knorm"))
     _forget()

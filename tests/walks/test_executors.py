@@ -1,5 +1,6 @@
 """Parallel back ends: any concurrent.futures.Executor runs the chains, with identical seeded results."""
 
+import threading
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
@@ -106,6 +107,13 @@ def test_a_dask_executor_sends_a_frame_the_cluster_lost_again():
     np.testing.assert_array_equal(again, want)
 
 
+_GATE = threading.Event()  # module level: an in-process Dask worker calls it by reference
+
+
+def _wait_at_gate(seconds):
+    return _GATE.wait(seconds)
+
+
 def test_a_batch_the_cluster_cancelled_runs_again_with_the_same_bits():
     """Under load a cluster may drop an accepted task ("cancelled for reason: already forgotten",
     issue 34): the batch is a pure function of its inputs, so it is submitted again; a cancel asked
@@ -129,8 +137,12 @@ def test_a_batch_the_cluster_cancelled_runs_again_with_the_same_bits():
         client.cancel(dropped)  # what the scheduler does to a forgotten task
         got, _ = fut.result()
         assert fut._future is not dropped
+        _GATE.clear()
+        blocker = ex.submit(_wait_at_gate, 60)  # holds the one thread: the next call waits behind it
         mine = ex.submit(advance_chain, frame, chain.compact_state(), "hit_and_run", 20, 2, params)
-        mine.cancel()
+        assert mine.cancel() is True and mine.cancelled() and mine.done()
+        _GATE.set()
+        assert blocker.result() is True and blocker.exception() is None and blocker.cancel() is False
         with pytest.raises(CancelledError):
             mine.result()
     np.testing.assert_array_equal(got, want)
