@@ -95,7 +95,7 @@ NO_CACHE = dict(os.environ, KNORM_CACHE="off")  # every path but again-100: what
 
 def run(snippet, checkout, args, env=None):
     out = subprocess.run([sys.executable, "-c", snippet, checkout, *args], capture_output=True, text=True,
-                         env=NO_CACHE if env is None else env, timeout=3600)
+                         check=False, env=NO_CACHE if env is None else env, timeout=3600)
     line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
     if out.returncode != 0 or line is None:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -109,7 +109,7 @@ def run_cli(checkout, args):
     env = dict(NO_CACHE, PYTHONPATH=checkout)
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "knorm", *args], capture_output=True, text=True, env=env,
-                         timeout=3600)
+                         check=False, timeout=3600)
     if out.returncode != 0:
         raise SystemExit(f"{checkout}: knorm {' '.join(args)}: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
     return time.perf_counter() - t, ""

@@ -89,7 +89,7 @@ def lookup(F: np.ndarray, fingerprint: str) -> PreparedWorkload | None:
         return None
     try:
         w = load_prepared(path, F)
-    except Exception:  # any file that does not load is rebuilt: the cache is never an error
+    except Exception:  # noqa: BLE001 - any file that does not load is rebuilt: the cache is never an error
         try:
             path.unlink()
         except OSError:
