@@ -381,6 +381,8 @@ class PrivacyClaim:
             s += " (approximate: MCMC sampling" + ("" if self.certified else ", UNCERTIFIED run accepted")
             if self.details.get("stationary_start"):  # what a release from a certified body rests on
                 s += f", {self.details['stationary_start']}"
+        if "grid_exponent" in self.details:  # every released number a multiple of 2^k (design §10.1)
+            s += f"; answers on the grid 2^{self.details['grid_exponent']}"
         s += f"; neighbours {self.neighbours})"
         if self.composition:
             s += f"; {self.composition}"
