@@ -433,8 +433,18 @@ class SymmetricHull:
     # its certification is then written to the cache of prepared workloads (knorm.walks.cache)
     _cache_key: tuple[str, tuple[int, int]] | None = None
 
+    @staticmethod
+    def _source_hash(F: NDArray[np.float64]) -> str:
+        """SHA-256 of a validated F (shape and bytes): which matrix a body was built from."""
+        import hashlib
+
+        h = hashlib.sha256(str(F.shape).encode())
+        h.update(np.ascontiguousarray(F).tobytes())
+        return h.hexdigest()
+
     def __init__(self, F: ArrayLike) -> None:
         F = validate_matrix(F)
+        self._source = self._source_hash(F)  # a mechanism given this body checks it is of its own F
         d = F.shape[0]
         e = _exponent(F)
         Fs = np.ldexp(F, -e)  # largest |entry| in [0.5, 1): norms neither overflow nor underflow

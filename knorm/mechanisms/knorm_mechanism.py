@@ -96,6 +96,9 @@ class KNormMechanism(Mechanism):
         if body is not None and not (isinstance(body, SymmetricHull) and body.ambient_dim == self.F.shape[0]):
             raise TypeError(f"body must be None or the knorm.SymmetricHull of F ({self.F.shape[0]} rows), got "
                             f"{type(body).__name__}")
+        if body is not None and body._source != SymmetricHull._source_hash(self.F):
+            # another F's body would give noise of another K: not this F's K-norm mechanism
+            raise ValueError("body: the SymmetricHull of another matrix; give the body of this F (or none)")
         if prepared is not None:
             if body is not None:
                 raise ValueError("prepared: give a prepared workload or a body, not both")

@@ -323,3 +323,14 @@ def test_covariance_gaussian_answer_is_checked_before_charging():
     for bad in ("ab", None, np.ones(2) * 1j, np.array([np.nan, 1.0]), np.ones(3)):
         raises_named("answer", m.release, bad)
     assert m.answers == 0 and acc.total == (0.0, 0.0)
+
+
+def test_a_body_of_another_matrix_with_as_many_rows_is_refused():
+    """The body fixes K, hence the noise law: another F's body (same row count) would release this
+    F's answers with another K's noise, a wrong privacy claim; refused, naming body."""
+    from knorm import SymmetricHull
+
+    F1 = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, -1.0]])
+    F2 = 2.0 * F1
+    raises_named("body", KNormMechanism, F2, epsilon=1.0, body=SymmetricHull(F1))
+    KNormMechanism(F1, epsilon=1.0, body=SymmetricHull(F1))  # its own body is taken
