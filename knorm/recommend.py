@@ -69,6 +69,7 @@ from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism
 from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts
 from .implicit import ImplicitWorkload, from_matrix
 from .walks.chains import check_workers, walk_id
+from .walks import prepared as _prepared
 from .walks.prepared import body_of
 from .privacy import gdp_delta
 from .walks.prepared import PreparedWorkload, check_prepared
@@ -734,3 +735,11 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     if delta is not None and gauss and "knorm" in rms:
         crossover = knorm_crossover_delta(epsilon, delta, rms["knorm"], min(gauss))
     return Recommendation(table, best, mech, epsilon, delta, b.d, b.n, reason, dropped, budget_s, crossover)
+
+
+def _prepared_rows(F: NDArray[np.float64], w: PreparedWorkload, walk: str, workers: Any) -> None:
+    """``prepare(F, recommend=True)``: compute :func:`recommend`'s ε-free rows into ``w.rows``."""
+    recommend(F, epsilon=1.0, prepared=w, walk=walk, workers=workers)
+
+
+_prepared.ROW_MAKERS.append(_prepared_rows)

@@ -23,15 +23,9 @@ this size are deleted.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
-
-if TYPE_CHECKING:
-    from ..body.hull import SymmetricHull
-    from .certify import Certified
-    from .prepared import PreparedWorkload
+from typing import Any
 
 ENV = "KNORM_CACHE"
 MAX_ENV = "KNORM_CACHE_MAX_MB"
@@ -79,42 +73,32 @@ def _path(fingerprint: str) -> Path | None:
     return None if folder is None else folder / f"{fingerprint}.knorm"
 
 
-def lookup(F: np.ndarray, fingerprint: str) -> PreparedWorkload | None:
-    """The cached prepared workload of the validated ``F`` (checked as :func:`load_prepared` checks a
-    file), or None: no cache, no file, or a file refused (deleted: it is rebuilt)."""
-    from .prepared import load_prepared
-
+def lookup(fingerprint: str, load: Callable[[Path], Any]) -> Any:
+    """``load(path)`` of the cached file named by ``fingerprint`` (:func:`~knorm.walks.prepared.body_of`
+    passes :func:`~knorm.walks.prepared.load_prepared`, which checks it as any prepared file), or
+    None: no cache, no file, or a file that does not load (deleted: it is rebuilt)."""
     path = _path(fingerprint)
     if path is None or not path.is_file() or not _trusted(path.parent):
         return None
     try:
-        w = load_prepared(path, F)
+        found = load(path)
     except Exception:  # noqa: BLE001 - any file that does not load is rebuilt: the cache is never an error
         try:
             path.unlink()
         except OSError:
             pass
         return None
-    if w.certified is None:
-        return None
     try:
         os.utime(path)  # recently used: kept longest
     except OSError:
         pass
-    return w
+    return found
 
 
-def store(body: SymmetricHull, certified: Certified) -> Path | None:
-    """Write the certified body of a matrix seen through :func:`~knorm.walks.prepared.body_of` (it
-    carries its fingerprint and shape) to the cache; None when there is no cache or it cannot be
-    written (a read-only home: the cache is an optimisation, never an error)."""
-    from .prepared import PreparedWorkload
-    from .sampler import rounding_of
-
-    key: Any = getattr(body, "_cache_key", None)
-    if key is None or body.exact_structure is not None:
-        return None
-    fingerprint, shape = key
+def store(fingerprint: str, write: Callable[[Path], Any]) -> Path | None:
+    """``write(path)`` of the file named by ``fingerprint`` in the cache (the caller writes a prepared
+    workload, atomically), then the bound kept; None when there is no cache or it cannot be written
+    (a read-only home: the cache is an optimisation, never an error)."""
     path = _path(fingerprint)
     if path is None:
         return None
@@ -122,7 +106,7 @@ def store(body: SymmetricHull, certified: Certified) -> Path | None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not _trusted(path.parent):
             return None
-        PreparedWorkload(body, fingerprint, shape, rounding_of(body), certified=certified).save(path)
+        write(path)
         prune(path.parent, max_bytes())
     except OSError:
         return None

@@ -527,11 +527,13 @@ def certified_of(body: SymmetricHull, walk: str = "billiard", workers: int | Exe
     per = _CERTIFIED.setdefault(body, {})
     if walk not in per:
         per[walk] = certify(body, walk=walk, workers=workers, progress=progress)
-        if walk == "billiard":  # prepare's default: the cache's file is the one prepare(F) writes
-            from .cache import store
-
-            store(body, per[walk])
+        for hook in ON_CERTIFIED:  # the cache of prepared workloads (knorm.walks.prepared registers it)
+            hook(body, per[walk])
     return per[walk]
+
+
+# called as hook(body, certified) after certified_of certifies a body (not for a file's certification)
+ON_CERTIFIED: list[Callable[[SymmetricHull, Certified], None]] = []
 
 
 def known_moments(body: SymmetricHull, walk: str | None = None) -> PoolMoments | None:

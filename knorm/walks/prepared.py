@@ -32,7 +32,9 @@ from .._io import atomic_write
 from .._progress import as_progress
 from .._validate import check_flag, check_path, is_int, is_real, positive_int, short_repr
 from ..body.hull import SymmetricHull, validate_matrix
-from .certify import PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified, check_states
+from . import cache
+from .certify import (ON_CERTIFIED, PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified,
+                      check_states)
 from .certify import certify as certify_walk
 from .chains import RADIUS_DIRECTIONS, body_radius, check_workers, radius_bases, walk_id
 from .checkpoint import PublicSnapshot, fingerprint
@@ -66,13 +68,11 @@ def body_of(F: NDArray[np.float64]) -> SymmetricHull:
     warm-up (docs/design.md §3.5.1). A matrix this process has not seen is looked up in the
     cache of prepared workloads (:mod:`knorm.walks.cache`: certified once per machine), and
     its certification, once made, is written there."""
-    from .cache import lookup
-
     fp = workload_fingerprint(F)
     body = _BODIES.pop(fp, None)
     if body is None:
-        cached = lookup(F, fp)
-        body = cached.body if cached is not None else SymmetricHull(F)
+        cached = cache.lookup(fp, lambda path: load_prepared(path, F))
+        body = cached.body if cached is not None and cached.certified is not None else SymmetricHull(F)
         body._cache_key = (fp, (int(F.shape[0]), int(F.shape[1])))  # certified_of writes it to the cache
     _BODIES[fp] = body
     while len(_BODIES) > BODY_CACHE:
@@ -276,10 +276,9 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
         w.certified = certify_walk(w.body, walk=walk, workers=workers, progress=report, chains=chains,
                                    checkpoint=None if partial is None else partial.certify)
         cache_certified(w.body, w.certified)
-    if recommend:
-        from ..recommend import recommend as recommend_rows
-
-        recommend_rows(F, epsilon=1.0, prepared=w, walk=walk, workers=workers)  # rows are ε-free: kept in w.rows
+    if recommend:  # knorm.recommend's ε-free rows, kept in w.rows (ROW_MAKERS: registered by knorm.recommend)
+        for make_rows in ROW_MAKERS:
+            make_rows(F, w, walk, workers)
     if progress is True:  # the bars made here
         report.close()
     if path is not None:
@@ -287,6 +286,25 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     if partial is not None:
         partial.discard()
     return w
+
+
+# knorm.recommend registers the function that fills a prepared workload's rows (prepare(recommend=True))
+ROW_MAKERS: list[Any] = []
+
+
+def _write_cache(body: SymmetricHull, certified: Certified) -> None:
+    """``certified_of``'s hook: the certified body of a matrix seen through :func:`body_of` (it
+    carries F's fingerprint and shape), written to the cache of prepared workloads as
+    :func:`prepare` would write it (the default walk and chain count only: the same file)."""
+    key = body._cache_key
+    if key is None or body.exact_structure is not None or certified.certificate.walk != "billiard" \
+            or certified.certificate.chains != DEFAULT_CHAINS:
+        return
+    fp, shape = key
+    cache.store(fp, lambda path: PreparedWorkload(body, fp, shape, rounding_of(body), certified=certified).save(path))
+
+
+ON_CERTIFIED.append(_write_cache)
 
 
 def _read(path: Path) -> dict[str, NDArray[Any]]:
