@@ -69,10 +69,9 @@ from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism
 from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts
 from .implicit import ImplicitWorkload, from_matrix
 from .walks.chains import check_workers, walk_id
-from .walks import prepared as _prepared
-from .walks.prepared import body_of
 from .privacy import gdp_delta
-from .walks.prepared import PreparedWorkload, check_prepared
+from .walks import prepared as _prepared
+from .walks.prepared import PreparedWorkload, body_of, check_prepared
 
 __all__ = ["recommend", "Recommendation", "ErrorRow", "CANDIDATES", "row_cost", "knorm_crossover_delta"]
 
@@ -226,13 +225,16 @@ def _merge_workers(options, workers):
     return workers
 
 
-def _rms_from_draws(norms, factor, ess):
-    """``factor·√mean(‖v‖²)`` and its delta-method SE, ``factor·SE(mean)/(2√mean)``, from the
-    draws' norms (in units where they are O(1)) with ``ess`` effective draws."""
-    sq = np.asarray(norms, float) ** 2
-    m = float(sq.mean())
-    se_m = float(sq.std(ddof=1) / np.sqrt(ess))
+def _rms_from_mean_square(m, se_m, factor):
+    """``factor·√m`` and its delta-method SE ``factor·se_m/(2√m)``, for a mean square ``m`` ± ``se_m``."""
     return factor * np.sqrt(m), (factor * se_m / (2.0 * np.sqrt(m)) if m > 0 else 0.0)
+
+
+def _rms_from_draws(norms, factor, ess):
+    """:func:`_rms_from_mean_square` of the draws' norms (in units where they are O(1)) with ``ess``
+    effective draws."""
+    sq = np.asarray(norms, float) ** 2
+    return _rms_from_mean_square(float(sq.mean()), float(sq.std(ddof=1) / np.sqrt(ess)), factor)
 
 
 def _p_identity_flops(n: int, p: int | None = None) -> float:
@@ -503,8 +505,7 @@ class _Builder:
         mom = m.pool_moments()  # the certified pool: the prepared file's, or certified once now
         if mom is not None and self.n_samples <= mom.records:  # no new draws
             mean, se_m, ess = mom.sq
-            rms = factor * np.sqrt(mean)
-            return self.row("knorm", rms, factor * se_m / (2.0 * np.sqrt(mean)), False,
+            return self.row("knorm", *_rms_from_mean_square(mean, se_m, factor), False,
                             f"Monte Carlo: E‖z‖₂² from the certified pool (MCMC, {self.walk}): ESS {ess:.0f} "
                             f"of {mom.records} records")
         z = m.sample_uniform(self.n_samples)

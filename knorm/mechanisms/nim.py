@@ -219,8 +219,7 @@ class NIMechanism(Mechanism):
         self.max_estimates = _check_max_estimates(max_estimates)
         self.covariance_estimates = 0  # MCMC covariance estimates (roundings) of candidate subspaces
         self.precise_estimates = 0     # PLAN_DRAWS-draw covariance estimates (levels of the plan, checks)
-        self._walk, self._pooled_root = walk, False  # the root level's covariance from its certified pool
-        self._root_body: SymmetricHull | None = None
+        self._walk = walk
 
         if plan_of is not None:
             stages, root = self._plan_of(plan_of, prepared, body)
@@ -251,12 +250,14 @@ class NIMechanism(Mechanism):
         self.predicted_error = in_float_range(scaled(np.sqrt(total) * root._unit, root._exp, self.epsilon),
                                               "the predicted rms error", self.epsilon)
         exact_cov = all(lv.exact_covariance for lv in self.levels)
+        pool = known_moments(root)  # certified before planning (_search): its covariance came from the pool
+        pooled_root = root.exact_structure is None and pool is not None and pool.records >= PLAN_DRAWS
         self.prediction_basis = (
             "√(Σ_i (k_i+1)(k_i+2)/ε_i² · tr(P_Vi Cov(Uniform K_i) P_Vi)) = √E‖noise‖₂² "
             "(≥ E‖noise‖₂ by Jensen); "
             + ("exact covariances" if exact_cov else
                ("the first level's covariance from its certified pool, the other MCMC levels' "
-                if self._pooled_root else "the MCMC levels' covariances ")
+                if pooled_root else "the MCMC levels' covariances ")
                + f"estimated from {PLAN_DRAWS} uniform draws each (seeded: a function of F), a few percent of error"))
 
         sampling = "exact" if all(lv.mechanism.privacy_per_answer.exact for lv in self.levels) else "mcmc-approximate"
@@ -315,7 +316,6 @@ class NIMechanism(Mechanism):
         mom = known_moments(st.body)  # the certified pool's E[ZZᵀ], where this body has one: no draws
         if mom is not None and mom.records >= PLAN_DRAWS:
             st.precise = True
-            self._pooled_root = self._pooled_root or st.body is self._root_body
             return st.set_covariance(mom.second)
         draws, _ = Sampler(st.body, rng=PLAN_SEED, workers=self._workers).run(PLAN_DRAWS)
         Z = (draws @ st.body.span_basis) / st.body._scale  # span coordinates, frame units
@@ -328,7 +328,6 @@ class NIMechanism(Mechanism):
         return self._stage(SymmetricHull(U.T @ self.F), U)
 
     def _search(self, root: SymmetricHull) -> list[_Stage]:
-        self._root_body = root
         if root.exact_structure is None:
             # the root is certified before planning (its level's K-norm needs it anyway), so its
             # covariance always comes from the certified pool: the plan never depends on whether

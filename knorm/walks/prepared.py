@@ -331,6 +331,20 @@ def _nonsingular(T: NDArray[Any]) -> bool:
     return bool(sign != 0.0 and np.isfinite(logdet))
 
 
+def _span_change(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> tuple[NDArray[Any], float] | None:
+    """How the file's span coordinates map to this body's, or None when they are the same: span
+    coordinates c = Uᵀy/unit, so ``c_here = s·Q·c_saved`` with ``Q = U_hereᵀU_saved`` and
+    ``s = unit_saved/unit_here`` (another LAPACK may rotate the basis of a repeated singular
+    value); a saved basis that does not span F's answer space is refused."""
+    U, unit = z["span_basis"], float(z["unit"])
+    if np.array_equal(U, body.span_basis) and unit == body._unit:
+        return None
+    Q = body.span_basis.T @ U
+    if np.max(np.abs(body.span_basis @ Q - U)) > 1e-8:
+        raise ValueError(f"prepared: {str(path)!r} does not span this F's answer space")
+    return Q, unit / body._unit
+
+
 def _rounding(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> Rounding:
     """The saved rounding for ``body``, checked: shapes, finite entries, τ ≥ 1, end points in K."""
     damaged = ValueError(f"prepared: {str(path)!r} is damaged (its rounding does not fit the body of F)")
@@ -342,12 +356,10 @@ def _rounding(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> Ro
     if not (shapes and all(np.all(np.isfinite(a)) for a in (U, T, pts, z["unit"], z["tau"], z["eigen_spread"]))
             and float(z["tau"]) >= 1.0 and float(z["unit"]) > 0.0 and _nonsingular(T)):
         raise damaged
-    if not (np.array_equal(U, body.span_basis) and float(z["unit"]) == body._unit):
-        # span coordinates c = Uᵀy/unit: c_here = (U_hereᵀU_saved)·(unit_saved/unit_here)·c_saved
-        Q = body.span_basis.T @ U
-        if np.max(np.abs(body.span_basis @ Q - U)) > 1e-8:
-            raise ValueError(f"prepared: {str(path)!r} does not span this F's answer space")
-        T = (Q * (float(z["unit"]) / body._unit)) @ T
+    change = _span_change(z, body, path)
+    if change is not None:
+        Q, s = change
+        T = (Q * s) @ T
     frame = body.frame.mapped(T)
     if len(pts):  # the end points lie in K (exact oracle; their saved bases are warm starts)
         b = z.get("point_bases")
@@ -411,11 +423,12 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
 _CERT_TYPES = typing.get_type_hints(Certificate)  # each field's type (str, int or float), from its declaration
 
 
-def _moments(z: dict[str, NDArray[Any]], body: SymmetricHull, pool: int, damaged: ValueError) -> PoolMoments | None:
+def _moments(z: dict[str, NDArray[Any]], body: SymmetricHull, pool: int, path: Path,
+             damaged: ValueError) -> PoolMoments | None:
     """The saved :class:`~knorm.walks.certify.PoolMoments`, checked (None in a file written before
     they were kept): finite; standard errors ≥ 0 and ESS in [2, pool]; E|Z|² = tr E[ZZᵀ] (to
     1e-9, relative); (E|Z|)² ≤ E|Z|²; E[ZZᵀ] symmetric and positive semi-definite. Carried to
-    this body's span coordinates as the rounding is (:func:`_rounding`): ``Z_here = s·Q·Z_saved``."""
+    this body's span coordinates as the rounding is (:func:`_span_change`): ``Z_here = s·Q·Z_saved``."""
     r = body.dim
     if "pool_moments" not in z and "pool_second" not in z:
         return None
@@ -436,9 +449,9 @@ def _moments(z: dict[str, NDArray[Any]], body: SymmetricHull, pool: int, damaged
         ok = float(np.min(np.linalg.eigvalsh(second))) >= -1e-12 * sq[0]
     if not ok:
         raise damaged
-    U, unit = z["span_basis"], float(z["unit"])
-    if not (np.array_equal(U, body.span_basis) and unit == body._unit):  # _rounding checked U spans F
-        Q, s = body.span_basis.T @ U, unit / body._unit
+    change = _span_change(z, body, path)
+    if change is not None:
+        Q, s = change
         second = s**2 * (Q @ second @ Q.T)
         second = (second + second.T) / 2
         sq, nrm = (s**2 * sq[0], s**2 * sq[1], sq[2]), (s * nrm[0], s * nrm[1], nrm[2])
@@ -465,7 +478,7 @@ def _certified(z: dict[str, NDArray[Any]], rnd: Rounding | None, body: Symmetric
         why = "; ".join(bad) if bad else f"made by knorm {cert.version}, this is {_version()}"
         raise ValueError(f"prepared: {str(path)!r} has a certificate that is refused ({why}): prepare it again, "
                          "or knorm prepare --verify")
-    certified = Certified(cert, z["states"], z["state_bases"], _moments(z, body, cert.pool, damaged))
+    certified = Certified(cert, z["states"], z["state_bases"], _moments(z, body, cert.pool, path, damaged))
     if not check_states(certified, rnd):
         raise ValueError(f"prepared: {str(path)!r} is damaged (its stationary states are not points of K)")
     return certified
