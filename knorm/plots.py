@@ -282,6 +282,9 @@ def error_vs_epsilon(F=None, epsilons=(0.1, 0.3, 1.0, 3.0), *, errors=None, ax=N
     elif not isinstance(errors, Mapping) or "epsilons" not in errors:
         raise TypeError(f"errors must be the dict expected_errors returns, got {type(errors).__name__}")
     eps = errors["epsilons"]
+    if min(eps) < 1e-100 or max(eps) > 1e100:  # a log axis's margins would overflow a float
+        raise ValueError(f"epsilons must lie within [1e-100, 1e100] to be drawn on a log axis, got "
+                         f"{min(eps):.3g} … {max(eps):.3g}")
     fig, (a,) = _axes(ax, 1, (6.0, 4.0))
     for i, (name, row) in enumerate((k, v) for k, v in errors.items() if k != "epsilons"):
         y = np.array([r.value for r in row])

@@ -98,6 +98,8 @@ def test_error_vs_epsilon_uses_each_mechanism_s_own_estimate():
         plots.expected_errors(F, eps, mechanisms=("lapalce",))
     with pytest.raises(ValueError, match="epsilon"):
         plots.expected_errors(F, [0.0], mechanisms=("laplace",))
+    with np.errstate(over="raise"), pytest.raises(ValueError, match="epsilons"):  # found by the fuzz in CI:
+        plots.error_vs_epsilon(F, [1.0, 3.8e293], mechanisms=("laplace",))  # the log axis's margin overflowed
 
 
 def test_nim_spectrum_plots_each_level_s_eigenvalues():
