@@ -237,10 +237,16 @@ def _rms_from_draws(norms, factor, ess):
     return _rms_from_mean_square(float(sq.mean()), float(sq.std(ddof=1) / np.sqrt(ess)), factor)
 
 
-def _p_identity_flops(n: int, p: int | None = None) -> float:
-    """p-Identity's search: ``starts·maxiter·(8n²p + 6p²n + p³)`` plus ``20n³`` for A⁺ (QR)."""
+def _p_identity_flops(n: int, p: int | None = None, rank: int | None = None) -> float:
+    """p-Identity's search: ``starts·maxiter·(npm + 6p²n + p³)`` plus ``5n³`` for A⁺ (QR and
+    triangular solves), with ``m = n``, or ``2·rank`` where the search uses the Gram's factor
+    (rank <= n/3). Fitted at :data:`FLOP_RATE` on one BLAS thread, as the search runs (2 shared
+    cores: the survey workload of ``scripts/user_paths.py``, 2-way marginals over (2,3,3,4,4,4),
+    6.7 s estimated, 6.1 s measured; prefix over 1024 cells, ``scripts/strategy_cost.py --cost``,
+    10.7 against 8.4 s)."""
     p = max(1, n // 16) if p is None else p
-    return _check_starts(None, n) * P_IDENTITY_MAXITER * (8.0 * n * n * p + 6.0 * p * p * n + p**3) + 20.0 * n**3
+    m = 2 * rank if rank is not None and n >= 48 and rank <= n // 3 else n
+    return _check_starts(None, n) * P_IDENTITY_MAXITER * (1.0 * n * p * m + 6.0 * p * p * n + p**3) + 5.0 * n**3
 
 
 def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | None = None,
@@ -250,8 +256,8 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
     ``name`` on a d × n workload of the given rank (default min(d, n)), before it runs.
 
     A model from the shapes alone (:data:`FLOP_RATE`, :data:`MCMC_STEP`): e.g. p-Identity
-    ``starts·maxiter·(8n²p + 6p²n + p³)`` flops for its search plus ``2dn² + 20n³`` for FᵀF and
-    A⁺; K-norm the SVD of F plus ``n_samples·r²·n·MCMC_STEP`` seconds of MCMC (none when K has
+    ``starts·maxiter·(npm + 6p²n + p³)`` flops for its search (``m = n``, or twice the rank when
+    it is at most n/3) plus ``2dn² + 5n³`` for FᵀF and A⁺; K-norm the SVD of F plus ``n_samples·r²·n·MCMC_STEP`` seconds of MCMC (none when K has
     exact structure, ``exact``); NIM twice K-norm's (its plan and its levels' draws; with an exact
     K its MCMC levels are taken to have 2√r dimensions).
     ``shape``: the attribute sizes of an implicit workload (nothing of size d·n is then held or
@@ -282,7 +288,7 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
         nbytes = held + 32.0 * n * n + 4 * CHUNK_BYTES
     elif name == "p-identity":
         p = max(1, n // 16) if p is None else p
-        flops = _p_identity_flops(n, p) + gram
+        flops = _p_identity_flops(n, p, r) + gram  # r: the rank, or min(d, n) above it
         nbytes = held + 8.0 * (8 * n * n + 4 * p * n + 3 * p * p) + 8.0 * n * (n + p)
     elif name == "kron-hierarchical":  # an HB tree per attribute, every b (a union: up to 10 rounds)
         sizes = list(shape) if shape is not None else [n]

@@ -315,12 +315,16 @@ def test_row_cost_orders_the_rows():
     d, n = 500, 256
     secs = {c: row_cost(c, d, n)[0] for c in CANDIDATES}
     assert secs["laplace"] <= secs["identity"] < secs["hierarchical"] < secs["p-identity"] < secs["knorm"] < secs["nim"]
-    # p-Identity: starts·maxiter·(8n²p + 6p²n + p³) + 20n³ + 2dn² flops (PIdentityMechanism's default
-    # number of starts at this n, p = n/16 = 16)
+    # p-Identity: starts·maxiter·(npm + 6p²n + p³) + 5n³ + 2dn² flops (PIdentityMechanism's default
+    # number of starts at this n, p = n/16 = 16), m = n; m = 2·rank where the search works on the
+    # Gram's factor (rank <= n/3): a d = 500 F of rank 40
     from knorm.mechanisms.strategy import _check_starts
 
-    flops = _check_starts(None, n) * 500 * (8 * n * n * 16 + 6 * 16 * 16 * n + 16**3) + 20 * n**3 + 2 * d * n * n
+    starts = _check_starts(None, n)
+    flops = starts * 500 * (n * 16 * n + 6 * 16 * 16 * n + 16**3) + 5 * n**3 + 2 * d * n * n
     assert row_cost("p-identity", d, n)[0] == pytest.approx(flops / 5e9, rel=1e-12)
+    low = starts * 500 * (n * 16 * 80 + 6 * 16 * 16 * n + 16**3) + 5 * n**3 + 2 * d * n * n
+    assert row_cost("p-identity", d, n, rank=40)[0] == pytest.approx(low / 5e9, rel=1e-12)
     # an implicit workload holds no d × n matrix: no FᵀF to form, nothing of size dn in memory
     assert row_cost("p-identity", d, n, shape=(16, 16))[1] < row_cost("p-identity", d, n)[1]
     assert row_cost("kron-p-identity", d, n, shape=(16, 16))[0] < row_cost("p-identity", d, n, shape=(16, 16))[0]

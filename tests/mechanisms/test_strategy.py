@@ -215,6 +215,25 @@ def test_p_identity_objective_and_gradient():
     assert optimize.check_grad(fun, jac, t0) < 1e-5 * np.linalg.norm(jac(t0))
 
 
+def test_p_identity_search_on_a_low_rank_gram_uses_its_factor_and_the_same_objective():
+    """1-way marginals over (4,4,4,4): a Gram of rank 1 + 4·3 = 13 of 256 cells. The factor's LᵀL is
+    the Gram to rounding, and (f, ∇f) through it equal those through the Gram to 1e-12 relative
+    (the test above pins the Gram's against a dense pinv and finite differences); a full-rank
+    Gram gets no factor."""
+    from knorm.mechanisms.strategy import _low_rank_factor, _p_identity_fg
+    G = W.marginals((4, 4, 4, 4), 1)
+    gram = G.T @ G
+    L = _low_rank_factor(gram)
+    assert L is not None and L.shape == (13, 256)
+    np.testing.assert_allclose(L.T @ L, gram, atol=1e-12 * np.abs(gram).max())
+    theta = np.random.default_rng(3).random((16, 256))
+    f0, g0 = _p_identity_fg(theta, gram, np.diag(gram).copy())
+    f1, g1 = _p_identity_fg(theta, gram, np.diag(gram).copy(), L)
+    assert f1 == pytest.approx(f0, rel=1e-12)
+    np.testing.assert_allclose(g1, g0, rtol=0, atol=1e-12 * np.abs(g0).max())
+    assert _low_rank_factor(W.random_pm1(300, 256, rng=2).T @ W.random_pm1(300, 256, rng=2)) is None  # full rank
+
+
 def test_p_identity_strategy_has_unit_sensitivity_and_exact_error():
     """Columns [e_j; Θ_j]/(1 + Σ_i Θ_ij) with Θ >= 0 have ℓ₁ norm 1; noise F A⁺ z, z ~ Lap(1/ε) iid:
     E‖F A⁺ z‖² = 2/ε² ‖F A⁺‖_F²."""
