@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._blas import on_one_blas_thread
 from ._progress import as_progress
 from ._rng import as_generator
 from ._validate import as_list, check_flag, check_memory, check_options, is_int, memory_limit, positive_int, short_repr
@@ -581,6 +582,7 @@ def _check_budget(budget_s):
     return value
 
 
+@on_one_blas_thread
 def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float | None = None,
               rng: np.random.Generator | int | None = None, candidates: Sequence[str] | None = None,
               n_samples: int = 2000, walk: str = "billiard", mc_seed: int = 0,

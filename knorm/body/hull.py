@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._blas import on_one_blas_thread
 from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
@@ -442,6 +443,7 @@ class SymmetricHull:
         h.update(np.ascontiguousarray(F).tobytes())
         return h.hexdigest()
 
+    @on_one_blas_thread
     def __init__(self, F: ArrayLike) -> None:
         F = validate_matrix(F)
         self._source = self._source_hash(F)  # a mechanism given this body checks it is of its own F

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._blas import on_one_blas_thread
 from ..privacy import BudgetAccountant
 
 from .._validate import as_real_array, is_int, positive_int, short_repr
@@ -199,6 +200,7 @@ class NIMechanism(Mechanism):
     max_estimates whose plan is taken as it is (the plan is a function of F: no search).
     """
 
+    @on_one_blas_thread
     def __init__(self, F: ArrayLike, *, epsilon: float, walk: str = "billiard",
                  rng: np.random.Generator | int | None = None, bank_size: int = 1000,
                  sampler_options: dict[str, Any] | None = None, accept_uncertified: bool = False,

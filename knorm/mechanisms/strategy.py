@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import linalg, optimize, sparse
-from threadpoolctl import threadpool_limits
 
+from .._blas import one_blas_thread
 from ..privacy import BudgetAccountant
 
 from .._rng import as_generator
@@ -237,7 +237,7 @@ class _Strategy(Mechanism):
 
         def draw(m: int) -> NDArray[np.float64]:
             return self._solve(rng.laplace(0.0, 1.0, size=(m, self._rows))) @ Fu.T
-        with threadpool_limits(limits=1, user_api="blas"):  # see _search_p_identity: chunks of products
+        with one_blas_thread():  # see _search_p_identity: chunks of products
             return mc_expected_norm(draw, n_samples, width, factor,
                                     f"Monte Carlo, {n_samples} exact draws of {self._what}")
 
@@ -661,7 +661,7 @@ def _low_rank_factor(gram: NDArray[np.float64]) -> NDArray[np.float64] | None:
 
 def _search_p_identity(gram: NDArray[np.float64], p: int, maxiter: int,
                        starts: int) -> tuple[NDArray[np.float64], float, dict[str, Any]]:
-    with threadpool_limits(limits=1, user_api="blas"):  # thousands of small products: see the docstring
+    with one_blas_thread():  # thousands of small products: see the docstring
         return _search_p_identity_1(gram, p, maxiter, starts)
 
 
@@ -757,7 +757,7 @@ class PIdentityMechanism(_Strategy):
             self.starts = 0
             info = {"iterations": 0, "converged": True, "message": "given theta", "start_objectives": []}
         self.theta = theta
-        with threadpool_limits(limits=1, user_api="blas"):  # as the search (its docstring): one QR, on a
+        with one_blas_thread():  # as the search (its docstring): one QR, on a
             value, self._solver = _p_identity_solver(theta, gram)  # loaded machine 20× faster on one thread
         # ‖F A⁺‖_F² at unit scale (times 4^scale_exponent in F's units)
         self.optimization = {"objective": value, "scale_exponent": self._exp, **info}

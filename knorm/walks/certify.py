@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._blas import on_one_blas_thread
 from .._rng import as_generator
 from .._validate import check_memory, positive_int
 from ..body.hull import Frame, OracleState, SymmetricHull
@@ -229,6 +230,7 @@ class Certified:
         return self._oracle
 
 
+@on_one_blas_thread
 def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Generator | int | None = CERTIFY_SEED,
             workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None,
             chains: int = DEFAULT_CHAINS, checkpoint: PublicSnapshot | None = None) -> Certified:
@@ -456,6 +458,7 @@ class StationarySampler:
             self._last = np.vstack([self._last, np.full((len(new), self.frame.r), np.nan)])
         return len(new)
 
+    @on_one_blas_thread
     def run(self, size: int) -> tuple[NDArray[np.float64], SamplingInfo]:
         """At least ``size`` draws fit for release, ambient coordinates, in release order; and
         a :class:`~knorm.walks.sampler.SamplingInfo` (``extra["sources"]``: chain and record

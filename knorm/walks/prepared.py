@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._blas import on_one_blas_thread
 from .._io import atomic_write
 from .._progress import as_progress
 from .._validate import check_flag, check_path, is_int, is_real, positive_int, short_repr
@@ -218,6 +219,7 @@ class _Partial:
         self.folder.rmdir()
 
 
+@on_one_blas_thread
 def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains: int = DEFAULT_CHAINS,
             workers: int | Executor | None = None, progress: Any = None, certify: bool = True,
             walk: str = "billiard", resume: bool = True, snapshot_every: float = 30.0,
@@ -374,6 +376,7 @@ def _rounding(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> Ro
                     eigen_spread=float(z["eigen_spread"]), points=pts, tau=float(z["tau"]))
 
 
+@on_one_blas_thread
 def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkload:
     """The prepared workload saved at ``path`` by :func:`prepare`, for this ``F``.
 

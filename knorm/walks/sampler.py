@@ -14,6 +14,7 @@ from typing import Any, Literal, NamedTuple, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._blas import on_one_blas_thread
 from .._rng import as_generator
 from .._validate import check_flag, check_memory, is_int, positive_int, short_repr
 from ..body.hull import SymmetricHull
@@ -108,6 +109,7 @@ def as_body(body_or_F: SymmetricHull | ArrayLike) -> SymmetricHull:
 _ROUNDINGS: weakref.WeakKeyDictionary[SymmetricHull, Rounding] = weakref.WeakKeyDictionary()
 
 
+@on_one_blas_thread
 def rounding_of(body: SymmetricHull, workers: int | Executor | None = None,
                 progress: Callable[[int, int], object] | None = None, chains: int = ROUNDING_CHAINS) -> Rounding:
     """The body's rounding (computed once per body and cached; deterministic, ``chains`` chains,
@@ -308,6 +310,7 @@ class Sampler:
     :meth:`to_inference_data`.
     """
 
+    @on_one_blas_thread
     def __init__(self, body_or_F: SymmetricHull | ArrayLike, *, walk: str = "billiard", chains: int | None = None,
                  rng: np.random.Generator | int | None = None, min_draws: int = 1000, max_steps: int | None = None,
                  workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None,
@@ -448,6 +451,7 @@ class Sampler:
         return keep, dropped
 
     # -- runs -----------------------------------------------------------------------
+    @on_one_blas_thread
     def run(self, size: int) -> tuple[NDArray[np.float64], SamplingInfo]:
         """One run of at least ``size`` draws fit for release, continuing the chains.
 
