@@ -23,6 +23,7 @@ from typing import Any, Callable, TextIO
 SLOW = 5.0  # seconds: a stage expected to take longer says roughly how long, once
 SETTLE = 1.0  # seconds of a stage before its rate is trusted for that estimate
 PLAIN_EVERY = 60.0  # seconds: in plain mode, an open stage writes its count at most this often
+TYPICAL_ROUNDING = 2  # iterations a rounding usually takes (docs/benchmarks.md: 1-2 on marginals and ±1)
 TICK = 1.0  # seconds between redraws of an open bar (its elapsed time moves between the sampler's reports)
 
 STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"),
@@ -176,9 +177,13 @@ class StageProgress:
         if whole > SLOW:
             self._said = True
             label, unit = STAGES[self.stage or "pool"]
-            bound = "at most " if self.stage == "rounding" else ""  # the rounding may stop before its total
-            self.bar.write(f"knorm: {label}: {bound}{total} {unit}s, {rough_time(whole)} in all "
-                           f"({rough_time(whole - spent)} left)", file=self.file or sys.stderr)
+            if self.stage == "rounding":  # it stops when the frame is isotropic: its total is a bound
+                typical = spent * min(total, TYPICAL_ROUNDING) / done
+                text = (f"{rough_time(typical)} if it stops after {TYPICAL_ROUNDING} {unit}s as most bodies do "
+                        f"(at most {total}: {rough_time(whole)})")
+            else:
+                text = f"{total} {unit}s, {rough_time(whole)} in all ({rough_time(whole - spent)} left)"
+            self.bar.write(f"knorm: {label}: {text}", file=self.file or sys.stderr)
 
 
 def as_progress(progress: Any) -> Any:

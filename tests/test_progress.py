@@ -26,7 +26,7 @@ def test_each_stage_is_a_bar_with_its_count_and_a_slow_one_says_how_long():
     p = StageProgress(True, "knorm ε=1", file=out, clock=clock)
     p.rounding(1, 40)
     clock.t = 2.0
-    p.rounding(4, 40)  # 0.5 s an iteration: 20 s at most in all, said once
+    p.rounding(4, 40)  # 0.5 s an iteration: 1 s for the usual 2, 20 s at most, said once
     p.rounding(6, 40)
     p.warmup(100, 400)  # a new stage: a new bar, and a new clock
     clock.t = 2.5
@@ -41,7 +41,8 @@ def test_each_stage_is_a_bar_with_its_count_and_a_slow_one_says_how_long():
                   "knorm ε=1: draws (run 1)", "/2048", "draw"):
         assert shown in text, shown
     said = [line for line in text.replace("\r", "\n").splitlines() if line.startswith("knorm: ")]
-    assert said == ["knorm: rounding K: at most 40 iterations, about 20 s in all (about 18 s left)"]
+    assert said == ["knorm: rounding K: about 1 s if it stops after 2 iterations as most bodies do (at most 40: "
+                    "about 20 s)"]
     assert "run 2" not in text and p.runs == 1
 
 
