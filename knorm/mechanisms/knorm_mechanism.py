@@ -66,7 +66,7 @@ class KNormMechanism(Mechanism):
     :class:`~knorm.walks.certify.StationarySampler`: chains that start at the certificate's
     public stationary states (picked with ``rng``) and run its warm-up W before their first
     record; they continue from release to release. The first refill of the bank draws just
-    what the release needs; later ones at least ``bank_size``. ``sampler_options``:
+    what the release needs; later ones double what was banked, up to ``bank_size``. ``sampler_options``:
     ``chains`` (at most that many release chains), ``workers``, ``progress``; the options
     of a per-run certification, ``min_draws``, ``max_steps`` and ``checkpoint`` (a
     resumable long run), select the per-run path instead: one
@@ -129,6 +129,7 @@ class KNormMechanism(Mechanism):
         self._per_run = any(k in self.sampler_options for k in PER_RUN_OPTIONS)
         self._stationary: StationarySampler | None = None
         self._bank = np.empty((0, self.d))
+        self._banked = 0  # draws banked so far (a function of the releases asked for: public)
         self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?
 
     def sample_uniform(self, size: int) -> NDArray[np.float64]:
@@ -175,12 +176,18 @@ class KNormMechanism(Mechanism):
 
     def _refill(self, short: int) -> None:
         """Bank at least ``short`` more draws: from the stationary sampler (the first refill
-        exactly ``short``: a first release costs one warm-up; later ones at least
-        ``bank_size``), or from one per-run certified run of at least ``bank_size``."""
+        exactly ``short``: a first release costs one warm-up; later ones as many as were banked
+        so far, at most ``bank_size``, rounded up to a draw per chain: 1, 8, 16, 32, …: 100
+        releases draw 121, not 1001, and 1000 draw 1017), or from one per-run certified run of
+        at least ``bank_size``."""
         stationary = self._release_sampler()
-        if stationary is not None:
-            want = short if not stationary.chains else max(short, self.bank_size)
-            fresh, info = stationary.run(want)
+        if stationary is not None:  # the bank doubles what was drawn so far, up to bank_size
+            c = stationary.max_chains
+            # a whole record on each chain (a refill of k draws runs ⌈k/c⌉ candidates per chain anyway)
+            want = short if not stationary.chains else -(-max(short, min(self.bank_size, self._banked)) // c) * c
+            # after the first release every refill runs all the chains: consecutive releases come
+            # from different chains (round-robin), as a refill of bank_size would
+            fresh, info = stationary.run(want, min_chains=c if stationary.chains else 0)
         else:
             want = max(short, self.bank_size)
             fresh, info = self._sampler.run(want)
@@ -192,6 +199,7 @@ class KNormMechanism(Mechanism):
                 f"{info.draws} draws, max R-hat {info.max_rhat:.4f}, {info.extra['repeats_dropped']} repeats "
                 "dropped; raise sampler_options['max_steps'], use another walk, or pass "
                 "accept_uncertified=True (the claim then says UNCERTIFIED)")
+        self._banked += want
         self._bank = np.vstack([self._bank, fresh[:want]])  # the few extra draws are never used
         self._bank_certified = np.concatenate([self._bank_certified, np.full(want, info.converged)])
 

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from .._blas import on_one_blas_thread
 from .._rng import as_generator
-from .._validate import check_memory, positive_int
+from .._validate import check_memory, is_int, positive_int, short_repr
 from ..body.hull import Frame, OracleState, SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
@@ -459,18 +459,22 @@ class StationarySampler:
         return len(new)
 
     @on_one_blas_thread
-    def run(self, size: int) -> tuple[NDArray[np.float64], SamplingInfo]:
+    def run(self, size: int, min_chains: int = 0) -> tuple[NDArray[np.float64], SamplingInfo]:
         """At least ``size`` draws fit for release, ambient coordinates, in release order; and
         a :class:`~knorm.walks.sampler.SamplingInfo` (``extra["sources"]``: chain and record
-        index of each draw; ``rhat``/``ess``: the certificate's, ESS scaled to these records)."""
+        index of each draw; ``rhat``/``ess``: the certificate's, ESS scaled to these records).
+        ``min_chains``: run at least that many chains (at most ``chains``), even for few draws
+        (a mechanism's bank after its first release: consecutive releases from different chains)."""
         t0 = time.perf_counter()
         size = positive_int("size", size)
+        if not is_int(min_chains) or min_chains < 0:
+            raise ValueError(f"min_chains must be a non-negative integer, got {short_repr(min_chains)}")
         # records (frame and ambient copies) of 2·size candidates' worth, before anything is allocated
         check_memory("size", size, 8 * 2 * size * (2 * self.frame.r + 2 * self.body.ambient_dim))
         # counters before this run: the chains that exist, and (at 0) those it starts, warm-up included
         stats0 = sum((ch.stats for ch in self.chains), np.zeros(3, np.int64))
         pivots0 = sum(ch.pivots for ch in self.chains)
-        started = self._start(max(len(self.chains), self.chains_for(size)))
+        started = self._start(max(len(self.chains), self.chains_for(size), min(int(min_chains), self.max_chains)))
         cs, thin, c = self.chains, self.cert.thin, len(self.chains)
         pivots0 += sum(self._pivots_new)
         need = 2 * -(-size // c)  # an even number of records per chain: odd records stay the candidates

@@ -189,10 +189,17 @@ def test_knorm_bank_uses_each_certified_draw_once():
     z1 = m.sample_uniform(100)  # the first refill draws just what is asked (one warm-up per chain)
     info1 = m.last_info
     assert info1.converged and info1.extra["banked"] == 100
-    z2 = m.sample_uniform(150)  # bank empty: a refill of at least bank_size
+    # later refills: what was banked so far or what is asked, at most bank_size, a draw per chain (8)
+    z2 = m.sample_uniform(150)  # bank empty: 150 asked, 100 banked -> 152
     info2 = m.last_info
-    assert info2 is not info1 and info2.extra["banked"] == 300
-    z3 = m.sample_uniform(100)  # served from the bank: no new run
-    assert m.last_info is info2
-    allz = np.vstack([z1, z2, z3])
+    assert info2 is not info1 and info2.extra["banked"] == 152
+    z3 = m.sample_uniform(100)  # 2 left: 252 banked so far, capped at 300 -> 256 (a draw per chain)
+    info3 = m.last_info
+    assert info3 is not info2 and info3.extra["banked"] == 256
+    z4 = m.sample_uniform(100)  # served from the bank (158 left): no new run
+    assert m.last_info is info3
+    m.sample_uniform(58)
+    z5 = m.sample_uniform(1)  # bank empty, 508 banked so far: capped at bank_size (300 -> 304)
+    assert m.last_info.extra["banked"] == 304
+    allz = np.vstack([z1, z2, z3, z4, z5])
     assert len(np.unique(allz, axis=0)) == len(allz)

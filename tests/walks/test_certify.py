@@ -157,9 +157,13 @@ def test_first_release_is_one_warm_up_and_the_bank_refills_with_chains(small):
     assert info.steps == W_ - 2 * c.certificate.thin + 2 * c.certificate.thin  # W steps to the first draw
     assert "W = %d steps from a stationary state" % W_ in str(m.privacy)
     assert "approximate" in str(m.privacy)
-    m.release(np.ones(20))
+    m.release(np.ones(20))  # the bank doubles what was drawn (1), a draw per chain: 8, on all 8 (round-robin)
     assert m.last_info.chains == 8 and m.last_info.extra["chains_started"] == 7
-    assert len(m._bank) == 99
+    assert m.last_info.extra["banked"] == 8 and len(m._bank) == 7
+    for banked in (16, 32, 64, 104):  # 9 banked so far, then 25, 57, 121: up to bank_size (100), a draw per chain
+        for _ in range(len(m._bank) + 1):
+            m.release(np.ones(20))
+        assert m.last_info.extra["banked"] == banked and m.last_info.extra["chains_started"] == 0
 
 
 def test_seeded_stationary_releases_do_not_depend_on_workers(small):
