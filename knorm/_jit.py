@@ -68,10 +68,9 @@ def invalidate_stale_caches():
 # and no life of its own (a walk's step, a phase of ``solve``) is ``inline=True``, typed
 # into its callers, not compiled on its own; and a kernel only other kernels call
 # (``entry=False``, the default) gets no CPython and no C wrapper, which a call from
-# Python would need (it raises a TypeError instead). Together: cold `knorm sample` 61 ->
-# 36 CPU s on a loaded machine (docs/benchmarks.md), the same machine code bits where it
-# runs (numba inlines the same typed code LLVM inlined; no fastmath kernel is inlined into
-# another, whose flags would then apply).
+# Python would need (it raises a TypeError instead). Seeded results keep every bit: no
+# fastmath kernel is inlined (the caller's flags would apply to its operations). Measured
+# in docs/benchmarks.md ("A cold start"); docs/design.md §3.6.
 
 
 def _widen(t):
