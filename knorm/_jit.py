@@ -12,8 +12,8 @@ import hashlib
 from pathlib import Path
 
 from numba import njit, types
-from numba.core.registry import CPUDispatcher
 from numba.core import event as _event
+from numba.core.registry import CPUDispatcher
 
 _ROOT = Path(__file__).resolve().parent
 KERNEL_SOURCES = ("body/_marginal.py", "body/_simplex.py", "walks/_kernels.py")

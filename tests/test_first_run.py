@@ -42,6 +42,17 @@ def test_kernel_compiles_one_version_per_argument_types():
     assert sigs == ["(bool, int64)"], sigs
 
 
+def test_kernels_only_kernels_call_refuse_a_python_call():
+    """They are compiled without numba's Python wrapper: a call from Python is a clear TypeError
+    (not a jump to a null address); an inline kernel takes its caller's flags, so no fastmath."""
+    from knorm.body import _simplex as sx
+
+    with pytest.raises(TypeError, match="called from other kernels only"):
+        sx._dot(np.ones(2), np.ones(2))
+    with pytest.raises(ValueError, match="no fastmath"):
+        _jit.kernel(inline=True, fastmath=True)
+
+
 def test_compile_time_is_reported_apart_and_not_in_the_speed(monkeypatch, capsys):
     """A fake clock: the sampling phase spends 7 s inside a numba compile event and 0.25 s outside
     it; the summary's seconds are exactly the 0.25 s and its compile_seconds the 7 s."""
