@@ -60,6 +60,19 @@ class Oracle:
         self.i += 1
 
 
+def _all_dots_from_python():
+    """The pivot's product ``_all_dots`` behind a Python-callable kernel (it has no wrapper of its own)."""
+    from numba import njit
+
+    from knorm.body._simplex import _all_dots
+
+    @njit(nogil=True)
+    def product(A, v, out):
+        _all_dots(A, v, out)
+
+    return product
+
+
 class MarginalProduct:
     """The pivot's product ``Fᵀv`` of a 2-way marginal workload of ``k`` binary attributes
     as a user hands it over (rows shuffled, scaled by 3.5, recognised from its entries):
@@ -81,9 +94,7 @@ class MarginalProduct:
         self.A = frame.A
         self.v = np.random.default_rng(0).standard_normal(frame.r)
         self.out = np.empty(frame.n)
-        from knorm.body._simplex import _all_dots
-
-        self.f = _all_dots
+        self.f = _all_dots_from_python()
         self.f(self.A, self.v, self.out)
 
     def time_product(self, k, layout):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from numba import njit, types
 from numba.core import event as _event
+from numba.core.registry import CPUDispatcher
 
 _ROOT = Path(__file__).resolve().parent
 KERNEL_SOURCES = ("body/_marginal.py", "body/_simplex.py", "walks/_kernels.py")
@@ -52,26 +53,58 @@ def invalidate_stale_caches():
             pass
 
 
-# -- one machine code per kernel and argument types ------------------------------------
+# -- what a cold start compiles ------------------------------------------------------
 # numba compiles a kernel once per distinct argument types, and a constant argument in a
-# call from another kernel (``_pivot(..., -1, ...)``) is typed as a literal: the cold
-# `knorm sample` compiled _pivot four times, _pivot_out three times and seven more kernels
-# twice, each with its whole call tree. ``kernel`` types numeric constants as plain numbers
-# (15% less compile time). Boolean constants stay literal: numba then drops the branches they
-# switch off (``_pivot(..., True)``), and widening them too cost 4% of the sampling speed.
+# call from another kernel (``_pivot(..., -1, ...)``, ``bland = False``) is typed as a
+# literal: the cold `knorm sample` compiled _pivot four times, _pivot_out three times and
+# seven more kernels twice, each with its whole call tree. ``kernel`` types constant
+# arguments, numeric and boolean, as plain values: one version per kernel (a flag such as
+# ``_pivot``'s ``clamp`` is tested once per pivot, not per column).
+#
+# Each compiled kernel is a library into which numba links the code of every kernel it
+# calls, optimises the whole and emits its machine code again (numba's codegen): a kernel
+# deep in the simplex's call tree was compiled once for itself and once more inside each
+# caller up the tree. So the call tree is kept shallow: a kernel with one or two callers
+# and no life of its own (a walk's step, a phase of ``solve``) is ``inline=True``, typed
+# into its callers, not compiled on its own; and a kernel only other kernels call
+# (``entry=False``, the default) gets no CPython and no C wrapper, which a call from
+# Python would need (it raises a TypeError instead). Seeded results keep every bit: no
+# fastmath kernel is inlined (the caller's flags would apply to its operations). Measured
+# in docs/benchmarks.md ("A cold start"); docs/design.md §3.6.
 
 
 def _widen(t):
-    """A numeric literal type as its plain type; other types (boolean literals too) as they are."""
-    return t if isinstance(t, types.BooleanLiteral) else types.unliteral(t)
+    """A literal type (numeric or boolean) as its plain type; other types as they are."""
+    return types.unliteral(t)
 
 
-def kernel(**options):
-    """``numba.njit(cache=True, nogil=True, **options)`` that types a numeric constant argument
-    like a variable: ``f(x, -1)`` and ``f(x, j)`` share one compiled version."""
+class _InnerKernel(CPUDispatcher):
+    """A kernel compiled without the wrappers a call from Python needs."""
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.py_func.__qualname__} is a numba kernel called from other kernels only "
+                        "(compiled without a Python wrapper; knorm._jit.kernel(entry=True) makes one callable)")
+
+
+def kernel(entry=False, inline=False, **options):
+    """``numba.njit(cache=True, nogil=True, **options)`` that types constant arguments like
+    variables (``f(x, -1)``, ``f(x, j)`` and ``f(x, True)`` share one compiled version).
+
+    ``entry``: called from Python (compiled with numba's wrappers); otherwise only from
+    other kernels. ``inline``: typed into each calling kernel (numba's ``inline="always"``),
+    never compiled on its own; not with ``fastmath`` (the caller's flags would apply)."""
+    if inline and ("fastmath" in options or entry):
+        raise ValueError("an inline kernel is compiled with its caller's flags: no fastmath, no entry")
 
     def decorate(fn):
-        disp = njit(**{"cache": True, "nogil": True, **options})(fn)
+        opts = {"cache": True, "nogil": True, **options}
+        if inline:
+            opts["inline"] = "always"
+        if not entry:
+            opts.update(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+        disp = njit(**opts)(fn)
+        if not entry:
+            disp.__class__ = _InnerKernel
         compile_exact = disp.compile
 
         def compile(sig):

@@ -74,6 +74,12 @@ def _t_ratio(ALPHA, g, unit, atol, reps):
 
 
 @njit(cache=False, nogil=True)
+def _ratio_once(alpha, g, unit, atol, cand):
+    """One ratio test (the kernel has no Python wrapper of its own)."""
+    return sx._ratio_test(alpha, g, unit, unit, atol, False, cand)
+
+
+@njit(cache=False, nogil=True)
 def _t_matvec(Binv, Ft, u, reps):
     n = Ft.shape[0]
     s = 0.0
@@ -212,7 +218,7 @@ def profile_body(K, label, seconds=0.3, walk_seconds=3.0, seed=0):
     # u = B⁻¹a_q for the entering columns of real ratio tests
     U = np.empty((m, r))
     for i in range(m):
-        q = sx._ratio_test(ALPHA[i], g, unit, unit, atol, False, np.empty(n, np.int64))
+        q = _ratio_once(ALPHA[i], g, unit, atol, np.empty(n, np.int64))
         col = Ft[q] if q < n else -Ft[q - n]
         U[i] = Binv @ col
         if abs(U[i, i % r]) < 1e-3:

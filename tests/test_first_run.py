@@ -27,7 +27,7 @@ def _inner(x, flag, k):
     return x[k] if flag else -x[k]
 
 
-@_jit.kernel(cache=False)
+@_jit.kernel(cache=False, entry=True)
 def _outer(x, flag, k):
     # numeric constants, a variable, and a boolean constant
     return _inner(x, flag, 0) + _inner(x, flag, k) + _inner(x, flag, -1) + _inner(x, True, k)
@@ -37,9 +37,20 @@ def test_kernel_compiles_one_version_per_argument_types():
     x = np.arange(3.0)
     assert _outer(x, False, 1) == -0.0 - 1.0 - 2.0 + 1.0
     # njit alone compiles _inner four times here (k = literal 0, int64, literal -1; flag = literal
-    # True); numeric literals are widened, boolean ones kept: two
+    # True); numeric and boolean literals are widened: one
     sigs = sorted(str(s[1:]) for s in _inner.signatures)
-    assert sigs == ["(Literal[bool](True), int64)", "(bool, int64)"], sigs
+    assert sigs == ["(bool, int64)"], sigs
+
+
+def test_kernels_only_kernels_call_refuse_a_python_call():
+    """They are compiled without numba's Python wrapper: a call from Python is a clear TypeError
+    (not a jump to a null address); an inline kernel takes its caller's flags, so no fastmath."""
+    from knorm.body import _simplex as sx
+
+    with pytest.raises(TypeError, match="called from other kernels only"):
+        sx._dot(np.ones(2), np.ones(2))
+    with pytest.raises(ValueError, match="no fastmath"):
+        _jit.kernel(inline=True, fastmath=True)
 
 
 def test_compile_time_is_reported_apart_and_not_in_the_speed(monkeypatch, capsys):

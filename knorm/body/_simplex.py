@@ -216,7 +216,7 @@ def _next_rand(state):
     return float(v) * (2.0 / 9007199254740992.0) - 1.0
 
 
-@kernel()
+@kernel(entry=True)
 def crash(A, direction, basis, seed, cp, cm):
     """A dual feasible, nonsingular basis: walk inside ``{λ : f_jᵀλ <= cp_j, -f_jᵀλ <= cm_j}``
     (the polar ``{|Fᵀλ| <= 1}`` for unit costs).
@@ -319,7 +319,7 @@ def _set_duals(A, basis, Binv, lam, g, cp, cm):
     _all_dots(A, lam, g)
 
 
-@kernel()
+@kernel(inline=True)
 def _refactor_once(A, basis, Binv, lam, g, cp, cm):
     n, r = _ncols(A), basis.shape[0]
     B = np.empty((r, r))
@@ -331,14 +331,16 @@ def _refactor_once(A, basis, Binv, lam, g, cp, cm):
     return -1
 
 
-@kernel()
 def refactor(A, basis, Binv, lam, g, ctr):
-    """:func:`refactor_c` with the gauge LP's unit costs."""
-    unit = np.empty(0)
-    return refactor_c(A, basis, Binv, lam, g, ctr, unit, unit)
+    """:func:`refactor_c` with the gauge LP's unit costs (from Python: no kernel of its own,
+    which would compile refactor_c's whole call tree once more)."""
+    return refactor_c(A, basis, Binv, lam, g, ctr, _UNIT, _UNIT)
 
 
-@kernel()
+_UNIT = np.empty(0)  # empty cost arrays: the true unit costs
+
+
+@kernel(entry=True)
 def refactor_c(A, basis, Binv, lam, g, ctr, cp, cm):
     """Recompute ``B⁻¹``, ``λ`` and ``g`` from the basis (cures drift of the updates).
 
@@ -384,9 +386,10 @@ def _dot(a, b):
     return s
 
 
-@kernel(fastmath=_FM)
+@kernel(inline=True)
 def _row_alpha(A, rho, alpha):
-    """alpha_j = f_jᵀρ for all columns; returns ‖ρ‖."""
+    """alpha_j = f_jᵀρ for all columns; returns ‖ρ‖. (No fastmath of its own: its one
+    operation is the square root, which the flags leave as it is; so it can be inlined.)"""
     _all_dots(A, rho, alpha)
     return np.sqrt(_dot(rho, rho))
 
@@ -485,7 +488,7 @@ def _ratio_test(alpha, g, cp, cm, atol, bland, cand):
     return best
 
 
-@kernel()
+@kernel(inline=True)
 def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
     """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹.
 
@@ -563,7 +566,7 @@ def _row(Binv, p, rho):
         rho[i] = Binv[p, i]
 
 
-@kernel()
+@kernel(inline=True)
 def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand):
     """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update.
 
@@ -631,7 +634,7 @@ def _mix(j):
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@kernel()
+@kernel(inline=True)
 def _perturbed_costs(A, basis, Binv, lam, g, cp, cm):
     """Costs ``1 + δ`` (δ = PERTURB·(1 + U[0,1)), fixed per column and sign), duals for
     them, and cost shifts for the nonbasic columns the perturbation made dual infeasible
@@ -660,7 +663,7 @@ def _shift_costs(basis, g, cp, cm):
             cm[j] = -g[j] + PERTURB * (1.0 + _mix(2 * j + 1))
 
 
-@kernel()
+@kernel(inline=True)
 def _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
     """Primal simplex with the true (unit) costs from a primal feasible basis.
 
@@ -739,7 +742,7 @@ def _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
     return PIVOT_LIMIT
 
 
-@kernel()
+@kernel(inline=True)
 def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
     """Dual simplex pivots (costs cp, cm) until ``B⁻¹y >= 0``; returns (status, pivots)."""
     n, r = _ncols(A), basis.shape[0]
@@ -821,7 +824,7 @@ def solve(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     return PIVOT_LIMIT
 
 
-@kernel()
+@kernel(inline=True)
 def _solve_scaled(A, fmax, basis, Binv, lam, g, ctr, y, ys, max_pivots):
     """:func:`solve` at ``ys = y·2^-e`` with ``max|ys|`` in [0.5, 1) (exact; the basis
     optimal there is optimal at y: ‖·‖_K is positively homogeneous); returns (status, e)."""
@@ -834,7 +837,7 @@ def _solve_scaled(A, fmax, basis, Binv, lam, g, ctr, y, ys, max_pivots):
     return solve(A, fmax, basis, Binv, lam, g, ctr, ys, max_pivots), e
 
 
-@kernel()
+@kernel(entry=True)
 def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     """Parametric right-hand side walk along ``x + s·u``, ``s >= 0``.
 
@@ -929,7 +932,7 @@ def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
     return PIVOT_LIMIT
 
 
-@kernel()
+@kernel(entry=True)
 def gauge_many(A, fmax, basis, Binv, lam, g, ctr, Y, max_pivots, out, normals):
     """Gauge of each row of ``Y`` (warm-starting each from the previous basis).
 

@@ -359,8 +359,10 @@ class Frame:
         Optimality does not depend on ``‖y‖``: y is solved scaled by a power of two into
         ``[0.5, 1)`` (exact), so tiny and huge ``y`` pivot like ordinary ones.
         """
-        z = np.asarray(y, dtype=np.float64) if oracle else self.to_oracle(y)
-        status = sx.solve(self.A, self.fmax, *state.args(), np.ldexp(z, -_exponent(z)), self.max_pivots)
+        z = np.ascontiguousarray(y if oracle else self.to_oracle(y), dtype=np.float64).reshape(1, -1)
+        # gauge_many of one row is exactly this solve (the same scaling); numba compiles no
+        # entry of its own for solve (docs/design.md, the cold start)
+        status = sx.gauge_many(self.A, self.fmax, *state.args(), z, self.max_pivots, np.empty(1), np.empty_like(z))
         self.check(status, "a gauge")
         return state
 

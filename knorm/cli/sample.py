@@ -224,7 +224,7 @@ def cmd_sample(args):
     progress = Progress(show, f"{args.mechanism} ε={args.epsilon:g}")
     executor = None
     if args.mechanism in ("knorm", "nim", "auto") and not (args.quiet or args.scheduler or sampling_kernels_cached()):
-        sys.stderr.write("knorm: compiling the sampling kernels once (about a minute; cached for later runs)\n")
+        sys.stderr.write("knorm: compiling the sampling kernels once (under a minute on 2 cores; cached for later runs)\n")
     t0 = time.perf_counter()
     compiling = CompileTimer().start()
     try:

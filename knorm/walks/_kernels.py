@@ -84,7 +84,7 @@ def _ball_chord(x, u, radius):
     return max((-xu + root) / uu, 0.0), max((xu + root) / uu, 0.0)
 
 
-@kernel()
+@kernel(inline=True)
 def _chord_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, v, radius, max_piv, out):
     """Hit-and-run move along u: uniform point on the chord of ``K ∩ radius·B₂``, v ~ U(0,1).
 
@@ -161,7 +161,7 @@ def _radial(T, lam, x, radius, v, z):
         x[i] *= c
 
 
-@kernel()
+@kernel(inline=True)
 def _billiard_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, length, max_refl, radius, max_piv, out,
                    stats):
     """Billiard walk in ``K ∩ radius·B₂``: travel ``length`` along unit u, reflecting off
@@ -209,7 +209,7 @@ def _billiard_step(A, fmax, T, b0, B0, l0, g0, c0, b1, B1, l1, g1, c1, x, u, len
     return sx.OK
 
 
-@kernel()
+@kernel(inline=True)
 def _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, stats):
     """Ball walk: propose x + δ·(uniform point of the unit ball); stay if outside K."""
     r = x.shape[0]
@@ -235,7 +235,7 @@ def _ball_step(A, fmax, T, b0, B0, l0, g0, c0, x, v, delta, radius_u, max_piv, s
     return sx.OK
 
 
-@kernel()
+@kernel(entry=True)
 def run_chain(walk, A, fmax, T, b0, B0, l0, g0, c0, x, normals, unif, thin, offset, params, max_piv, out, stats,
               gout):
     """Advance one chain ``unif.shape[0]`` steps; store x after every ``thin``-th step.

@@ -117,7 +117,7 @@ def sampling_kernels_cached():
     from .._jit import kernels_cached
     from ..body import _simplex as sx
 
-    return kernels_cached((sx.crash, sx.refactor, sx.solve, sx.gauge_many, sx.move, kn.run_chain))
+    return kernels_cached((sx.crash, sx.refactor_c, sx.gauge_many, sx.move, kn.run_chain))  # the kernels Python calls
 
 
 def walk_id(walk):

@@ -14,11 +14,18 @@ import math
 
 import numpy as np
 import pytest
+from numba import njit
 
 from knorm import ReferenceOracle, SymmetricHull, workloads
 from knorm.body import hull
-from knorm.body._marginal import marginal_dots
+from knorm.body._marginal import marginal_dots as _marginal_dots
 from knorm.body.marginal import MarginalStructure, marginal_operator, recognise
+
+
+@njit
+def marginal_dots(M, v, out):
+    """The kernel, which only kernels call (it has no Python wrapper of its own)."""
+    _marginal_dots(M, v, out)
 
 STRUCTURES = [
     MarginalStructure((2, 2, 2, 2, 2), tuple(itertools.combinations(range(5), 2))),
