@@ -27,8 +27,9 @@ class Rounding:
     ``points``: the final states of the rounding's chains (new frame), stationary
     starting points for later runs; ``tau``: integrated autocorrelation time (per
     step) of the billiard walk measured on the last iteration (:func:`chain_tau`);
-    ``records``: the steps each chain recorded in each iteration (after the first iteration's
-    ``WARMUP_TAUS·TAU_GUESS`` warm-up steps; empty for a rounding restored from a file).
+    ``records``: the steps each chain recorded in each iteration, after the first iteration's
+    ``WARMUP_TAUS·TAU_GUESS`` warm-up steps (deterministic counts of the rounding's work; empty
+    for a rounding restored from a file).
     """
 
     T: np.ndarray
@@ -79,9 +80,6 @@ MIN_EFFECTIVE = 4  # the spread is judged on at least 4·r effective points (noi
 SAMPLES_PER_DIM = 10  # records per dimension and iteration
 SYMMETRIC_SAMPLES_PER_DIM = 2  # the same with a symmetry group (its average has far fewer free parameters)
 PROGRESS_PIECES = 4  # progress reports per rounding iteration
-FIRST_PIECES = 8  # the first iteration of a symmetric body records in up to 8 pieces (design §3.3)
-MIN_FIRST_PIECE = 4  # steps per chain and piece, at least (τ needs 4 records per chain)
-FAR_PIECES = 2  # successive pieces that must show the first frame far from isotropic
 TAU_GUESS = 2.0  # τ per step of the billiard walk in a roughly round body (1.2–3 measured at r = 40–80)
 
 
@@ -100,54 +98,6 @@ def _averaged_cov(symmetry, T, Ti, Z):
     S = np.atleast_2d(np.cov(Z, rowvar=False))
     out = Ti @ symmetry.average_span(T @ S @ T.T) @ Ti.T
     return (out + out.T) / 2.0
-
-
-def _averaged_estimate(symmetry, T, Ti, rec):
-    """The group-averaged in-frame covariance of records ``(chains, k, r)`` and its noise spread:
-    √ of the spread between the averaged estimates of the two halves of the chains (inf with one
-    chain; see :func:`round_body`)."""
-    r = rec.shape[2]
-    S = _averaged_cov(symmetry, T, Ti, rec.reshape(-1, r))
-    half = rec.shape[0] // 2
-    noise = np.inf if half == 0 else np.sqrt(_relative_spread(
-        _averaged_cov(symmetry, T, Ti, rec[:half].reshape(-1, r)),
-        _averaged_cov(symmetry, T, Ti, rec[half:].reshape(-1, r))))
-    return S, noise
-
-
-def far_from_isotropic(S, noise, spread_factor):
-    """Whether an estimate ``S`` with noise spread ``noise`` already shows its frame far from
-    isotropic: the noise is small enough (≤ √``spread_factor``) that the next frame, built
-    from S, is within the stop rule's tolerance of isotropic, and the spread of S is at least
-    ``spread_factor`` times it -- the stop rule (b) of :func:`round_body` fails on it, so more
-    records in this frame would only sharpen an estimate the next frame corrects anyway."""
-    ev = np.linalg.eigvalsh(S)
-    return bool(noise <= np.sqrt(spread_factor) and ev[0] > 0 and ev[-1] / ev[0] >= spread_factor * noise)
-
-
-def _first_records(cs, params, workers, steps, symmetry, T, Ti, spread_factor, progress):
-    """The first iteration's records with a symmetry group: pieces of ``⌈steps/FIRST_PIECES⌉``
-    steps per chain, up to ``steps``, stopping once the group-averaged estimate
-    (:func:`_averaged_estimate`) has shown the frame :func:`far_from_isotropic` on ``FAR_PIECES``
-    successive pieces (its noise measure is itself an estimate: one short piece can be a fluke).
-    Returns the records ``(chains, k, r)``, the estimate and its noise. The pieces are fixed
-    (not the progress reports'), so the result is a function of the chains only.
-    ``progress``: None or ``progress(fraction of the iteration)``."""
-    piece = max(MIN_FIRST_PIECE, -(-steps // FIRST_PIECES))
-    parts = []
-    done = 0
-    far = 0  # successive pieces whose estimate said "far"
-    while True:
-        k = min(piece, steps - done)
-        parts.append(run_chains(cs, "billiard", k, 1, params, workers))
-        done += k
-        rec = np.concatenate(parts, axis=1)
-        S, noise = _averaged_estimate(symmetry, T, Ti, rec)
-        far = far + 1 if far_from_isotropic(S, noise, spread_factor) else 0
-        if progress is not None:
-            progress(done / steps)
-        if done >= steps or far >= FAR_PIECES:
-            return rec, S, noise
 
 
 def _relative_spread(A, B):
@@ -193,11 +143,7 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     the whole: in log-spread, twice the whole's). Stop rule (2) becomes: the spread of
     the averaged S is below ``spread_factor·√s₂``, judged once √s₂ ≤ ``spread_factor``
     (else the next iteration records twice as many steps, up to 8×; one chain has no
-    halves and runs ``max_iter`` iterations). The first iteration, which walks the unrounded
-    frame from the centre, records in pieces (:func:`_first_records`) and stops as soon as its
-    averaged estimate shows that frame :func:`far_from_isotropic` (on ``FAR_PIECES`` successive
-    pieces) -- an estimate that fails
-    rule (2) by construction, so it never ends the rounding; later iterations record in full.
+    halves and runs ``max_iter`` iterations).
 
     ``progress``: None, or a callable ``progress(done, max_iter)``: ``done`` is 0 as the
     rounding starts, counts iterations in quarters (``PROGRESS_PIECES`` reports per
@@ -230,31 +176,28 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         states = [None] * chains if pts is None else [c.state for c in cs]
         cs = [Chain(frame, x0, g, st) for x0, g, st in zip(starts, gens, states)]
         params = default_params("billiard", frame)
-        Ti = None if symmetry is None else np.linalg.inv(T)
-        first = pts is None
-        if first:
+        if pts is None:
             run_chains(cs, "billiard", warmup, warmup, params, workers)
-        if first and symmetry is not None and chains >= 2:
-            # the unrounded frame: record in pieces and stop as soon as the averaged estimate shows
-            # it far from isotropic (then this iteration cannot end the rounding: rule (b) fails)
-            rec, S, sym_noise = _first_records(cs, params, workers, steps, symmetry, T, Ti, spread_factor,
-                                                None if progress is None else lambda f: progress(f, max_iter))
-        else:
-            if progress is None:
-                rec = run_chains(cs, "billiard", steps, 1, params, workers)
-            else:  # in pieces, to report within the iteration (records never depend on how steps are split)
-                cuts = np.linspace(0, steps, PROGRESS_PIECES + 1).astype(int)
-                parts = []
-                for i, k in enumerate(np.diff(cuts)):
-                    if k:
-                        parts.append(run_chains(cs, "billiard", int(k), 1, params, workers))
-                    progress(it - 1 + (i + 1) / PROGRESS_PIECES, max_iter)
-                rec = np.concatenate(parts, axis=1)
-            if symmetry is None:
-                S = np.cov(rec.reshape(-1, r), rowvar=False).reshape(r, r)
-            else:
-                S, sym_noise = _averaged_estimate(symmetry, T, Ti, rec)
+        if progress is None:
+            rec = run_chains(cs, "billiard", steps, 1, params, workers)
+        else:  # in pieces, to report within the iteration (records never depend on how steps are split)
+            cuts = np.linspace(0, steps, PROGRESS_PIECES + 1).astype(int)
+            parts = []
+            for i, k in enumerate(np.diff(cuts)):
+                if k:
+                    parts.append(run_chains(cs, "billiard", int(k), 1, params, workers))
+                progress(it - 1 + (i + 1) / PROGRESS_PIECES, max_iter)
+            rec = np.concatenate(parts, axis=1)
         Z = rec.reshape(-1, r)
+        if symmetry is None:
+            S = np.cov(Z, rowvar=False).reshape(r, r)
+        else:  # and the two halves' disagreement, the estimate's noise (see above)
+            Ti = np.linalg.inv(T)
+            S = _averaged_cov(symmetry, T, Ti, Z)
+            half = chains // 2
+            sym_noise = np.inf if half == 0 else np.sqrt(_relative_spread(
+                _averaged_cov(symmetry, T, Ti, rec[:half].reshape(-1, r)),
+                _averaged_cov(symmetry, T, Ti, rec[half:].reshape(-1, r))))
         ev = np.linalg.eigvalsh(S)
         spread = float(ev[-1] / ev[0])
         L = np.linalg.cholesky(S)
@@ -262,8 +205,8 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         pts = np.linalg.solve(L, np.array([c.x for c in cs]).T).T  # chain states, new frame
         tau = chain_tau(np.linalg.solve(L, Z.T).T.reshape(rec.shape))
         forgotten = before >= WARMUP_TAUS * tau
-        before += rec.shape[1]
-        recorded.append(int(rec.shape[1]))
+        before += steps
+        recorded.append(steps)
         n_eff = len(Z) / tau
         if symmetry is None:
             judged = n_eff >= MIN_EFFECTIVE * r
