@@ -1,5 +1,6 @@
-"""Where the rounding's time goes: per iteration steps, records, pivots per step, seconds and
-the eigenvalue spread, then the certification's steps and pivots (deterministic counts).
+"""Where the rounding's time goes: per iteration chain steps, pivots, pivots per step and chain
+seconds, the final eigenvalue spread and τ, then the certification's steps and pivots (the counts
+are deterministic, the seconds are not).
 
 Every ``Chain.run`` of the rounding is traced (steps, pivots, wall seconds) and grouped by
 rounding iteration (a new frame: the rounding maps its chains into each iteration's frame);
@@ -10,9 +11,12 @@ way, with its certificate (R-hat, ESS, KS p, τ, W). Rows of F are shuffled
     KNORM_CACHE=off python scripts/rounding_profile.py --marginals 2 3 3 4 4 4
     KNORM_CACHE=off python scripts/rounding_profile.py --pm1 40 200 --no-certify
     KNORM_CACHE=off python scripts/rounding_profile.py --marginals 7 2 7 4 4 7 --first-only
+    KNORM_CACHE=off python scripts/rounding_profile.py --marginals 2 3 4 5 6 --max-iter 1 --save T.npz
 
-``--first-only`` stops after the first iteration (the census-size check of its pivots per step).
-Prints one markdown table per phase and a JSON line (``--json``) for benchmarks.
+``--first-only`` stops after the first iteration (the census-size check of its pivots per step);
+``--max-iter`` caps the rounding; ``--save`` writes its T (and the certified pool's E[ZZᵀ]).
+Prints a markdown table of the rounding's iterations, the certification's counts and certificate,
+and a JSON line (``--json``) for benchmarks.
 """
 
 import argparse
@@ -71,6 +75,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--chains", type=int, default=8)
     ap.add_argument("--no-certify", action="store_true")
+    ap.add_argument("--max-iter", type=int, default=8, help="the rounding's max_iter (what a cap costs the certificate)")
     ap.add_argument("--first-only", action="store_true", help="stop after the rounding's first iteration")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--save", help="write the rounding's T (and the certified pool's E[ZZᵀ]) to this .npz")
@@ -96,7 +101,7 @@ def main():
     t0 = time.perf_counter()
     rnd = None
     try:
-        rnd = rounding_mod.round_body(body.frame, chains=args.chains, symmetry=sym)
+        rnd = rounding_mod.round_body(body.frame, chains=args.chains, symmetry=sym, max_iter=args.max_iter)
     except _Stop:
         pass
     t_round = time.perf_counter() - t0
