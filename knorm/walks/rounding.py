@@ -26,7 +26,10 @@ class Rounding:
     in-frame covariance estimate (≈ 1 when isotropic, up to sampling noise);
     ``points``: the final states of the rounding's chains (new frame), stationary
     starting points for later runs; ``tau``: integrated autocorrelation time (per
-    step) of the billiard walk measured on the last iteration (:func:`chain_tau`).
+    step) of the billiard walk measured on the last iteration (:func:`chain_tau`);
+    ``records``: the steps each chain recorded in each iteration, after the first iteration's
+    ``WARMUP_TAUS·TAU_GUESS`` warm-up steps (deterministic counts of the rounding's work; empty
+    for a rounding restored from a file).
     """
 
     T: np.ndarray
@@ -36,6 +39,7 @@ class Rounding:
     eigen_spread: float
     points: np.ndarray
     tau: float
+    records: tuple[int, ...] = ()
 
     def to_span(self, Z):
         return np.asarray(Z) @ self.T.T
@@ -158,6 +162,7 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     before = warmup  # steps per chain before the current iteration's first record
     steps = per_chain  # records per chain in this iteration
     pts = None
+    recorded: list[int] = []
     spread = tau = np.inf
     it = 0
     if progress is not None:  # the stage opens now: its first iteration's warm-up takes minutes at census size
@@ -201,6 +206,7 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         tau = chain_tau(np.linalg.solve(L, Z.T).T.reshape(rec.shape))
         forgotten = before >= WARMUP_TAUS * tau
         before += steps
+        recorded.append(steps)
         n_eff = len(Z) / tau
         if symmetry is None:
             judged = n_eff >= MIN_EFFECTIVE * r
@@ -216,4 +222,4 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         if not judged:  # too few effective points to judge the spread: more records
             steps = min(2 * steps, 8 * per_chain)
     return Rounding(T=T, frame=_frame_for(base, T), covariance=T @ T.T, iterations=it,
-                    eigen_spread=spread, points=pts, tau=tau)
+                    eigen_spread=spread, points=pts, tau=tau, records=tuple(recorded))

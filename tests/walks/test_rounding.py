@@ -121,3 +121,64 @@ def test_rounding_of_a_body_far_from_its_start_stops_once_the_spread_is_noise():
     n_eff = 8 * 25 / rnd.tau
     assert rnd.eigen_spread < 1.5 * noise_spread(r, n_eff)
     assert noise_spread(r, r) == np.inf
+
+
+def _spread_against(T, C):
+    """max/min eigenvalue of T⁻¹ C T⁻ᵀ: how far the frame T is from isotropic for covariance C."""
+    from knorm.walks.rounding import _relative_spread
+
+    return _relative_spread(T @ T.T, C)
+
+
+def _first_frame(K):
+    Fr = K.frame.Ft.T
+    return np.linalg.cholesky(Fr @ Fr.T / K.frame.n + 1e-12 * np.eye(K.dim))
+
+
+@pytest.mark.parametrize("body", ["cross-polytope", "cube"])
+def test_first_frame_of_a_cross_polytope_or_cube_image_is_exactly_isotropic(body):
+    """Design §3.3: for K = A·B₁^r or A·[−1, 1]^r the start chol(F Fᵀ/n) is proportional to the
+    exact covariance (2/((r+1)(r+2))·A Aᵀ, resp. A Aᵀ/3; the columns' second moment is A Aᵀ/r,
+    resp. A Aᵀ), so no analytic first frame can start these bodies closer to isotropic."""
+    r = 5
+    g = np.random.default_rng(7)
+    A = g.standard_normal((r, r)) + 2 * np.eye(r)
+    if body == "cube":
+        K, c = SymmetricHull(A @ cube_generators(r)), 1.0 / 3.0
+    else:
+        K, c = SymmetricHull(A), 2.0 / ((r + 1) * (r + 2))
+    assert _spread_against(_first_frame(K), frame_covariance(K, A, c)) == pytest.approx(1.0, abs=1e-9)
+    # the control, where the measure must fail: interior columns (K unchanged, ‖w‖₁ ≤ 0.6) pull
+    # F Fᵀ/n towards A e₁
+    W = 0.5 * np.eye(r)[:, :1] + 0.01 * g.uniform(-1, 1, (r, 20))
+    K2 = SymmetricHull(np.hstack([A, A @ W]))
+    assert _spread_against(_first_frame(K2), frame_covariance(K2, A, 2.0 / ((r + 1) * (r + 2)))) > 1.5
+
+
+def test_rounding_records_count_its_iterations_steps():
+    """``Rounding.records``: per iteration, the steps each chain recorded -- ⌈max(10r, 100)/chains⌉
+    (at least 8) in the first, doubled (up to 8×) while the spread cannot be judged."""
+    g = np.random.default_rng(5)
+    r = 20
+    F = np.hstack([g.choice([-1.0, 1.0], size=(r, 100)), 3 * np.eye(r)[:, :1] + 0.05 * g.standard_normal((r, 300))])
+    K = SymmetricHull(F)
+    rnd = round_body(K.frame, chains=8)
+    per_chain = -(-max(10 * r, 100) // 8)
+    assert len(rnd.records) == rnd.iterations and rnd.records[0] == per_chain
+    assert all(b in (a, 2 * a, 8 * per_chain) and b <= 8 * per_chain for a, b in zip(rnd.records, rnd.records[1:]))
+    few = round_body(K.frame, chains=8, samples_per_dim=1)
+    assert few.records[0] == max(8, -(-100 // 8))
+
+
+def test_symmetric_rounding_is_deterministic_whatever_the_threads_and_progress():
+    from knorm.workloads import marginals
+
+    F = marginals((2, 3, 4), 2)
+    K = SymmetricHull(F[np.random.default_rng(1).permutation(F.shape[0])])
+    a = round_body(K.frame, chains=8, symmetry=K.symmetry, workers=1)
+    seen = []
+    b = round_body(K.frame, chains=8, symmetry=K.symmetry, workers=3, progress=lambda done, total: seen.append(done))
+    np.testing.assert_array_equal(a.T, b.T)
+    np.testing.assert_array_equal(a.points, b.points)
+    assert a.records == b.records and a.tau == b.tau and a.iterations == b.iterations
+    assert seen[0] == 0 and seen == sorted(seen)
