@@ -67,7 +67,7 @@ from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check
                                finite_real, in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
 from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism, gaussian_mu, marginal_plan
-from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts
+from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts, _factor_pays
 from .implicit import ImplicitWorkload, from_matrix
 from .walks.chains import check_workers, walk_id
 from .privacy import gdp_delta
@@ -246,7 +246,7 @@ def _p_identity_flops(n: int, p: int | None = None, rank: int | None = None) -> 
     6.7 s estimated, 6.1 s measured; prefix over 1024 cells, ``scripts/strategy_cost.py --cost``,
     10.7 against 8.4 s)."""
     p = max(1, n // 16) if p is None else p
-    m = 2 * rank if rank is not None and n >= 48 and rank <= n // 3 else n
+    m = 2 * rank if rank is not None and _factor_pays(n, rank) else n
     return _check_starts(None, n) * P_IDENTITY_MAXITER * (1.0 * n * p * m + 6.0 * p * p * n + p**3) + 5.0 * n**3
 
 

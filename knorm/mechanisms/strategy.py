@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import linalg, optimize, sparse
 
-from .._blas import one_blas_thread
+from .._blas import on_one_blas_thread
 from ..privacy import BudgetAccountant
 
 from .._rng import as_generator
@@ -223,6 +223,7 @@ class _Strategy(Mechanism):
         self._spend(m or 1)
         return self._one_or_many(out, m)
 
+    @on_one_blas_thread  # chunks of products, as _search_p_identity's
     def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
         """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws (unit scale, then scaled;
         an implicit F: ``‖F u‖₂ = ‖R u‖₂`` with ``RᵀR = FᵀF``, R from the Gram's eigendecomposition)."""
@@ -237,9 +238,7 @@ class _Strategy(Mechanism):
 
         def draw(m: int) -> NDArray[np.float64]:
             return self._solve(rng.laplace(0.0, 1.0, size=(m, self._rows))) @ Fu.T
-        with one_blas_thread():  # see _search_p_identity: chunks of products
-            return mc_expected_norm(draw, n_samples, width, factor,
-                                    f"Monte Carlo, {n_samples} exact draws of {self._what}")
+        return mc_expected_norm(draw, n_samples, width, factor, f"Monte Carlo, {n_samples} exact draws of {self._what}")
 
 
 class IdentityMechanism(_Strategy):
@@ -592,6 +591,7 @@ def p_identity_inverse(theta: NDArray[np.float64]) -> NDArray[np.float64]:
     return Xinv * np.outer(c, c)
 
 
+@on_one_blas_thread  # as the search: one QR, on a loaded machine 20× faster on one thread
 def _p_identity_solver(theta: NDArray[np.float64], gram: NDArray[np.float64]
                        ) -> tuple[float, Callable[[NDArray[np.float64]], NDArray[np.float64]]]:
     """``(tr(G (AᵀA)⁻¹), z ↦ A⁺z)`` for ``A = [I; Θ]/c`` from the R of A's QR decomposition (A is well
@@ -643,6 +643,12 @@ def _check_theta(theta: ArrayLike, n: int, p: int | None) -> NDArray[np.float64]
     return np.ascontiguousarray(t, dtype=np.float64)
 
 
+def _factor_pays(n: int, rank: int) -> bool:
+    """Whether p-Identity's search on n cells works on a Gram factor of this rank: rank <= n/3 (and
+    n >= 48, where the factor's eigendecomposition is worth its call)."""
+    return n >= 48 and rank <= n // 3
+
+
 def _low_rank_factor(gram: NDArray[np.float64]) -> NDArray[np.float64] | None:
     """``L = diag(√λ) Qᵀ`` (k × n) over the eigenvalues λ of the Gram above ``n·eps·max λ``, when
     k <= n/3 (else None): ``LᵀL`` is the Gram up to rounding, and the search's dominant product ΘĜ
@@ -650,23 +656,18 @@ def _low_rank_factor(gram: NDArray[np.float64]) -> NDArray[np.float64] | None:
     2-way marginals over (2,3,3,4,4,4)). One eigendecomposition, n³, about what two of the search's
     thousand objective calls cost. The search's result is still judged on the Gram itself."""
     n = gram.shape[0]
-    if n < 48:
+    if not _factor_pays(n, n // 3):
         return None
     lam, Q = np.linalg.eigh(gram)
     keep = lam > n * np.finfo(float).eps * max(float(lam[-1]), 0.0)
-    if int(keep.sum()) > n // 3:
+    if not _factor_pays(n, int(keep.sum())):
         return None
     return np.ascontiguousarray((Q[:, keep] * np.sqrt(lam[keep])).T)
 
 
+@on_one_blas_thread  # thousands of small products: see the docstring
 def _search_p_identity(gram: NDArray[np.float64], p: int, maxiter: int,
                        starts: int) -> tuple[NDArray[np.float64], float, dict[str, Any]]:
-    with one_blas_thread():  # thousands of small products: see the docstring
-        return _search_p_identity_1(gram, p, maxiter, starts)
-
-
-def _search_p_identity_1(gram: NDArray[np.float64], p: int, maxiter: int,
-                         starts: int) -> tuple[NDArray[np.float64], float, dict[str, Any]]:
     """Θ (p × n, >= 0) minimising :func:`p_identity_objective` on ``gram`` by L-BFGS-B from ``starts``
     fixed starts, the best kept; Θ = 0 (the identity) if no start ends below it. Returns
     ``(Θ, f(Θ), details)``.
@@ -757,8 +758,7 @@ class PIdentityMechanism(_Strategy):
             self.starts = 0
             info = {"iterations": 0, "converged": True, "message": "given theta", "start_objectives": []}
         self.theta = theta
-        with one_blas_thread():  # as the search (its docstring): one QR, on a
-            value, self._solver = _p_identity_solver(theta, gram)  # loaded machine 20× faster on one thread
+        value, self._solver = _p_identity_solver(theta, gram)
         # ‖F A⁺‖_F² at unit scale (times 4^scale_exponent in F's units)
         self.optimization = {"objective": value, "scale_exponent": self._exp, **info}
         self._rows, self._what = self.n + self.p, "F A⁺ Lap(1/ε)"
