@@ -45,11 +45,20 @@ class ExactStructure:
 # the detection is worth: only the one-solve sufficient test of _cross_fast is tried
 FULL_CROSS_COLUMNS = 16
 
+# a column with |f·λ| above 1 - SIMPLE_FACET_TOL counts as on the facet (generous: counting
+# one too many only sends detection to the full test)
+SIMPLE_FACET_TOL = 1e-7
+
 
 def _cross_fast(frame, tol):
-    """One solve: if K = G·B₁^r, the optimal basis of a generic direction is G up to signs
-    (unless K has boundary columns that are not vertices: then this test just says None).
-    Verified: every column must have coefficients of ℓ1 norm <= 1 in that basis."""
+    """One solve at a fixed generic direction: ``(structure or None, simple)``.
+
+    If K = G·B₁^r, the optimal basis is G up to signs unless K has boundary columns that
+    are not vertices. Verified: every column must have coefficients of ℓ1 norm <= 1 in that
+    basis. ``simple``: the facet found has exactly r columns on it (its basis). A facet holds at
+    least r vertices of K, and every vertex is a ± column, so those r columns are then vertices
+    of K, one of each ± pair if K = G·B₁^r, i.e. G itself: a failed check proves there is no
+    cross-polytope structure, and the n-solve test of :func:`_cross` is not needed."""
     Ft = frame.Ft
     n, r = Ft.shape
     y = np.random.default_rng(1).standard_normal(r)
@@ -57,8 +66,31 @@ def _cross_fast(frame, tol):
     G = Ft[st.basis % n].T
     W = np.linalg.solve(G, Ft.T)
     if np.all(np.abs(W).sum(axis=0) <= 1.0 + tol):
-        return ExactStructure(CROSS, G)
-    return None
+        return ExactStructure(CROSS, G), True
+    signs = np.where(st.basis < n, 1.0, -1.0)  # code c >= n is the column -f_(c-n)
+    on_facet = np.abs(Ft @ np.linalg.solve(G.T, signs)) >= 1.0 - SIMPLE_FACET_TOL
+    return None, int(np.count_nonzero(on_facet)) == r
+
+
+def _more_than_r_vertices(Ft, tol, chunk=64):
+    """True when more than r columns are certified vertices of K, so K (which then has more
+    than 2r vertices) is no image of the cross-polytope. Column j is one when the functional
+    ``f_j`` exposes it: ``f_j·f_j > |f_j·f_k|`` for every other column k (with a margin of
+    ``tol`` relative), so ``f_j`` is the only maximiser of ``f_j·x`` over the ± columns. Columns go
+    ``chunk`` at a time and the count stops once it passes r (all 0/1 columns with the same
+    number of ones, or all ±1 columns, are exposed: r + 1 columns decide)."""
+    n, r = Ft.shape
+    norms = np.sqrt(np.einsum("ij,ij->i", Ft, Ft))
+    top = float(norms.max())
+    exposed = 0
+    for start in range(0, n, chunk):
+        rows = np.arange(start, min(start + chunk, n))
+        gram = np.abs(Ft[rows] @ Ft.T)
+        gram[np.arange(len(rows)), rows] = -np.inf
+        exposed += int(np.count_nonzero(norms[rows] ** 2 - gram.max(axis=1) > tol * norms[rows] * top))
+        if exposed > r:
+            return True
+    return False
 
 
 def _cross(frame, tol):
@@ -66,8 +98,13 @@ def _cross(frame, tol):
     n, r = Ft.shape
     if n == r:
         return ExactStructure(CROSS, Ft.T.copy())
+    found, simple = _cross_fast(frame, tol)
     if n > FULL_CROSS_COLUMNS * r:
-        return _cross_fast(frame, tol)
+        return found
+    if found is None and (simple or _more_than_r_vertices(Ft, tol)):
+        return None
+    # a structure, or no proof that there is none: the n-solve test (which also picks the G
+    # that detection has always returned here, so seeded exact draws keep their bits)
     g, _ = frame.gauges(Ft)
     cand = np.flatnonzero(g >= 1.0 - tol)
     if len(cand) < r:

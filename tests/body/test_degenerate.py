@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from knorm import ReferenceOracle, SymmetricHull, sample_uniform, workloads
+from knorm import OracleError, ReferenceOracle, SymmetricHull, sample_uniform, workloads
 from knorm.body import _simplex as sx
 from knorm.body.structure import detect
 
@@ -158,6 +158,11 @@ def test_structure_detection_never_raises():
     class Broken:
         Ft = fr.Ft
 
+        def crash_basis(self, direction=None):
+            raise OracleError("facet-walk oracle found no starting basis")
+
+        solve = crash_basis
+
         def gauges(self, Y, state=None):
             raise np.linalg.LinAlgError("singular matrix")
 
@@ -183,6 +188,51 @@ def test_cross_structure_found_with_many_interior_columns():
     W *= rng.uniform(0.1, 0.99, 200) / np.abs(W).sum(axis=0)
     found = detect(SymmetricHull(np.hstack([G, G @ W])).frame)
     assert found is not None and found.kind == "cross-polytope"
+
+
+def test_cross_structure_found_with_boundary_columns_that_are_not_vertices():
+    """n <= 16 r and columns on K's boundary that are not vertices (edge midpoints): the facet
+    of the one-solve test holds more than r columns, so the n-solve test runs and finds G."""
+    rng = np.random.default_rng(4)
+    G = rng.standard_normal((5, 5))
+    mid = np.array([(G[:, i] + s * G[:, j]) / 2 for i in range(5) for j in range(i + 1, 5) for s in (1, -1)]).T
+    found = detect(SymmetricHull(np.hstack([mid, G])).frame)
+    assert found is not None and found.kind == "cross-polytope"
+
+
+def test_no_cross_structure_is_proved_by_one_simple_facet(monkeypatch):
+    """A random ±1 F (40×200): the generic facet holds exactly r columns, which are then
+    vertices of K and, were K = G·B₁^r, G itself; they fail the check, so detection says None
+    without gauging every column (n solves)."""
+    F = np.random.default_rng(5).choice([-1.0, 1.0], size=(40, 200))
+    fr = SymmetricHull(F).frame
+
+    def no_n_solves(*args, **kwargs):
+        raise AssertionError("the n-solve test ran")
+
+    monkeypatch.setattr(fr, "gauges", no_n_solves)
+    assert detect(fr) is None
+
+
+def test_no_cross_structure_is_proved_by_exposed_columns(monkeypatch):
+    """2-way marginals of a 3×4×5 table: degenerate facets (more than r columns on each), but
+    every 0/1 column with one 1 per table is exposed by its own functional, so K has 2n > 2r
+    vertices and detection says None without gauging every column. A cross-polytope image
+    with interior and edge-midpoint columns has only r exposed columns: the n-solve test runs."""
+    from knorm.body.structure import _more_than_r_vertices
+
+    fr = SymmetricHull(workloads.marginals((3, 4, 5), 2)).frame
+    assert fr.n <= 16 * fr.r
+
+    def no_n_solves(*args, **kwargs):
+        raise AssertionError("the n-solve test ran")
+
+    monkeypatch.setattr(fr, "gauges", no_n_solves)
+    assert detect(fr) is None
+    rng = np.random.default_rng(4)
+    G = rng.standard_normal((5, 5))
+    mid = np.array([(G[:, i] + s * G[:, j]) / 2 for i in range(5) for j in range(i + 1, 5) for s in (1, -1)]).T
+    assert not _more_than_r_vertices(SymmetricHull(np.hstack([mid, G, G @ rng.uniform(-0.1, 0.1, (5, 7))])).frame.Ft, 1e-9)
 
 
 @pytest.mark.parametrize("cond", [1e8, 1e10, 1e12])
