@@ -23,7 +23,9 @@ from typing import Any, Callable, TextIO
 SLOW = 5.0  # seconds: a stage expected to take longer says roughly how long, once
 SETTLE = 1.0  # seconds of a stage before its rate is trusted for that estimate
 PLAIN_EVERY = 60.0  # seconds: in plain mode, an open stage writes its count at most this often
-TYPICAL_ROUNDING = 2  # iterations a rounding usually takes (docs/benchmarks.md: 1-2 on marginals and ±1)
+# iterations a rounding usually takes (docs/benchmarks.md: 1 or 2 on marginals and ±1; the first, with its
+# warm-up, the dearer): an estimate for 1.5 is within 1.5x of either
+TYPICAL_ROUNDING = 1.5
 TICK = 1.0  # seconds between redraws of an open bar (its elapsed time moves between the sampler's reports)
 
 STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"),
@@ -62,6 +64,7 @@ class StageProgress:
         self._said = False  # this stage's time was announced
         self._done = False  # this stage reached its total (its bar is closed)
         self._total = self._last = 0
+        self._first = 0  # the count this stage opened with
         self._ticker: threading.Thread | None = None
         self._lock = threading.Lock()  # the ticker's start and end against a new bar
 
@@ -134,6 +137,7 @@ class StageProgress:
             return
         if new:
             self._start(stage, total)
+            self._first = done
         self._last = done
         if self.plain:
             if done >= total:
@@ -173,13 +177,18 @@ class StageProgress:
         spent = self.clock() - self._t0
         if self._said or done <= 0 or spent < SETTLE or done >= total:
             return
-        whole = spent * total / done
+        if done <= self._first:
+            return
+        # the rate of what this stage did itself: a pool may open with records it already holds
+        # (a kept thinning-1 pilot's), which took no time here
+        per = spent / (done - self._first)
+        whole = spent + (total - done) * per
         if whole > SLOW:
             self._said = True
             label, unit = STAGES[self.stage or "pool"]
             if self.stage == "rounding":  # it stops when the frame is isotropic: its total is a bound
-                typical = spent * min(total, TYPICAL_ROUNDING) / done
-                text = (f"{rough_time(typical)} if it stops after {TYPICAL_ROUNDING} {unit}s as most bodies do "
+                typical = spent + max(min(total, TYPICAL_ROUNDING) - done, 0.0) * per
+                text = (f"{rough_time(typical)} if it stops after 1-2 {unit}s as most bodies do "
                         f"(at most {total}: {rough_time(whole)})")
             else:
                 text = f"{total} {unit}s, {rough_time(whole)} in all ({rough_time(whole - spent)} left)"

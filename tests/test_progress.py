@@ -24,9 +24,9 @@ class Clock:
 def test_each_stage_is_a_bar_with_its_count_and_a_slow_one_says_how_long():
     out, clock = io.StringIO(), Clock()
     p = StageProgress(True, "knorm ε=1", file=out, clock=clock)
-    p.rounding(1, 40)
+    p.rounding(0, 40)
     clock.t = 2.0
-    p.rounding(4, 40)  # 0.5 s an iteration: 1 s for the usual 2, 20 s at most, said once
+    p.rounding(0.5, 40)  # 4 s an iteration: 6 s for the usual 1.5, 2 + 39.5·4 s at most, said once
     p.rounding(6, 40)
     p.warmup(100, 400)  # a new stage: a new bar, and a new clock
     clock.t = 2.5
@@ -41,9 +41,22 @@ def test_each_stage_is_a_bar_with_its_count_and_a_slow_one_says_how_long():
                   "knorm ε=1: draws (run 1)", "/2048", "draw"):
         assert shown in text, shown
     said = [line for line in text.replace("\r", "\n").splitlines() if line.startswith("knorm: ")]
-    assert said == ["knorm: rounding K: about 1 s if it stops after 2 iterations as most bodies do (at most 40: "
-                    "about 20 s)"]
+    assert said == ["knorm: rounding K: about 6 s if it stops after 1-2 iterations as most bodies do (at most 40: "
+                    "about 3 min)"]
     assert "run 2" not in text and p.runs == 1
+
+
+def test_a_stage_that_opens_with_records_it_holds_rates_only_its_own():
+    """A certification pool may open with a kept pilot's 500 records, which took no time in this
+    stage: 300 more in 2 s make 1,200 left 8 s, 10 s in all (not 2000·2/800 = 5 s)."""
+    out, clock = io.StringIO(), Clock()
+    p = StageProgress(True, "release", file=out, clock=clock)
+    p.certify(500, 2000)
+    clock.t = 2.0
+    p.certify(800, 2000)
+    p.close()
+    said = [line for line in out.getvalue().replace("\r", "\n").splitlines() if line.startswith("knorm: ")]
+    assert said == ["knorm: certifying the walk (once per workload): 2000 records, about 10 s in all (about 8 s left)"]
 
 
 def test_a_new_run_of_the_sampler_is_a_new_pool_bar():

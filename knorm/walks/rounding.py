@@ -176,17 +176,21 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         states = [None] * chains if pts is None else [c.state for c in cs]
         cs = [Chain(frame, x0, g, st) for x0, g, st in zip(starts, gens, states)]
         params = default_params("billiard", frame)
-        if pts is None:
+        warm = warmup if pts is None else 0
+        if warm:
             run_chains(cs, "billiard", warmup, warmup, params, workers)
         if progress is None:
             rec = run_chains(cs, "billiard", steps, 1, params, workers)
-        else:  # in pieces, to report within the iteration (records never depend on how steps are split)
+        else:  # in pieces, to report within the iteration (records never depend on how steps are split),
+            # as the share of the iteration's steps done, its warm-up included (what its time is)
+            if warm:
+                progress(it - 1 + warm / (warm + steps), max_iter)
             cuts = np.linspace(0, steps, PROGRESS_PIECES + 1).astype(int)
             parts = []
             for i, k in enumerate(np.diff(cuts)):
                 if k:
                     parts.append(run_chains(cs, "billiard", int(k), 1, params, workers))
-                progress(it - 1 + (i + 1) / PROGRESS_PIECES, max_iter)
+                progress(it - 1 + (warm + cuts[i + 1]) / (warm + steps), max_iter)
             rec = np.concatenate(parts, axis=1)
         Z = rec.reshape(-1, r)
         if symmetry is None:
