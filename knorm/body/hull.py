@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._blas import on_one_blas_thread
+from .._fingerprint import fingerprint
 from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
@@ -438,17 +439,16 @@ class SymmetricHull:
 
     @staticmethod
     def _source_hash(F: NDArray[np.float64]) -> str:
-        """SHA-256 of a validated F (shape and bytes): which matrix a body was built from."""
-        import hashlib
-
-        h = hashlib.sha256(str(F.shape).encode())
-        h.update(np.ascontiguousarray(F).tobytes())
-        return h.hexdigest()
+        """SHA-256 of a validated F (dtype, shape and bytes): which matrix a body was built from (the
+        prepared workloads' fingerprint of F, :func:`knorm.walks.prepared.workload_fingerprint`)."""
+        return fingerprint(np.ascontiguousarray(F))
 
     @on_one_blas_thread
-    def __init__(self, F: ArrayLike) -> None:
+    def __init__(self, F: ArrayLike, *, _fingerprint: str | None = None) -> None:
         F = validate_matrix(F)
-        self._source = self._source_hash(F)  # a mechanism given this body checks it is of its own F
+        # a mechanism given this body checks it is of its own F; a caller that has just computed
+        # the validated F's fingerprint passes it (hashing a census-size F takes about 0.4 s)
+        self._source = self._source_hash(F) if _fingerprint is None else _fingerprint
         d = F.shape[0]
         e = _exponent(F)
         Fs = np.ldexp(F, -e)  # largest |entry| in [0.5, 1): norms neither overflow nor underflow

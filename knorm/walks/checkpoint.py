@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fingerprint import fingerprint
 from .._io import atomic_write
 from .._validate import is_real, short_repr
 from ..errors import CheckpointConflict
@@ -39,32 +40,6 @@ CHAIN_KEYS = ("x", "basis", "Binv", "lam", "g", "ctr", "stats", "normals", "unif
 ENTROPY_FILE = "noise-entropy.json"
 SNAPSHOTS = "sample-*.npz"
 _META = ("fingerprint", "session", "context", "run", "calls")
-
-
-def _feed(h: Any, p: Any) -> None:
-    if isinstance(p, np.ndarray):
-        h.update(f"a{p.dtype.str}{p.shape}:".encode())
-        h.update(np.ascontiguousarray(p).tobytes())
-    elif isinstance(p, dict):
-        h.update(f"d{len(p)}:".encode())
-        for k in sorted(p, key=str):
-            _feed(h, str(k))
-            _feed(h, p[k])
-    elif isinstance(p, (list, tuple)):
-        h.update(f"l{len(p)}:".encode())
-        for q in p:
-            _feed(h, q)
-    else:
-        s = json.dumps(p, default=str).encode()
-        h.update(f"s{len(s)}:".encode() + s)
-
-
-def fingerprint(*parts: Any) -> str:
-    """SHA-256 of ``parts``: arrays by dtype, shape and bytes; dicts, lists and tuples
-    element by element (whole, never a printed summary); anything else as JSON."""
-    h = hashlib.sha256()
-    _feed(h, parts)
-    return h.hexdigest()
 
 
 def _private_folder(path: Path, create: bool) -> None:

@@ -254,3 +254,28 @@ def test_damaged_or_missing_pool_moments(saved, tmp_path):
     assert old.certified.moments is None
     e = KNormMechanism(F, epsilon=1.0, prepared=old, rng=3).expected_error()
     assert "4000" in e.method
+
+
+def test_a_new_matrix_is_hashed_once(monkeypatch, tmp_path):
+    """body_of, prepare and load_prepared fingerprint F once and give the body that fingerprint
+    (a census-size F takes about 0.4 s to hash); the body's is the prepared workloads' own."""
+    import knorm._fingerprint as leaf
+    from knorm.body import hull
+
+    calls = []
+
+    def counted(*parts):
+        calls.append(1)
+        return leaf.fingerprint(*parts)
+
+    monkeypatch.setattr(hull, "fingerprint", counted)
+    monkeypatch.setattr(P, "fingerprint", counted)
+    monkeypatch.setenv("KNORM_CACHE", "off")
+    F = np.random.default_rng(7).standard_normal((4, 9))
+    body = P.body_of(F)
+    assert len(calls) == 1 and body._source == leaf.fingerprint(np.ascontiguousarray(F))
+    calls.clear()
+    w = prepare(F, tmp_path / "w.knorm", certify=False)
+    assert len(calls) == 1 and w.body._source == w.fingerprint
+    calls.clear()
+    assert load_prepared(tmp_path / "w.knorm", F).body._source == w.fingerprint and len(calls) == 1
