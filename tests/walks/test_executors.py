@@ -158,16 +158,20 @@ def test_bad_workers_raise_naming_the_argument(bad):
 
 def test_rounding_reports_its_iterations_and_is_unchanged_by_reporting():
     from knorm.body import SymmetricHull
-    from knorm.walks.rounding import PROGRESS_PIECES, round_body
+    from knorm.walks.rounding import PROGRESS_PIECES, TAU_GUESS, WARMUP_TAUS, round_body
 
     seen = []
     rnd = round_body(SymmetricHull(F).frame, progress=lambda done, total: seen.append((done, total)))
     quiet = round_body(SymmetricHull(F).frame)
     np.testing.assert_array_equal(rnd.T, quiet.T)  # the steps ran in pieces: same records, same rounding
-    want = [((it * PROGRESS_PIECES + i + 1) / PROGRESS_PIECES, 8) for it in range(rnd.iterations)
-            for i in range(PROGRESS_PIECES)]
-    # the stage opens as the rounding starts (a census-size first warm-up takes minutes), then
-    # quarter iterations, then done
+    warm = int(np.ceil(WARMUP_TAUS * TAU_GUESS))  # the first iteration's warm-up steps
+    want = []
+    for it, steps in enumerate(rnd.records):
+        w = warm if it == 0 else 0
+        cuts = np.linspace(0, steps, PROGRESS_PIECES + 1).astype(int)
+        want += [(it + (w + c) / (w + steps), 8) for c in ([0] if w else []) + list(cuts[1:])]
+    # the stage opens as the rounding starts (a census-size first warm-up takes minutes), then the
+    # share of each iteration's steps done (the first's warm-up, then quarters of its records), then done
     assert seen[0] == (0, 8) and seen[1:-1] == want and seen[-1] == (8, 8)
 
 
