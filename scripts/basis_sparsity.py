@@ -9,8 +9,8 @@ the numbers that decide whether that pays:
 1. real pivots of the billiard walk: a chain is warmed up in the first rounded frame
    (``chol(F Fᵀ/n)``, as ``scripts/engine_profile.py``), then chords are shot from the chain's
    point in random directions (to the boundary and back part of the way, i.e. hit-and-run
-   legs) by a copy of the ``move`` kernel that records, for every pivot, the basis before it,
-   the leaving row p and the entering code q (the oracle's own kernels do the pivots);
+   legs) by the oracle's own ``move``, one pivot per call, recording for every pivot the basis
+   before it, the leaving row p and the entering code q;
 2. a row selection S (``--rows``: ``qr`` = scipy.linalg.qr(Fᵀ, pivoting=True); ``sparse`` =
    greedy, rows with fewest non-zeros first (rows of the largest tables), a row kept if it is
    independent of those kept; ``dense`` = the same greedy, densest rows first); per sampled
@@ -32,7 +32,6 @@ All numbers are counts: deterministic for a given seed (timings on a shared mach
 """
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -41,7 +40,6 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from numba import njit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's knorm
 
@@ -53,105 +51,37 @@ from knorm.walks.rounding import _frame_for  # noqa: E402
 from knorm.walks.sampler import _start_points  # noqa: E402
 
 
-@njit(cache=False)
-def _count_alpha(alpha, atol):
-    c = 0
-    for j in range(alpha.shape[0]):
-        if abs(alpha[j]) > atol:
-            c += 1
-    return c
-
-
-@njit(cache=False)
-def recording_move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out, BAS, P, Q, NA, nrec):
-    """``_simplex.move`` (x not the origin), recording each pivot: the basis before it (BAS),
-    leaving row (P), entering code (Q) and the oracle's count of |α_j| above its pivot
-    tolerance (NA), from index ``nrec[0]`` on while there is room. Returns a status."""
-    n, r = sx._ncols(A), basis.shape[0]
-    wx = np.empty(r)
-    wu = np.empty(r)
-    rho = np.empty(r)
-    alpha = np.empty(n)
-    cand = np.empty(n, np.int64)
-    col = np.empty(r)
-    tmp = np.empty(r)
-    ones = np.empty(0)
-    s = 0.0
-    stall = 0
-    bland = False
-    sx._matvec(Binv, x, wx)
-    sx._matvec(Binv, u, wu)
-    slope = sx._dot(lam, u)
-    for it in range(max_pivots + 1):
-        lx = sx._dot(lam, x)
-        lu = sx._dot(lam, u)
-        s_bd = np.inf
-        if lu > 0.0:
-            s_bd = (1.0 - lx) / lu
-            if s_bd < s:
-                s_bd = s
-        umax = 0.0
-        for k in range(r):
-            if abs(wu[k]) > umax:
-                umax = abs(wu[k])
-        utol = 1e-11 * umax
-        s_row = np.inf
-        p = -1
-        for k in range(r):
-            if wu[k] < -utol:
-                sk = -wx[k] / wu[k]
-                if sk < s:
-                    sk = s
-                if p < 0 or sk < s_row - 1e-13 * (1.0 + abs(s_row)):
-                    s_row = sk
-                    p = k
-                elif sk <= s_row + 1e-13 * (1.0 + abs(s_row)):
-                    if bland:
-                        if basis[k] < basis[p]:
-                            p = k
-                    elif wu[k] < wu[p]:
-                        p = k
-        s_stop = s_bd if s_bd < s_max else s_max
-        if s_stop <= s_row:
-            out[0] = s_stop
-            out[1] = 1.0 if s_bd <= s_max else 0.0
-            return sx.OK
-        if it == max_pivots:
-            return sx.PIVOT_LIMIT
-        advanced = s_row > s + 1e-13 * (1.0 + abs(s))
-        s = s_row
-        i = nrec[0]
-        if i < P.shape[0]:
-            for k in range(r):
-                BAS[i, k] = basis[k]
-        status = sx._pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones, cand)
-        if status < 0:
-            return status
-        if i < P.shape[0]:
-            P[i] = p
-            Q[i] = basis[p] if status != 2 else -1
-            rn = 0.0
-            for k in range(r):
-                rn += rho[k] * rho[k]
-            NA[i] = _count_alpha(alpha, sx.PIVOT_TOL * math.sqrt(rn) * fmax)
-            nrec[0] = i + 1
-        if status == 2:
-            for k in range(r):
-                tmp[k] = x[k] + s * u[k]
-            st = sx.solve(A, fmax, basis, Binv, lam, g, ctr, tmp, max_pivots)
-            if st != sx.OK:
-                return st
-        if status >= 1:
-            sx._matvec(Binv, x, wx)
-            sx._matvec(Binv, u, wu)
-        else:
-            sx._update_primal(wx, tmp, p)
-            sx._update_primal(wu, tmp, p)
-        new_slope = sx._dot(lam, u)
-        stall, bland = sx._anti_cycling(advanced or new_slope > slope + 1e-13 * (1.0 + abs(slope)), stall, bland,
-                                        ctr)
-        slope = new_slope
-    return sx.PIVOT_LIMIT
+def _leg(frame, state, x, d, s_max, rec):
+    """Walk from x (``state`` optimal there) along d up to ``s_max`` or K's boundary with the
+    oracle's own ``move``, one pivot per call (``max_pivots = 1``), recording each pivot in ``rec``:
+    the basis before it, the leaving row p (the one basis entry that changed), the entering code q
+    and the oracle's count of ``|α_j|`` above its pivot tolerance (α = Fᵀρ, ρ = row p of the old
+    B⁻¹). Returns the distance travelled, or None if a refactorisation replaced the basis (then
+    the leg's position is unknown and the caller starts again from its chain)."""
+    z = np.ascontiguousarray(frame.to_oracle(x))
+    u = np.ascontiguousarray(frame.to_oracle(d))
+    cols = frame.cols.matrix()  # (r, n), the oracle's coordinates
+    out = np.zeros(2)
+    travelled = 0.0
+    while True:
+        before, Binv = state.basis.copy(), state.Binv.copy()
+        st = sx.move(frame.A, frame.fmax, *state.args(), z, u, s_max - travelled, 1, out)
+        if st not in (sx.OK, sx.PIVOT_LIMIT):
+            frame.check(st, "a recorded chord")
+        changed = np.flatnonzero(state.basis != before)
+        if len(changed) > 1:
+            return None
+        if len(changed) == 1:
+            p = int(changed[0])
+            rho = Binv[p]
+            alpha = cols.T @ rho
+            rec.append((before, p, int(state.basis[p]),
+                        int(np.count_nonzero(np.abs(alpha) > sx.PIVOT_TOL * np.linalg.norm(rho) * frame.fmax))))
+        if st == sx.OK:
+            return travelled + out[0]
+        s = -(Binv[p] @ z) / (Binv[p] @ u)  # where the pivot's basic coefficient reached zero
+        z = z + s * u
+        travelled += s
 
 
 def collect_pivots(K, warm, cap, seed=0, log=print):
@@ -169,36 +99,30 @@ def collect_pivots(K, warm, cap, seed=0, log=print):
     p0 = chain.pivots
     run_chains([chain], "billiard", warm, warm, params, workers=1)
     log(f"  warm-up: {warm} billiard steps, {chain.pivots - p0} pivots, {time.perf_counter() - t:.1f} s")
-    state = chain.state.copy()
-    x = chain.x.copy()
-    BAS = np.zeros((cap, r), np.int64)
-    P = np.full(cap, -1, np.int64)
-    Q = np.full(cap, -1, np.int64)
-    NA = np.zeros(cap, np.int64)
-    nrec = np.zeros(1, np.int64)
-    out = np.zeros(2)
+    state, x = chain.state.copy(), chain.x.copy()
+    rec = []
     legs = 0
     t = time.perf_counter()
-    while nrec[0] < cap and legs < 400:
+    while len(rec) < cap and legs < 400:
         d = rng.standard_normal(r)
         d /= np.linalg.norm(d)
-        # to the boundary along d (the state is optimal at x) ...
-        st = recording_move(frame.A, frame.fmax, *state.args(), np.ascontiguousarray(frame.to_oracle(x)),
-                            np.ascontiguousarray(frame.to_oracle(d)), np.inf, frame.max_pivots, out, BAS, P, Q, NA,
-                            nrec)
-        frame.check(st, "a recorded chord")
-        x = x + out[0] * d
-        # ... and back a uniform fraction of the chord (the state is optimal at the boundary point)
-        back = (1.0 - rng.random()) * out[0]
-        st = recording_move(frame.A, frame.fmax, *state.args(), np.ascontiguousarray(frame.to_oracle(x)),
-                            np.ascontiguousarray(frame.to_oracle(-d)), back, frame.max_pivots, out, BAS, P, Q, NA,
-                            nrec)
-        frame.check(st, "a recorded chord")
-        x = x - out[0] * d
         legs += 1
-    m = int(nrec[0])
+        # to the boundary along d (the state is optimal at x) ...
+        s1 = _leg(frame, state, x, d, np.inf, rec)
+        if s1 is not None:
+            x = x + s1 * d
+            # ... and back a uniform fraction of the chord (the state is optimal at the boundary point)
+            s2 = _leg(frame, state, x, -d, (1.0 - rng.random()) * s1, rec)
+        if s1 is None or s2 is None:
+            state, x = chain.state.copy(), chain.x.copy()
+            continue
+        x = x - s2 * d
+    rec = rec[:cap]
+    BAS = np.array([b for b, _, _, _ in rec], np.int64).reshape(-1, r)
+    P, Q, NA = (np.array([e[k] for e in rec], np.int64) for k in (1, 2, 3))
+    m = len(rec)
     log(f"  recorded {m} pivots on {legs} chords (there and part way back), {time.perf_counter() - t:.1f} s")
-    return BAS[:m], P[:m], Q[:m], NA[:m], {"legs": legs, "frame": frame}
+    return BAS, P, Q, NA, {"legs": legs, "frame": frame}
 
 
 # -- row selections ---------------------------------------------------------------------
