@@ -320,10 +320,11 @@ class Frame:
         state.ctr[2] = 0
         return state
 
-    def optimal_bases(self, X):
+    def optimal_bases(self, X, start=None):
         """An optimal basis at each row of X (frame coordinates), ``(k, r)`` codes: exact
-        solves from a fresh crash basis, each warm-started from the previous one."""
-        st = self.crash_basis()
+        solves from a fresh crash basis (or a copy of the state ``start``), each warm-started
+        from the previous one."""
+        st = self.crash_basis() if start is None else start.copy()
         out = np.empty((len(X), self.r), np.int64)
         for i, x in enumerate(X):
             self.solve(x, st)

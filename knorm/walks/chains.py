@@ -35,6 +35,9 @@ _RADII = weakref.WeakKeyDictionary()
 
 
 RADIUS_DIRECTIONS = 64
+# body_radius solves its directions in this many fixed groups, each from a copy of one crash basis and
+# warm-started along the group, in threads: the same bases, so the same bits, on any number of them
+RADIUS_GROUPS = 8
 
 
 def radius_directions(r, k=RADIUS_DIRECTIONS):
@@ -48,14 +51,24 @@ def body_radius(frame, bases=None):
     scale-free size of K.
 
     Each gauge is solved from its own optimal basis (``bases``: saved ones, e.g. a prepared
-    workload's, as warm starts; else :meth:`~knorm.body.hull.Frame.optimal_bases` from a fresh
-    crash basis) by :meth:`~knorm.body.hull.Frame.gauges_from_bases`: exact, and the same to the
-    last bit from computed or saved bases, so walk parameters never depend on earlier queries
-    or on where the bases came from. Cached per frame.
+    workload's, as warm starts; else :meth:`~knorm.body.hull.Frame.optimal_bases` in
+    ``RADIUS_GROUPS`` fixed groups of directions, each from a copy of one crash basis, in threads) by
+    :meth:`~knorm.body.hull.Frame.gauges_from_bases`: exact, and the same to the last bit from
+    computed or saved bases, so walk parameters never depend on earlier queries, on the threads
+    or on where the bases came from. Cached per frame. (At rank 197 the 64 solves take 8 CPU s
+    per frame, and every frame the rounding walks needs them: serial, they were a sixth of a
+    16-core preparation's rounding.)
     """
     if frame not in _RADII:
         V = radius_directions(frame.r)
-        g, states = frame.gauges_from_bases(V, frame.optimal_bases(V) if bases is None else bases)
+        groups = np.array_split(np.arange(len(V)), RADIUS_GROUPS)
+        with ThreadPoolExecutor(min(RADIUS_GROUPS, default_workers())) as pool:
+            if bases is None:
+                start = frame.crash_basis()
+                bases = np.concatenate(list(pool.map(lambda k: frame.optimal_bases(V[k], start), groups)))
+            parts = list(pool.map(lambda k: frame.gauges_from_bases(V[k], bases[k]), groups))
+        g = np.concatenate([p[0] for p in parts])
+        states = [st for p in parts for st in p[1]]
         _RADII[frame] = (float(np.median(1.0 / g)), np.array([st.basis for st in states], dtype=np.int64))
     return _RADII[frame][0]
 

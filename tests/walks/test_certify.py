@@ -285,3 +285,19 @@ def test_a_runs_pivots_count_its_warm_up(small):
     before = sum(ch.pivots for ch in s.chains)
     _, info = s.run(3)
     assert info.pivots == sum(ch.pivots for ch in s.chains) - before
+
+
+def test_the_radius_is_the_same_on_any_number_of_threads(monkeypatch):
+    """body_radius solves its 64 directions in fixed groups from one crash basis, in threads: the
+    same bases and the same bits on 1 and on 8 of them (2-way marginals: degenerate facets, where
+    another warm start could end on another optimal basis)."""
+    from knorm.walks import chains
+
+    F = knorm.workloads.marginals((2, 3, 4), 2)
+    got = []
+    for threads in (1, 8):
+        monkeypatch.setattr(chains, "default_workers", lambda threads=threads: threads)
+        frame = knorm.SymmetricHull(F).frame
+        got.append((chains.body_radius(frame), chains.radius_bases(frame)))
+    assert got[0][0] == got[1][0]
+    np.testing.assert_array_equal(got[0][1], got[1][1])
