@@ -444,12 +444,22 @@ class SymmetricHull:
         prepared workloads' fingerprint of F, :func:`knorm.walks.prepared.workload_fingerprint`)."""
         return fingerprint(np.ascontiguousarray(F))
 
+    @classmethod
+    def _of(cls, F: NDArray[np.float64], fingerprint: str) -> SymmetricHull:
+        """The body of a validated F whose :meth:`_source_hash` the caller has just computed
+        (hashing a census-size F takes about 0.4 s: once is enough)."""
+        body = cls.__new__(cls)
+        body._build(F, fingerprint)
+        return body
+
+    def __init__(self, F: ArrayLike) -> None:
+        self._build(F, None)
+
     @on_one_blas_thread
-    def __init__(self, F: ArrayLike, *, _fingerprint: str | None = None) -> None:
+    def _build(self, F: ArrayLike, fingerprint: str | None) -> None:
         F = validate_matrix(F)
-        # a mechanism given this body checks it is of its own F; a caller that has just computed
-        # the validated F's fingerprint passes it (hashing a census-size F takes about 0.4 s)
-        self._source = self._source_hash(F) if _fingerprint is None else _fingerprint
+        # a mechanism given this body checks it is of its own F
+        self._source = self._source_hash(F) if fingerprint is None else fingerprint
         d = F.shape[0]
         e = _exponent(F)
         Fs = np.ldexp(F, -e)  # largest |entry| in [0.5, 1): norms neither overflow nor underflow

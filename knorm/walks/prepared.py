@@ -75,7 +75,7 @@ def body_of(F: NDArray[np.float64]) -> SymmetricHull:
     if body is None:
         cached = cache.lookup(fp, lambda path: load_prepared(path, F))
         certified = cached is not None and cached.certified is not None
-        body = cached.body if certified else SymmetricHull(F, _fingerprint=fp)
+        body = cached.body if certified else SymmetricHull._of(F, fp)
         body._cache_key = (fp, (int(F.shape[0]), int(F.shape[1])))  # certified_of writes it to the cache
     _BODIES[fp] = body
     while len(_BODIES) > BODY_CACHE:
@@ -270,7 +270,7 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
         partial = _Partial(snapshot_path(path), key, bool(resume), float(snapshot_every))
     w = None if partial is None else partial.rounding(F)
     if w is None:
-        body = SymmetricHull(F, _fingerprint=fp)
+        body = SymmetricHull._of(F, fp)
         rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(report),
                                                                          chains=chains)
         w = PreparedWorkload(body, fp, shape, rnd)
@@ -403,7 +403,7 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
         raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (shape "
                          f"{tuple(int(s) for s in z['shape'])}, fingerprint {str(z['fingerprint'])[:12]}…), not for "
                          f"this F {F.shape} ({fp[:12]}…): prepare this F")
-    body = SymmetricHull(F, _fingerprint=fp)
+    body = SymmetricHull._of(F, fp)
     rnd = None
     if bool(z.get("has_rounding", False)):
         # prepare found no exact structure (else it would not have rounded): not searched again here
