@@ -188,7 +188,7 @@ def volume(body_or_F: SymmetricHull | ArrayLike, *, rel_error: float = 0.1, quan
                          f"{max_phases} phases for this body (0.3 is the default; keep it <= 0.5)")
     thin = 3  # billiard walks mix in a few steps (τ ≈ 2–3 at d <= 80); the SE uses the measured ESS
     warm = max(10, r)
-    length = BILLIARD_LENGTH * body_radius(frame)
+    length = BILLIARD_LENGTH * body_radius(frame, workers=workers)
     starts = rnd.points[:chains] if len(rnd.points) >= chains else np.zeros((chains, r))
     cs = [Chain(frame, x0, g) for x0, g in zip(starts, gen.spawn(chains))]
     if max_samples is None:

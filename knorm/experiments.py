@@ -296,7 +296,7 @@ def _measure_walk(rnd, walk, seconds, chains, seed, workers=None):
     threads, :func:`~knorm.walks.chains.run_chains`); speed and mixing."""
     from .walks.chains import default_params
 
-    params = default_params(walk, rnd.frame)
+    params = default_params(walk, rnd.frame, workers)
     cs = [Chain(rnd.frame, x, np.random.default_rng(seed + i)) for i, x in enumerate(rnd.points[:chains])]
     recs, steps, block, t = [], 0, 32, time.perf_counter()
     while time.perf_counter() - t < seconds:
@@ -350,7 +350,7 @@ def _single_chain_pivot_time(rnd, seconds, seed):
     billiard chain on this thread (CPU time is robust to other processes sharing the cores)."""
     from .walks.chains import default_params
 
-    params = default_params("billiard", rnd.frame)
+    params = default_params("billiard", rnd.frame, 1)
     chain = Chain(rnd.frame, rnd.points[0], np.random.default_rng(seed + 99))
     run_chains([chain], "billiard", 4, 4, params, workers=1)
     p0, f0, steps, elapsed = chain.pivots, int(chain.state.ctr[2]), 4, 0.0

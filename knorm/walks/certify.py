@@ -364,7 +364,7 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
           for i, g in zip(idx, gen.spawn(DEFAULT_CHAINS))]
     from .chains import default_params
 
-    params = default_params(cert.walk, rounding.frame)
+    params = default_params(cert.walk, rounding.frame, workers)
     advance(cs, cert.walk, cert.warmup, params, workers)
     per = MIN_POOL // DEFAULT_CHAINS
     records = run_chains(cs, cert.walk, per * cert.thin, cert.thin, params, workers)
@@ -423,7 +423,7 @@ class StationarySampler:
         self._gen = as_generator(rng)
         from .chains import default_params
 
-        self.params = default_params(self.walk, self.frame)
+        self.params = default_params(self.walk, self.frame, self.workers)
         self.chains: list[Chain] = []
         self.records = np.zeros(0, np.int64)  # records per chain so far (always even: odd ones are candidates)
         self._last = np.empty((0, self.frame.r))

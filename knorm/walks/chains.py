@@ -1,5 +1,6 @@
 """Chains of the random walks: state, randomness and parallel execution."""
 
+import contextlib
 import os
 import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -46,7 +47,7 @@ def radius_directions(r, k=RADIUS_DIRECTIONS):
     return V / np.linalg.norm(V, axis=1, keepdims=True)
 
 
-def body_radius(frame, bases=None):
+def body_radius(frame, bases=None, workers=None):
     """Median over ``RADIUS_DIRECTIONS`` fixed random unit directions v of ``1/‖v‖_K``: a
     scale-free size of K.
 
@@ -55,18 +56,29 @@ def body_radius(frame, bases=None):
     ``RADIUS_GROUPS`` fixed groups of directions, each from a copy of one crash basis, in threads) by
     :meth:`~knorm.body.hull.Frame.gauges_from_bases`: exact, and the same to the last bit from
     computed or saved bases, so walk parameters never depend on earlier queries, on the threads
-    or on where the bases came from. Cached per frame. (At rank 197 the 64 solves take 8 CPU s
+    or on where the bases came from. ``workers`` as :func:`run_chains` takes it: None (one thread
+    per CPU), an int (1: the calling thread), a thread pool (used); any other executor runs the
+    groups in the calling thread. Cached per frame. (At rank 197 the 64 solves take 8 CPU s
     per frame, and every frame the rounding walks needs them: serial, they were a sixth of a
     16-core preparation's rounding.)
     """
     if frame not in _RADII:
         V = radius_directions(frame.r)
         groups = np.array_split(np.arange(len(V)), RADIUS_GROUPS)
-        with ThreadPoolExecutor(min(RADIUS_GROUPS, default_workers())) as pool:
+        workers = check_workers(workers)
+        threads = 1 if isinstance(workers, Executor) else min(RADIUS_GROUPS, n_workers(workers))
+        if isinstance(workers, ThreadPoolExecutor):
+            pool, own = workers, contextlib.nullcontext()
+        elif threads > 1:
+            pool = own = ThreadPoolExecutor(threads)
+        else:
+            pool, own = None, contextlib.nullcontext()
+        each = map if pool is None else pool.map
+        with own:
             if bases is None:
                 start = frame.crash_basis()
-                bases = np.concatenate(list(pool.map(lambda k: frame.optimal_bases(V[k], start), groups)))
-            parts = list(pool.map(lambda k: frame.gauges_from_bases(V[k], bases[k]), groups))
+                bases = np.concatenate(list(each(lambda k: frame.optimal_bases(V[k], start), groups)))
+            parts = list(each(lambda k: frame.gauges_from_bases(V[k], bases[k]), groups))
         g = np.concatenate([p[0] for p in parts])
         states = [st for p in parts for st in p[1]]
         _RADII[frame] = (float(np.median(1.0 / g)), np.array([st.basis for st in states], dtype=np.int64))
@@ -140,10 +152,12 @@ def walk_id(walk):
     return WALKS[walk].kernel
 
 
-def default_params(walk, frame):
-    """Walk parameters from the body's size R (:func:`body_radius`) and dimension r
-    (see each walk's ``params`` in :data:`WALKS`)."""
+def default_params(walk, frame, workers=None):
+    """Walk parameters from the body's size R (:func:`body_radius`, its solves on ``workers``, as
+    :func:`run_chains` takes them) and dimension r (see each walk's ``params`` in :data:`WALKS`)."""
     walk_id(walk)
+    if walk in ("billiard", "ball"):
+        body_radius(frame, workers=workers)
     return WALKS[walk].params(frame)
 
 

@@ -175,7 +175,7 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         # (optimal at its point) carries over to the next frame unchanged
         states = [None] * chains if pts is None else [c.state for c in cs]
         cs = [Chain(frame, x0, g, st) for x0, g, st in zip(starts, gens, states)]
-        params = default_params("billiard", frame)
+        params = default_params("billiard", frame, workers)
         warm = warmup if pts is None else 0
         if warm:
             run_chains(cs, "billiard", warmup, warmup, params, workers)

@@ -363,7 +363,7 @@ class Sampler:
             return
         self.rounding = rnd = rounding_of(self.body, self.workers, rounding_progress(self.progress))
         self.frame = rnd.frame
-        self.params = (default_params(self.walk, self.frame) if self._params is None
+        self.params = (default_params(self.walk, self.frame, self.workers) if self._params is None
                        else check_params(self.walk, self._params, self.frame.r, self.frame))
         child = self._gen.spawn(self.nchains)
         self._warm_start = len(rnd.points) >= self.nchains
