@@ -221,6 +221,9 @@ class Columns:
         self.dense = self.A[3].shape[0] > 0
         self.fmax = float(np.sqrt(np.max(np.einsum("ij,ij->j", Fz, Fz))))
         self._Fz = None if self.dense else Fz  # dense: the kernels' copy is the matrix (transposed)
+        # the crash basis along the oracle's (1, …, 1): the same for every frame of the body (kept
+        # once made, handed out as copies; 7 s at census size)
+        self.centre_crash: OracleState | None = None
 
     def matrix(self):
         """The ``(r, n)`` matrix itself."""
@@ -287,9 +290,12 @@ class Frame:
         Starting at λ = 0, move along ``direction`` (frame coordinates; its oracle image,
         projected off the active normals) until a new constraint ``|f_iᵀλ| = 1`` becomes
         tight; r steps give a vertex whose tight columns (with their signs) form the basis
-        (the ``crash`` kernel; deterministic).
+        (the ``crash`` kernel; deterministic). Without a direction (the oracle's (1, …, 1), the same
+        for every frame of the body) it is made once per body and handed out as copies.
         """
         r = self.r
+        if direction is None and self.cols.centre_crash is not None:
+            return self.cols.centre_crash.copy()
         d = np.ones(r) if direction is None else self.to_oracle(direction)
         state = OracleState(np.empty(r, np.int64), np.empty((r, r)), np.empty(r), np.empty(self.n),
                             np.zeros(4, np.int64))
@@ -301,6 +307,8 @@ class Frame:
         # direction replaced it; it is just as good a (dual feasible) start
         self.check(sx.OK if status == sx.REPAIRED else status, "a starting basis")
         state.ctr[2] = 0
+        if direction is None:
+            self.cols.centre_crash = state.copy()
         return state
 
     def basis_state(self, basis):

@@ -319,3 +319,16 @@ def test_compressed_storage_gives_the_same_oracle(name, monkeypatch):
         tm, tp = K.chord(x, Y[i + 6])
         ends = np.array([x + tm * Y[i + 6], x + tp * Y[i + 6]])
         np.testing.assert_allclose(K.gauge(ends), 1.0, rtol=1e-9)
+
+
+def test_the_centre_crash_basis_is_made_once_per_body(monkeypatch):
+    """crash_basis() without a direction walks along the oracle's (1, …, 1), the same for every
+    frame of a body: made once (7 s at census size), then copies equal to it, for any frame."""
+    fr = SymmetricHull(workloads.marginals((2, 3, 4), 2)).frame
+    first = fr.crash_basis()
+    monkeypatch.setattr(sx, "crash", lambda *a: (_ for _ in ()).throw(AssertionError("crashed again")))
+    again = fr.mapped(np.diag(np.linspace(1.0, 2.0, fr.r))).crash_basis()
+    for a, b in zip(first.args(), again.args()):
+        np.testing.assert_array_equal(a, b)
+    again.basis[0] = -1  # a copy: the kept state is not touched
+    assert fr.crash_basis().basis[0] == first.basis[0]
