@@ -328,29 +328,30 @@ class Frame:
         state.ctr[2] = 0
         return state
 
-    def optimal_bases(self, X, start=None):
-        """An optimal basis at each row of X (frame coordinates), ``(k, r)`` codes: exact
-        solves from a fresh crash basis (or a copy of the state ``start``), each warm-started
-        from the previous one."""
+    def optimal_bases(self, X, start=None, oracle=False):
+        """An optimal basis at each row of X (frame coordinates, or the oracle's if ``oracle``),
+        ``(k, r)`` codes: exact solves from a fresh crash basis (or a copy of the state ``start``),
+        each warm-started from the previous one."""
         st = self.crash_basis() if start is None else start.copy()
         out = np.empty((len(X), self.r), np.int64)
         for i, x in enumerate(X):
-            self.solve(x, st)
+            self.solve(x, st, oracle)
             out[i] = st.basis
         return out
 
-    def gauges_from_bases(self, X, bases):
+    def gauges_from_bases(self, X, bases, oracle=False):
         """Gauges of the rows of X (frame coordinates), each solved from its own basis
         (:meth:`basis_state`, refactored; no pivot where it is optimal there, as a basis saved
         by :meth:`optimal_bases` is), and the optimal states: ``(gauges, states)``. The result
         is exact whatever the bases (they are warm starts) and, from the same bases, the same
-        to the last bit (one refactorisation, not a history of updates)."""
-        Z = self.to_oracle(X)
+        to the last bit (one refactorisation, not a history of updates). ``oracle``: X is in the
+        oracle's coordinates already (no BLAS product here: threads that call this make none)."""
+        Z = np.asarray(X, dtype=np.float64) if oracle else self.to_oracle(X)
         g = np.empty(len(X))
         states = []
-        for i, (x, b) in enumerate(zip(X, bases)):
+        for i, b in enumerate(bases):
             st = self.basis_state(b)
-            self.solve(x, st)
+            self.solve(Z[i], st, True)
             g[i] = float(st.lam @ Z[i])
             states.append(st)
         return g, states

@@ -301,3 +301,15 @@ def test_the_radius_is_the_same_on_any_number_of_threads(monkeypatch):
         got.append((chains.body_radius(frame), chains.radius_bases(frame)))
     assert got[0][0] == got[1][0]
     np.testing.assert_array_equal(got[0][1], got[1][1])
+
+
+def test_the_radius_is_the_median_of_exact_inverse_gauges():
+    """body_radius = median over the fixed directions v of 1/‖v‖_K, against the gauges solved
+    plainly (one warm-started chain of solves, HiGHS-checked elsewhere), on a rounded frame."""
+    from knorm.walks import chains
+    from knorm.walks.rounding import _frame_for
+
+    base = knorm.SymmetricHull(knorm.workloads.marginals((2, 3, 4), 2)).frame
+    frame = _frame_for(base, np.linalg.cholesky(base.Ft.T @ base.Ft / base.n))
+    g, _ = frame.gauges(chains.radius_directions(frame.r), state=frame.crash_basis())
+    assert chains.body_radius(frame) == pytest.approx(float(np.median(1.0 / g)), rel=1e-12)
