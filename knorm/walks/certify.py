@@ -328,12 +328,13 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
         assert amb is not None
         ambient = (np.atleast_1d(_ess(amb)), np.atleast_1d(_rhat(amb)))
 
-    def chain_gauges(i: int) -> NDArray[np.float64]:
-        return frame.gauges(np.ascontiguousarray(records[i]), states[i].copy())[0]
+    def chain_gauges(i: int) -> NDArray[np.float64]:  # in a thread: the oracle's kernels only (design §3.6)
+        return frame.gauges(Z[i], states[i].copy(), oracle=True)[0]
 
     if gauges is not None and np.shape(gauges) == (nch, k):
         g = np.asarray(gauges, dtype=np.float64)
     else:
+        Z = [frame.to_oracle(np.ascontiguousarray(records[i])) for i in range(nch)]  # mapped here, not in the threads
         w = 1 if isinstance(workers, Executor) or hasattr(workers, "run_chains") else min(n_workers(workers), nch)
         with ThreadPoolExecutor(max_workers=w) as ex:
             g = np.array(list(ex.map(chain_gauges, range(nch))))
