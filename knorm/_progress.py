@@ -175,12 +175,10 @@ class StageProgress:
     def _announce(self, done: int, total: int) -> None:
         """Once per stage: roughly how long it takes in all, when that is more than SLOW seconds."""
         spent = self.clock() - self._t0
-        if self._said or done <= 0 or spent < SETTLE or done >= total:
-            return
-        if done <= self._first:
-            return
         # the rate of what this stage did itself: a pool may open with records it already holds
         # (a kept thinning-1 pilot's), which took no time here
+        if self._said or done <= self._first or spent < SETTLE or done >= total:
+            return
         per = spent / (done - self._first)
         whole = spent + (total - done) * per
         if whole > SLOW:

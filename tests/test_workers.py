@@ -174,3 +174,19 @@ def test_under_taskset_one_cpu_the_default_is_one():
     out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True, timeout=600)
     assert out.stdout.strip() == "1"
+
+
+def test_a_run_chains_object_of_knorm_0x_runs_every_step_in_the_calling_thread(threads):
+    """The 0.x protocol (an object with ``run_chains``) gets the chains' runs; what knorm does in
+    threads of its own beside them (the walk's length scale: body_radius's grouped solves) runs in
+    the calling thread, as for any executor (it used to take the object for a thread count)."""
+    calls = []
+
+    class Legacy:
+        def run_chains(self, cs, walk, steps, thin, params):
+            calls.append(len(cs))
+            return np.stack([c.run(walk, steps, thin, params) for c in cs])
+
+    z = Sampler(F, rng=1, workers=Legacy()).sample(100)
+    assert z.shape == (100, F.shape[0]) and calls
+    assert threads["threads"] <= {threading.get_ident()} and threads["pools"] == []

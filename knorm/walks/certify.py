@@ -17,7 +17,7 @@ import datetime
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ from ..body.hull import Frame, OracleState, SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError
-from .chains import WALKS, Chain, n_workers, run_chains
+from .chains import WALKS, Chain, local_map, run_chains
 from .checkpoint import PublicSnapshot
 from .rounding import Rounding, per_step_tau
 from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo, advance,
@@ -335,9 +335,7 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
         g = np.asarray(gauges, dtype=np.float64)
     else:
         Z = [frame.to_oracle(np.ascontiguousarray(records[i])) for i in range(nch)]  # mapped here, not in the threads
-        w = 1 if isinstance(workers, Executor) or hasattr(workers, "run_chains") else min(n_workers(workers), nch)
-        with ThreadPoolExecutor(max_workers=w) as ex:
-            g = np.array(list(ex.map(chain_gauges, range(nch))))
+        g = np.array(local_map(chain_gauges, range(nch), workers))
     e_sq = float(np.min(_ess(np.sum(records**2, axis=2)[..., None])))
     e_g = float(np.min(_ess(g[..., None])))
     min_ess = min(float(np.min(ambient[0])), e_sq, e_g)

@@ -1,6 +1,5 @@
 """Chains of the random walks: state, randomness and parallel execution."""
 
-import contextlib
 import os
 import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -56,9 +55,8 @@ def body_radius(frame, bases=None, workers=None):
     ``RADIUS_GROUPS`` fixed groups of directions, each from a copy of one crash basis, in threads) by
     :meth:`~knorm.body.hull.Frame.gauges_from_bases`: exact, and the same to the last bit from
     computed or saved bases, so walk parameters never depend on earlier queries, on the threads
-    or on where the bases came from. ``workers`` as :func:`run_chains` takes it: None (one thread
-    per CPU), an int (1: the calling thread), a thread pool (used); any other executor runs the
-    groups in the calling thread. Cached per frame. (At rank 197 the 64 solves take 8 CPU s
+    or on where the bases came from. The groups run on ``workers`` as :func:`local_map` takes
+    them. Cached per frame. (At rank 197 the 64 solves take 8 CPU s
     per frame, and every frame the rounding walks needs them: serial, they were a sixth of a
     16-core preparation's rounding.)
     """
@@ -69,20 +67,10 @@ def body_radius(frame, bases=None, workers=None):
         # OpenBLAS's own threads then spin beside the chains: 9% more chain CPU at rank 197)
         Z = frame.to_oracle(V)
         groups = np.array_split(np.arange(len(V)), RADIUS_GROUPS)
-        workers = check_workers(workers)
-        threads = 1 if isinstance(workers, Executor) else min(RADIUS_GROUPS, n_workers(workers))
-        if isinstance(workers, ThreadPoolExecutor):
-            pool, own = workers, contextlib.nullcontext()
-        elif threads > 1:
-            pool = own = ThreadPoolExecutor(threads)
-        else:
-            pool, own = None, contextlib.nullcontext()
-        each = map if pool is None else pool.map
-        with own:
-            if bases is None:
-                start = frame.crash_basis()
-                bases = np.concatenate(list(each(lambda k: frame.optimal_bases(Z[k], start, True), groups)))
-            parts = list(each(lambda k: frame.gauges_from_bases(Z[k], bases[k], True), groups))
+        if bases is None:
+            start = frame.crash_basis()
+            bases = np.concatenate(local_map(lambda k: frame.optimal_bases(Z[k], start, True), groups, workers))
+        parts = local_map(lambda k: frame.gauges_from_bases(Z[k], bases[k], True), groups, workers)
         g = np.concatenate([p[0] for p in parts])
         states = [st for p in parts for st in p[1]]
         _RADII[frame] = (float(np.median(1.0 / g)), np.array([st.basis for st in states], dtype=np.int64))
@@ -382,6 +370,21 @@ def n_workers(workers=None):
     return default_workers() if workers is None else max(1, int(workers))
 
 
+def local_map(fn, items, workers=None):
+    """``[fn(x) for x in items]`` on threads of this process: at most ``workers`` of them (None: one
+    per CPU, :func:`default_workers`; an int), never more than there are items; 1, an executor or a
+    0.x ``run_chains`` object run them in the calling thread (work that is not a chain's run stays
+    here). ``fn`` should call numba kernels only: a BLAS call from a thread other than the main one
+    escapes the one-BLAS-thread limit (design §3.6)."""
+    items = list(items)
+    workers = check_workers(workers)
+    w = min(n_workers(workers), len(items)) if workers is None or is_int(workers) else 1
+    if w <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=w) as ex:
+        return list(ex.map(fn, items))
+
+
 def advance_chain(frame, state, walk, steps, thin, params):
     """Worker side of an out-of-process executor: rebuild a chain from its state
     (:meth:`Chain.state_dict` or :meth:`Chain.compact_state`), advance it, return ``(record, new
@@ -439,9 +442,4 @@ def run_chains(chains, walk, steps, thin, params, workers=None):
         for c in chains:
             c.record_gauges = None
         return workers.run_chains(chains, walk, steps, thin, params)
-    w = min(n_workers(workers), len(chains))
-    if w == 1:
-        return np.stack([c.run(walk, steps, thin, params) for c in chains])
-    with ThreadPoolExecutor(max_workers=w) as ex:
-        outs = list(ex.map(lambda c: c.run(walk, steps, thin, params), chains))
-    return np.stack(outs)
+    return np.stack(local_map(lambda c: c.run(walk, steps, thin, params), chains, workers))

@@ -38,7 +38,6 @@ from .certify import (ON_CERTIFIED, PUBLIC_NOTE, Certificate, Certified, PoolMom
                       check_states)
 from .certify import certify as certify_walk
 from .chains import RADIUS_DIRECTIONS, body_radius, check_workers, radius_bases, walk_id
-from .._fingerprint import fingerprint
 from .checkpoint import PublicSnapshot
 from .rounding import Rounding
 from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
@@ -55,8 +54,9 @@ def _version() -> str:
 
 
 def workload_fingerprint(F: ArrayLike, name: str = "F") -> str:
-    """SHA-256 of the validated F (float64: dtype, shape and bytes)."""
-    return fingerprint(np.ascontiguousarray(validate_matrix(F, name)))
+    """SHA-256 of the validated F (float64: dtype, shape and bytes): the one a body built from it
+    carries (:meth:`~knorm.body.hull.SymmetricHull._source_hash`)."""
+    return SymmetricHull._source_hash(validate_matrix(F, name))
 
 
 BODY_CACHE = 4  # bodies kept per process (by F's fingerprint) for mechanisms given neither a body nor a file

@@ -173,13 +173,8 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         starts = [np.zeros(r)] * chains if pts is None else list(pts)
         # the frames share the oracle's data and coordinates: each chain's oracle state
         # (optimal at its point) carries over to the next frame unchanged
-        if pts is None:  # every chain starts at the centre: one crash basis, copied (the same state each
-            # would build itself; at census size a crash is seconds, and the chains' set-up is serial)
-            centre = frame.crash_basis()
-            frame.solve(np.zeros(r), centre)
-            states = [centre.copy() for _ in range(chains)]
-        else:
-            states = [c.state for c in cs]
+        # at the centre each chain takes a copy of the body's one crash basis (Frame.crash_basis)
+        states = [None] * chains if pts is None else [c.state for c in cs]
         cs = [Chain(frame, x0, g, st) for x0, g, st in zip(starts, gens, states)]
         params = default_params("billiard", frame, workers)
         warm = warmup if pts is None else 0
