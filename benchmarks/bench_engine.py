@@ -13,6 +13,7 @@ of 6 attributes and d = 20 only, a few seconds each.
 """
 
 import os
+import time
 
 import numpy as np
 
@@ -160,6 +161,35 @@ class SampleUniform:
         return info.ess_per_second / min(os.cpu_count() or 1, info.chains)
 
     track_ess_per_second_per_core.unit = "ESS/s/core"
+
+
+class PivotAtLargeN:
+    """CPU µs per pivot of one billiard chain on this thread at n ≫ r (issue 36: a pivot streams
+    the n-length α, ratio test and g update): 2-way marginals over (2,3,4,5,6) (n = 720, rank 101)
+    and (2,3,4,5,6,7) (n = 5040, rank 197), rows shuffled, in the first rounded frame
+    ``chol(FFᵀ/n)`` (no rounding: the pivot's cost, not the walk's mixing). ``KNORM_ASV_SMALL=1``:
+    (2,3,4,5) (n = 120, rank 46)."""
+
+    params = [["2x3x4x5"] if SMALL else ["2x3x4x5x6", "2x3x4x5x6x7"]]
+    param_names = ["domain"]
+    timeout = 600
+    steps = 2 if SMALL else 8
+
+    def setup(self, domain):
+        F = knorm.workloads.marginals(tuple(int(k) for k in domain.split("x")), 2)
+        base = knorm.SymmetricHull(F[np.random.default_rng(1).permutation(F.shape[0])]).frame
+        self.frame = base.mapped(np.linalg.cholesky(base.Ft.T @ base.Ft / base.n + 1e-12 * np.eye(base.r)))
+        rng = np.random.default_rng(1)
+        self.params_ = default_params("billiard", self.frame, 1)
+        self.chain = Chain(self.frame, _start_points(self.frame, 1, rng)[0], rng)
+        run_chains([self.chain], "billiard", 4, 4, self.params_, workers=1)  # off the start point
+
+    def track_us_per_pivot(self, domain):
+        p0, c = self.chain.pivots, time.thread_time()
+        run_chains([self.chain], "billiard", self.steps, self.steps, self.params_, workers=1)  # this thread
+        return 1e6 * (time.thread_time() - c) / max(self.chain.pivots - p0, 1)
+
+    track_us_per_pivot.unit = "µs"
 
 
 # -- the engine issue's workloads (issue 9), measured from a cold body ------------------------------------------------

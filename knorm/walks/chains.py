@@ -68,13 +68,23 @@ def body_radius(frame, bases=None, workers=None):
         Z = frame.to_oracle(V)
         groups = np.array_split(np.arange(len(V)), RADIUS_GROUPS)
         if bases is None:
-            start = frame.crash_basis()
-            bases = np.concatenate(local_map(lambda k: frame.optimal_bases(Z[k], start, True), groups, workers))
+            bases = grouped_bases(frame, Z, workers)
         parts = local_map(lambda k: frame.gauges_from_bases(Z[k], bases[k], True), groups, workers)
         g = np.concatenate([p[0] for p in parts])
         states = [st for p in parts for st in p[1]]
         _RADII[frame] = (float(np.median(1.0 / g)), np.array([st.basis for st in states], dtype=np.int64))
     return _RADII[frame][0]
+
+
+def grouped_bases(frame, Z, workers=None):
+    """Optimal bases at the rows of Z (the oracle's coordinates, mapped by the caller), ``(k, r)``
+    codes: in ``RADIUS_GROUPS`` fixed groups of rows, each solved from a copy of the body's one
+    crash basis and warm-started along the group (:meth:`~knorm.body.hull.Frame.optimal_bases`),
+    the groups on ``workers`` as :func:`local_map` takes them: the same bases on any number of
+    threads."""
+    groups = np.array_split(np.arange(len(Z)), max(1, min(RADIUS_GROUPS, len(Z))))
+    start = frame.crash_basis()
+    return np.concatenate(local_map(lambda k: frame.optimal_bases(Z[k], start, True), groups, workers))
 
 
 def radius_bases(frame):

@@ -37,7 +37,7 @@ from . import cache
 from .certify import (ON_CERTIFIED, PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified,
                       check_states)
 from .certify import certify as certify_walk
-from .chains import RADIUS_DIRECTIONS, body_radius, check_workers, radius_bases, walk_id
+from .chains import RADIUS_DIRECTIONS, body_radius, check_workers, grouped_bases, radius_bases, walk_id
 from .checkpoint import PublicSnapshot
 from .rounding import Rounding
 from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
@@ -148,7 +148,7 @@ class PreparedWorkload:
         if self.rounding is not None:
             rnd = self.rounding
             if self.point_bases is None:  # warm starts that make the check of the end points cheap on load
-                self.point_bases = rnd.frame.optimal_bases(rnd.points)
+                self.point_bases = grouped_bases(rnd.frame, rnd.frame.to_oracle(rnd.points))
             if self.radius_bases is None:  # and the walk's length scale (body_radius)
                 self.radius_bases = radius_bases(rnd.frame)
             arrays.update(T=rnd.T, points=rnd.points, point_bases=self.point_bases, radius_bases=self.radius_bases,
@@ -274,6 +274,8 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
         rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(report),
                                                                          chains=chains)
         w = PreparedWorkload(body, fp, shape, rnd)
+        if rnd is not None:  # the saved warm starts at the rounding's end points, on the given workers
+            w.point_bases = grouped_bases(rnd.frame, rnd.frame.to_oracle(rnd.points), workers)
         if partial is not None and rnd is not None:
             partial.save_rounding(w)
     if w.rounding is not None and certify:

@@ -278,3 +278,18 @@ def test_a_new_matrix_is_hashed_once(monkeypatch, tmp_path):
     assert len(calls) == 1 and w.body._source == w.fingerprint
     calls.clear()
     assert load_prepared(tmp_path / "w.knorm", F).body._source == w.fingerprint and len(calls) == 1
+
+
+def test_the_saved_point_bases_are_optimal_and_the_same_on_any_number_of_threads():
+    """The rounding's end points' bases (warm starts for the check on load) are solved in fixed
+    groups on threads: optimal at their points (a solve from one makes no pivot), and the same
+    codes with one thread or two."""
+    a = prepare(F, certify=False, workers=1)
+    b = prepare(F, certify=False, workers=2)
+    assert np.array_equal(a.point_bases, b.point_bases)
+    frame = a.rounding.frame
+    assert a.point_bases.shape == (len(a.rounding.points), frame.r)
+    for x, basis in zip(frame.to_oracle(a.rounding.points), a.point_bases):
+        st = frame.basis_state(basis)
+        frame.solve(x, st, True)
+        assert st.ctr[1] == 0 and np.array_equal(np.sort(st.basis), np.sort(basis))
