@@ -136,7 +136,10 @@ class StageProgress:
             self._last = done
             return
         if new:
-            self._start(stage, total)
+            # the same stage with a larger total from where it was: a public pool extended past its
+            # target (a certification's: its sampler says so; a pool of noise never does)
+            more = stage == self.stage and total > self._total and done >= self._last > 0
+            self._start(stage, total, done if more else None)
             self._first = done
         self._last = done
         if self.plain:
@@ -145,7 +148,8 @@ class StageProgress:
                 self._done = True
             elif (now := self.clock()) - self._line_at >= PLAIN_EVERY:
                 label, unit = self._label()
-                self._line(f"{label}: {done:g} of {total} {unit}s in {now - self._t0:.0f} s")
+                count = f"{done:g}" if float(done).is_integer() else f"{done:.2f}"  # a rounding's share of one
+                self._line(f"{label}: {count} of {total} {unit}s in {now - self._t0:.0f} s")
             return
         self.bar.update(done - self.bar.n)
         self._announce(done, total)
@@ -153,21 +157,24 @@ class StageProgress:
             self.close()
             self._done = True
 
-    def _start(self, stage: str, total: int) -> None:
+    def _start(self, stage: str, total: int, more: int | None = None) -> None:
+        """Open a stage's bar (or its first line); ``more``: the stage goes on past its total, from
+        ``more`` done (a pool extended: the same stage and run, a new total)."""
         from tqdm import tqdm
 
         self.close()
-        if stage == "pool":
+        if stage == "pool" and more is None:
             self.runs += 1
         self.stage, self._total, self._t0, self._said, self._done = stage, total, self.clock(), False, False
         label, unit = self._label()
         if self.plain:
             self._open = True
-            self._line(f"{label}: {'at most ' if stage == 'rounding' else ''}{total} {unit}s")
+            self._line(f"{label}: {'at most ' if stage == 'rounding' else ''}{total} {unit}s" if more is None else
+                       f"{label}: more {unit}s, {total} in all ({more:g} so far)")
             return
         with self._lock:
-            self.bar = tqdm(total=total, desc=f"{self.desc}: {label}", unit=unit, file=self.file or sys.stderr,
-                            leave=False, dynamic_ncols=True)
+            self.bar = tqdm(total=total, initial=more or 0, desc=f"{self.desc}: {label}" + (" (more)" if more else ""),
+                            unit=unit, file=self.file or sys.stderr, leave=False, dynamic_ncols=True)
             if self._ticker is None:
                 self._ticker = threading.Thread(target=self._tick, name="knorm-progress", daemon=True)
                 self._ticker.start()

@@ -146,13 +146,38 @@ def test_plain_lines_say_a_long_stage_s_count_at_most_every_minute():
     out, clock = io.StringIO(), Clock()
     p = StageProgress(True, "prepare", file=out, clock=clock, plain=True)
     p.rounding(0, 8)  # the stage opens: one line
-    for t, it in ((30.0, 1), (61.0, 2), (62.0, 3), (130.0, 4)):
+    for t, it in ((30.0, 1), (61.0, 2), (62.0, 3), (130.0, 4), (200.0, 4.194175)):  # the last: a share, 2 decimals
         clock.t = t
         p.rounding(it, 8)
-    clock.t = 140.0
+    clock.t = 210.0
     p.rounding(8, 8)
     lines = out.getvalue().splitlines()
     assert lines == ["prepare: rounding K: at most 8 iterations",
                      "prepare: rounding K: 2 of 8 iterations in 61 s",
                      "prepare: rounding K: 4 of 8 iterations in 130 s",
-                     "prepare: rounding K: done in 140.0 s"]
+                     "prepare: rounding K: 4.19 of 8 iterations in 200 s",
+                     "prepare: rounding K: done in 210.0 s"]
+
+
+def test_a_public_pool_extended_past_its_target_says_so():
+    """A certification's pool that R-hat extends (its sampler reports the new target first) goes on
+    as the same stage: a line with the new total in plain mode, a bar that starts at the count so far."""
+    out, clock = io.StringIO(), Clock()
+    p = StageProgress(True, "prepare", file=out, clock=clock, plain=True)
+    p.certify(0, 2000)
+    clock.t = 100.0
+    p.certify(2000, 2000)
+    p.certify(2000, 2496)
+    clock.t = 130.0
+    p.certify(2496, 2496)
+    assert out.getvalue().splitlines() == [
+        "prepare: certifying the walk (once per workload): 2000 records",
+        "prepare: certifying the walk (once per workload): done, 2000 of 2000 records in 100.0 s",
+        "prepare: certifying the walk (once per workload): more records, 2496 in all (2000 so far)",
+        "prepare: certifying the walk (once per workload): done, 2496 of 2496 records in 30.0 s"]
+    bars = io.StringIO()
+    p = StageProgress(True, "prepare", file=bars)
+    p(2000, 2000)
+    p(2000, 2496)
+    assert p.bar.n == 2000 and p.bar.total == 2496 and p.runs == 1
+    p.close()

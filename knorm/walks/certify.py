@@ -277,7 +277,11 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
 
 class _Certifying:
     """A sampler's ``progress`` whose pool reports go to ``progress.certify`` (a stage of its own,
-    where the progress has one: the certification's records are never draws of a release)."""
+    where the progress has one: the certification's records are never draws of a release). Its
+    records are public, so the sampler shows the pool growing past its target when R-hat or
+    repeats extend it (``public_records``): minutes at census size that a pool of noise keeps silent."""
+
+    public_records = True
 
     def __init__(self, progress: Any) -> None:
         self._progress = progress

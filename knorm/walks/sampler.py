@@ -513,6 +513,9 @@ class Sampler:
             save()  # after the warm-up (and pilot): at census size minutes that a resume need not redo
         short_runs = 0
         chunk = pool_chunk(per_chain)
+        # the records the progress counts to: the pool, or (a public pool only: a certification's,
+        # whose records are never noise) as far as an extension past it goes
+        target, shows = pool, bool(getattr(self.progress, "public_records", False))
         while True:
             while need > 0:
                 k = min(need, chunk)
@@ -523,7 +526,7 @@ class Sampler:
                 gk = record_gauges(cs, rec.shape[1])
                 gauges = None if gauges is None or gk is None else np.concatenate([gauges, gk], axis=1)
                 if self.progress is not None:
-                    self.progress(min(nchains * draws.shape[1], pool), pool)
+                    self.progress(min(nchains * draws.shape[1], target), target)
                 save()
             amb = self.body.to_ambient(self.rounding.to_span(draws))
             e = np.atleast_1d(_ess(amb))
@@ -551,6 +554,10 @@ class Sampler:
                 # R-hat only: extend in quarter steps (R-hat is re-checked after each one,
                 # a mild form of optional stopping; poorly mixed chains keep failing it)
                 need = _even(max(2, per_chain // 4))
+            target = pool
+            if shows and need and nchains * draws.shape[1] >= pool:  # an extension: shown before it runs
+                target = nchains * (draws.shape[1] + need)
+                self.progress(nchains * draws.shape[1], target)
         if self.checkpoint is not None:  # finished: its snapshot is deleted, never loaded again
             self.checkpoint.finish(fp)
         keep, dropped = self._select(draws, commit=True)

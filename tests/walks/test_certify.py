@@ -313,3 +313,39 @@ def test_the_radius_is_the_median_of_exact_inverse_gauges():
     frame = _frame_for(base, np.linalg.cholesky(base.Ft.T @ base.Ft / base.n))
     g, _ = frame.gauges(chains.radius_directions(frame.r), state=frame.crash_basis())
     assert chains.body_radius(frame) == pytest.approx(float(np.median(1.0 / g)), rel=1e-12)
+
+
+def _rhat_failing_once(monkeypatch):
+    """knorm.walks.sampler's R-hat, made to fail its first check (so the pool is extended once)."""
+    from knorm.walks import sampler as S
+
+    real, calls = S._rhat, []
+
+    def rhat(x):
+        calls.append(1)
+        out = np.atleast_1d(real(x))
+        return out + 1.0 if len(calls) == 1 else out
+
+    monkeypatch.setattr(S, "_rhat", rhat)
+    return calls
+
+
+def test_a_certification_pool_extended_past_its_target_shows_the_new_target(monkeypatch):
+    """A certification's records are public: when R-hat extends its pool, the progress gets the
+    new target before the extension runs (at census size minutes that were silent); a pool of
+    noise (a plain sampler run) never shows one past its target."""
+    K = knorm.SymmetricHull(W.random_pm1(6, 20, rng=14))
+    calls = _rhat_failing_once(monkeypatch)
+    seen = []
+    certify(K, progress=lambda done, total: seen.append((done, total)))
+    assert len(calls) >= 2
+    totals = [t for _, t in seen]
+    assert totals[0] == MIN_POOL and max(totals) > MIN_POOL
+    first = totals.index(max(totals))
+    assert seen[first][0] == MIN_POOL  # said when the pool stood at its target, before any more records
+    assert seen[-1][0] == seen[-1][1] == max(totals)  # and counted up to it
+
+    calls = _rhat_failing_once(monkeypatch)
+    seen.clear()
+    knorm.Sampler(K, rng=3, min_draws=MIN_POOL, progress=lambda done, total: seen.append((done, total))).run(1000)
+    assert len(calls) >= 2 and {t for _, t in seen} == {MIN_POOL}
