@@ -31,7 +31,7 @@ from ..body.hull import Frame, OracleState, SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError
-from .chains import WALKS, Chain, local_map, run_chains
+from .chains import WALKS, Chain, grouped_gauges, local_map, run_chains
 from .checkpoint import PublicSnapshot
 from .rounding import Rounding, per_step_tau
 from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo, advance,
@@ -216,16 +216,17 @@ class Certified:
     moments: PoolMoments | None = None
     _oracle: list[OracleState] | None = field(default=None, repr=False, compare=False)
 
-    def gauges(self, frame: Frame) -> NDArray[np.float64]:
+    def gauges(self, frame: Frame, workers: int | Executor | None = None) -> NDArray[np.float64]:
         """``‖z‖_K`` of each state by the exact oracle, from its saved basis
-        (:meth:`~knorm.body.hull.Frame.gauges_from_bases`); keeps the optimal states."""
-        g, self._oracle = frame.gauges_from_bases(self.states, self.bases)
+        (:meth:`~knorm.body.hull.Frame.gauges_from_bases`, in groups on threads:
+        :func:`~knorm.walks.chains.grouped_gauges`); keeps the optimal states."""
+        g, self._oracle = grouped_gauges(frame, frame.to_oracle(self.states), self.bases, workers)
         return g
 
-    def oracle_states(self, frame: Frame) -> list[OracleState]:
+    def oracle_states(self, frame: Frame, workers: int | Executor | None = None) -> list[OracleState]:
         """Each state's oracle state, optimal at it (built once, by :meth:`gauges`)."""
         if self._oracle is None:
-            self.gauges(frame)
+            self.gauges(frame, workers)
         assert self._oracle is not None
         return self._oracle
 
@@ -362,7 +363,7 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     cert = certified.certificate
     gen = as_generator(rng)
     idx = gen.integers(len(certified.states), size=DEFAULT_CHAINS)
-    starts = certified.oracle_states(rounding.frame)
+    starts = certified.oracle_states(rounding.frame, workers)
     cs = [Chain(rounding.frame, certified.states[i], g, state=starts[i].copy())
           for i, g in zip(idx, gen.spawn(DEFAULT_CHAINS))]
     from .chains import default_params
@@ -449,7 +450,7 @@ class StationarySampler:
         new = []
         for _ in range(c - len(self.chains)):
             i = int(self._gen.integers(len(self.certified.states)))
-            start = self.certified.oracle_states(self.frame)[i].copy()
+            start = self.certified.oracle_states(self.frame, self.workers)[i].copy()
             new.append(Chain(self.frame, self.certified.states[i], self._gen.spawn(1)[0], state=start))
         self._pivots_new = [ch.pivots for ch in new]  # their counters before the warm-up
         if new:

@@ -66,12 +66,9 @@ def body_radius(frame, bases=None, workers=None):
         # thread other than the main one escapes the one-BLAS-thread limit, design §3.6, and
         # OpenBLAS's own threads then spin beside the chains: 9% more chain CPU at rank 197)
         Z = frame.to_oracle(V)
-        groups = np.array_split(np.arange(len(V)), RADIUS_GROUPS)
         if bases is None:
             bases = grouped_bases(frame, Z, workers)
-        parts = local_map(lambda k: frame.gauges_from_bases(Z[k], bases[k], True), groups, workers)
-        g = np.concatenate([p[0] for p in parts])
-        states = [st for p in parts for st in p[1]]
+        g, states = grouped_gauges(frame, Z, bases, workers)
         _RADII[frame] = (float(np.median(1.0 / g)), np.array([st.basis for st in states], dtype=np.int64))
     return _RADII[frame][0]
 
@@ -85,6 +82,16 @@ def grouped_bases(frame, Z, workers=None):
     groups = np.array_split(np.arange(len(Z)), max(1, min(RADIUS_GROUPS, len(Z))))
     start = frame.crash_basis()
     return np.concatenate(local_map(lambda k: frame.optimal_bases(Z[k], start, True), groups, workers))
+
+
+def grouped_gauges(frame, Z, bases, workers=None):
+    """:meth:`~knorm.body.hull.Frame.gauges_from_bases` at the rows of Z (the oracle's coordinates,
+    mapped by the caller), each from its own basis, in ``RADIUS_GROUPS`` groups on ``workers``
+    threads (:func:`local_map`): ``(gauges, states)``, the same bits on any number of them (no
+    solve depends on another)."""
+    groups = np.array_split(np.arange(len(Z)), max(1, min(RADIUS_GROUPS, len(Z))))
+    parts = local_map(lambda k: frame.gauges_from_bases(Z[k], bases[k], True), groups, workers)
+    return np.concatenate([p[0] for p in parts]), [st for p in parts for st in p[1]]
 
 
 def radius_bases(frame):

@@ -37,7 +37,8 @@ from . import cache
 from .certify import (ON_CERTIFIED, PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified,
                       check_states)
 from .certify import certify as certify_walk
-from .chains import RADIUS_DIRECTIONS, body_radius, check_workers, grouped_bases, radius_bases, walk_id
+from .chains import (RADIUS_DIRECTIONS, body_radius, check_workers, grouped_bases, grouped_gauges, radius_bases,
+                     walk_id)
 from .checkpoint import PublicSnapshot
 from .rounding import Rounding
 from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
@@ -371,7 +372,7 @@ def _rounding(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> Ro
         b = z.get("point_bases")
         try:
             g = (frame.gauges(pts, frame.crash_basis())[0] if b is None or b.shape != pts.shape else
-                 frame.gauges_from_bases(pts, b)[0])
+                 grouped_gauges(frame, frame.to_oracle(pts), b)[0])
         except ValueError:
             raise damaged from None
         if not np.all(g <= 1.0 + 1e-9):
