@@ -555,8 +555,8 @@ class Sampler:
                 # a mild form of optional stopping; poorly mixed chains keep failing it)
                 need = _even(max(2, per_chain // 4))
             target = pool
-            if shows and need and nchains * draws.shape[1] >= pool:  # an extension: shown before it runs
-                target = nchains * (draws.shape[1] + need)
+            if shows and self.progress is not None and need and nchains * draws.shape[1] >= pool:
+                target = nchains * (draws.shape[1] + need)  # an extension: shown before it runs
                 self.progress(nchains * draws.shape[1], target)
         if self.checkpoint is not None:  # finished: its snapshot is deleted, never loaded again
             self.checkpoint.finish(fp)
