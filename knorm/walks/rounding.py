@@ -146,9 +146,9 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     halves and runs ``max_iter`` iterations).
 
     ``progress``: None, or a callable ``progress(done, max_iter)``: ``done`` is 0 as the
-    rounding starts, counts iterations in quarters (``PROGRESS_PIECES`` reports per
-    iteration, the steps run in as many pieces, which never changes the result), and is
-    ``max_iter`` once the rounding stops.
+    rounding starts, counts iterations in shares of their steps (``PROGRESS_PIECES`` reports
+    per iteration's records, and as many for the first one's warm-up: the steps run in as many
+    pieces, which never changes the result), and is ``max_iter`` once the rounding stops.
     """
     r = base.r
     if samples_per_dim is None:
@@ -178,14 +178,18 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         cs = [Chain(frame, x0, g, st) for x0, g, st in zip(starts, gens, states)]
         params = default_params("billiard", frame, workers)
         warm = warmup if pts is None else 0
-        if warm:
+        if warm and progress is None:
             run_chains(cs, "billiard", warmup, warmup, params, workers)
         if progress is None:
             rec = run_chains(cs, "billiard", steps, 1, params, workers)
         else:  # in pieces, to report within the iteration (records never depend on how steps are split),
-            # as the share of the iteration's steps done, its warm-up included (what its time is)
-            if warm:
-                progress(it - 1 + warm / (warm + steps), max_iter)
+            # as the share of the iteration's steps done, its warm-up included (what its time is; at
+            # census size the warm-up alone is minutes, reported in pieces too)
+            w_cuts = np.linspace(0, warm, PROGRESS_PIECES + 1).astype(int) if warm else np.zeros(1, int)
+            for i, k in enumerate(np.diff(w_cuts)):
+                if k:
+                    run_chains(cs, "billiard", int(k), int(k), params, workers)
+                    progress(it - 1 + w_cuts[i + 1] / (warm + steps), max_iter)
             cuts = np.linspace(0, steps, PROGRESS_PIECES + 1).astype(int)
             parts = []
             for i, k in enumerate(np.diff(cuts)):

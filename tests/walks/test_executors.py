@@ -168,10 +168,12 @@ def test_rounding_reports_its_iterations_and_is_unchanged_by_reporting():
     want = []
     for it, steps in enumerate(rnd.records):
         w = warm if it == 0 else 0
+        w_cuts = np.linspace(0, w, PROGRESS_PIECES + 1).astype(int)[1:] if w else []
         cuts = np.linspace(0, steps, PROGRESS_PIECES + 1).astype(int)
-        want += [(it + (w + c) / (w + steps), 8) for c in ([0] if w else []) + list(cuts[1:])]
+        want += [(it + c / (w + steps), 8) for c in w_cuts] + [(it + (w + c) / (w + steps), 8) for c in cuts[1:]]
     # the stage opens as the rounding starts (a census-size first warm-up takes minutes), then the
-    # share of each iteration's steps done (the first's warm-up, then quarters of its records), then done
+    # share of each iteration's steps done (quarters of the first's warm-up, then quarters of its
+    # records), then done
     assert seen[0] == (0, 8) and seen[1:-1] == want and seen[-1] == (8, 8)
 
 
