@@ -516,6 +516,8 @@ class Sampler:
         # the records the progress counts to: the pool, or (a public pool only: a certification's,
         # whose records are never noise) as far as an extension past it goes
         target, shows = pool, bool(getattr(self.progress, "public_records", False))
+        if self.progress is not None and need > 0:  # the stage opens now, not after its first chunk (minutes
+            self.progress(min(nchains * draws.shape[1], target), target)  # at census size)
         while True:
             while need > 0:
                 k = min(need, chunk)

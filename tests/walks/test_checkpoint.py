@@ -21,12 +21,13 @@ class Stop(Exception):
 
 
 def stop_at(k):
-    """A progress callback that raises at its k-th call (after k − 1 chunks were saved)."""
+    """A progress callback that raises at its k-th call after the one that opens the pool (after
+    k − 1 chunks were saved)."""
     calls = []
 
     def progress(done, target):
         calls.append(done)
-        if len(calls) == k:
+        if len(calls) == k + 1:
             raise Stop
 
     return progress
@@ -205,10 +206,10 @@ def test_a_resumed_mechanism_never_gives_released_noise_to_other_data(F, tmp_pat
     x1, x2 = np.arange(20.0), np.arange(20.0) + np.eye(20)[3]
     armed = []
 
-    def progress(done, target):
+    def progress(done, target):  # armed: stop at the second chunk (after the pool opens and one chunk is saved)
         if armed:
             armed.append(done)
-            if len(armed) == 3:
+            if len(armed) == 4:
                 raise Stop
 
     def mech(ck):

@@ -402,7 +402,7 @@ def test_checkpoint_resumes_a_continued_run(F, tmp_path):
     def stop(done, target):
         if target == 4000:
             calls.append(done)
-            if len(calls) == 2:  # the second run, after its first chunk was saved
+            if len(calls) == 3:  # the second run (opened, then its first chunk saved), at its second chunk
                 raise Stop
 
     s1 = Sampler(F, rng=12, checkpoint=Checkpoint(tmp_path, every=0), progress=stop)
