@@ -73,13 +73,18 @@ def body_radius(frame, bases=None, workers=None):
     return _RADII[frame][0]
 
 
+def _groups(k):
+    """Rows ``0 … k−1`` in ``RADIUS_GROUPS`` fixed groups (fewer if k is smaller): a function of k only."""
+    return np.array_split(np.arange(k), max(1, min(RADIUS_GROUPS, k)))
+
+
 def grouped_bases(frame, Z, workers=None):
     """Optimal bases at the rows of Z (the oracle's coordinates, mapped by the caller), ``(k, r)``
     codes: in ``RADIUS_GROUPS`` fixed groups of rows, each solved from a copy of the body's one
     crash basis and warm-started along the group (:meth:`~knorm.body.hull.Frame.optimal_bases`),
     the groups on ``workers`` as :func:`local_map` takes them: the same bases on any number of
     threads."""
-    groups = np.array_split(np.arange(len(Z)), max(1, min(RADIUS_GROUPS, len(Z))))
+    groups = _groups(len(Z))
     start = frame.crash_basis()
     return np.concatenate(local_map(lambda k: frame.optimal_bases(Z[k], start, True), groups, workers))
 
@@ -89,7 +94,7 @@ def grouped_gauges(frame, Z, bases, workers=None):
     mapped by the caller), each from its own basis, in ``RADIUS_GROUPS`` groups on ``workers``
     threads (:func:`local_map`): ``(gauges, states)``, the same bits on any number of them (no
     solve depends on another)."""
-    groups = np.array_split(np.arange(len(Z)), max(1, min(RADIUS_GROUPS, len(Z))))
+    groups = _groups(len(Z))
     parts = local_map(lambda k: frame.gauges_from_bases(Z[k], bases[k], True), groups, workers)
     return np.concatenate([p[0] for p in parts]), [st for p in parts for st in p[1]]
 

@@ -132,6 +132,13 @@ class PreparedWorkload:
                              f"{self.fingerprint[:12]}… differs from F's): prepare this F")
         return self.body
 
+    def solve_point_bases(self, workers: int | Executor | None = None) -> None:
+        """The oracle bases at the rounding's end points (:func:`~knorm.walks.chains.grouped_bases`),
+        saved as the warm starts that make the check of the end points cheap on load; once."""
+        if self.rounding is not None and self.point_bases is None:
+            rnd = self.rounding
+            self.point_bases = grouped_bases(rnd.frame, rnd.frame.to_oracle(rnd.points), workers)
+
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the file (numpy ``.npz``, no pickles), atomically; returns its path.
 
@@ -148,8 +155,7 @@ class PreparedWorkload:
                                   "has_rounding": np.array(self.rounding is not None)}
         if self.rounding is not None:
             rnd = self.rounding
-            if self.point_bases is None:  # warm starts that make the check of the end points cheap on load
-                self.point_bases = grouped_bases(rnd.frame, rnd.frame.to_oracle(rnd.points))
+            self.solve_point_bases()
             if self.radius_bases is None:  # and the walk's length scale (body_radius)
                 self.radius_bases = radius_bases(rnd.frame)
             arrays.update(T=rnd.T, points=rnd.points, point_bases=self.point_bases, radius_bases=self.radius_bases,
@@ -275,8 +281,7 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
         rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(report),
                                                                          chains=chains)
         w = PreparedWorkload(body, fp, shape, rnd)
-        if rnd is not None:  # the saved warm starts at the rounding's end points, on the given workers
-            w.point_bases = grouped_bases(rnd.frame, rnd.frame.to_oracle(rnd.points), workers)
+        w.solve_point_bases(workers)  # on the given workers (save would use one thread per CPU)
         if partial is not None and rnd is not None:
             partial.save_rounding(w)
     if w.rounding is not None and certify:
