@@ -83,7 +83,7 @@ class GaussianKDEMechanism(Accounted):
         return self.norm * self.kernel(t, self.data).mean(axis=1)
 
     def _grid_k_of(self):
-        return grid_exponent(self.c)  # the values of a released density lie on 2^k <= c·2^-10 (design §10.1)
+        return grid_exponent(self.c, self.epsilon)  # the values of a released density lie on 2^k <= c·2^-10 (design §10.1)
 
     def release(self):
         """A :class:`PrivateDensity`: the private function f_d + c·G (one GP draw; one answer)."""

@@ -16,6 +16,11 @@ farther from ``Fx``: ``‖P(a) − Fx‖ <= ‖a − Fx‖`` for every draw of t
 
 Answers are one vector (d,) or a batch (m, d); the result has the same shape (an empty
 batch (0, d) gives an empty result).
+
+Released answers lie on the public grid (docs/design.md §10.1), a hair off F's range. For a
+workload of small integer entries (times one power of two: marginals, ranges, counts),
+:func:`least_squares` and :func:`nonnegative` return answers that are exactly ``F x̂`` in float64
+(:func:`exact_grid`): tables agree to the last bit. For other F they agree within float rounding.
 """
 
 from __future__ import annotations
@@ -116,10 +121,53 @@ def _scaled(F: NDArray[np.float64], a: NDArray[np.float64]
     return np.ldexp(F, -e_f), np.ldexp(a, -e_a), e_f, e_a
 
 
+EXACT_BITS = 20  # F exactly consistent when its entries are integers below 2^20 times one power of two
+
+
+def exact_grid(Fs: NDArray[np.float64], xs: NDArray[np.float64]) -> int | None:
+    """The exponent j such that ``xs`` rounded to multiples of ``2^j`` has an exact product with ``Fs``
+    (every product and partial sum of ``Fs @ x`` a float64), or None where Fs's entries are not
+    integers ``m`` times one power of two ``2^u`` with ``|m| < 2^20`` (0/1 marginals, ranges, counts,
+    ±1, small integers and halves qualify; 0.1 does not).
+
+    With ``x`` on ``2^j``, each ``F_ij x_j`` is a multiple of ``2^(u+j)`` and every partial sum of
+    them, within an answer or across answers (a table's total, a margin), is at most
+    ``S = Σ_i Σ_j |F_ij|·|x_j|`` plus the rounding's growth in size; ``j`` is chosen so that
+    ``S < 2^(u+j+52)`` (and d·n < 2^32 entries, so the growth stays below 2^(u+j+51)): every such sum
+    is exact, in any order (BLAS, FMA, numpy's pairwise sums). The rounding moves x by at most
+    ``2^(j−1) ≈ 2⁻⁵² S/2^u``, far below the release grid's step."""
+    nz = np.abs(Fs[Fs != 0])
+    if not nz.size or not xs.size:
+        return None
+    mant, e = np.frexp(nz)  # nz = mant·2^e, mant·2^53 an integer: its lowest set bit is 2^(e−53+tz)
+    M = np.ldexp(mant, 53).astype(np.int64)
+    u = int(np.min(e - 53 + np.log2(M & -M).astype(np.int64)))  # every entry an integer multiple of 2^u
+    if float(np.max(nz)) >= np.ldexp(1.0, u + EXACT_BITS) or Fs.size >= 2 ** (52 - EXACT_BITS):
+        return None
+    with np.errstate(over="ignore"):
+        S = float(np.sum(np.abs(xs) @ np.abs(Fs).T, axis=-1).max())
+    if not np.isfinite(S) or S == 0.0:
+        return None
+    # S < 2^(u+j+52), and the rounding adds at most d·n·|m|·2^(u+j−1) < 2^(u+j+51) (d·n·|m| < 2^52)
+    return int(np.frexp(S)[1]) - u - 52
+
+
+def _exact(xs: NDArray[np.float64], Fs: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``xs`` on the grid of :func:`exact_grid` (unchanged where F has none): ``xs @ Fs.T`` is then
+    the exact product, so the answers are exactly those of the returned x̂ (exactly consistent)."""
+    j = exact_grid(Fs, xs)
+    if j is None:
+        return xs
+    with np.errstate(over="ignore", under="ignore"):
+        return np.ldexp(np.rint(np.ldexp(xs, -j)), j) + 0.0
+
+
 def _unscaled(xs: NDArray[np.float64], Fs: NDArray[np.float64], e_f: int, e_a: int, need_x: bool
               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(F x̂, x̂)`` from the solution ``xs`` of the scaled problem (x̂ = xs·2^(e_a − e_f));
-    a result past float64 is refused."""
+    """``(F x̂, x̂)`` from the solution ``xs`` of the scaled problem (x̂ = xs·2^(e_a − e_f)), with
+    ``xs`` first put on :func:`exact_grid`'s grid: for integer-like F the answers are then exactly
+    ``F x̂`` (exactly consistent tables); a result past float64 is refused."""
+    xs = _exact(xs, Fs)
     with np.errstate(over="ignore"):
         out = np.ldexp(xs @ Fs.T, e_a)
         x = np.ldexp(xs, e_a - e_f)

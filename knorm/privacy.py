@@ -382,7 +382,8 @@ class PrivacyClaim:
             if self.details.get("stationary_start"):  # what a release from a certified body rests on
                 s += f", {self.details['stationary_start']}"
         if "grid_exponent" in self.details:  # every released number a multiple of 2^k (design §10.1)
-            s += f"; answers on the grid 2^{self.details['grid_exponent']}"
+            k = int(self.details["grid_exponent"])
+            s += f"; answers on the grid 2^{k}" + (f" up to ±2^{k + 53}, float64's spacing beyond" if k + 53 < 1024 else "")
         s += f"; neighbours {self.neighbours})"
         if self.composition:
             s += f"; {self.composition}"

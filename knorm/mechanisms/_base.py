@@ -15,7 +15,7 @@ from .._rng import as_generator, noise_source
 from .._validate import check_flag, check_memory, is_real, positive_int, short_repr
 from ..privacy import BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
-from ._grid import GRID_BITS, MIN_EXP, grid_details, row_extent, snap_sum
+from ._grid import grid_details, grid_exponent_of, row_extent, snap_sum
 
 MAX_N_SAMPLES = 10**7  # Monte-Carlo draws one error estimate may ask for
 TINY = float(np.finfo(np.float64).tiny)  # below this a float64 has lost precision (subnormal) or is 0
@@ -156,15 +156,6 @@ def mc_expected_norm(draw: Callable[[int], NDArray[np.float64]], n_samples: int,
     return ErrorEstimate(value, stderr, False, method)
 
 
-def grid_exponent_of(numerator: float, denominator: float) -> int:
-    """The k of the release grid for the public noise scale ``numerator/denominator`` (both positive
-    finite floats), without forming the quotient (it may leave float64): ``2^k <= s·2^-GRID_BITS < 2^(k+1)``."""
-    m1, e1 = np.frexp(numerator)
-    m2, e2 = np.frexp(denominator)
-    _, e3 = np.frexp(float(m1) / float(m2))  # in (0.5, 2)
-    return max(int(e1) - int(e2) + int(e3) - 1 - GRID_BITS, MIN_EXP)
-
-
 def check_accountant(accountant: BudgetAccountant | None) -> BudgetAccountant | None:
     if accountant is not None and not isinstance(accountant, BudgetAccountant):
         raise ValueError(f"accountant must be a knorm.privacy.BudgetAccountant or None, got "
@@ -235,8 +226,16 @@ class Accounted:
     def privacy_per_answer(self) -> PrivacyClaim:
         """The claim of a single answer (see :class:`PrivacyClaim`)."""
         claim = replace(self._claim, answers=1, noise_source=self.noise_source, certified=self._certified)
-        k = self.grid_exponent
+        k = self._grid_if_any()
         return claim if k is None else replace(claim, details={**claim.details, **grid_details(k)})
+
+    def _grid_if_any(self) -> int | None:
+        """:attr:`grid_exponent`, or None where there is no grid (no float releases, or a noise
+        scale that no release may use: :meth:`_check_grid` refuses those releases)."""
+        try:
+            return self.grid_exponent
+        except ValueError:
+            return None
 
     @property
     def grid_exponent(self) -> int | None:
@@ -245,6 +244,12 @@ class Accounted:
         if self._grid_k is None:
             self._grid_k = self._grid_k_of()
         return self._grid_k
+
+    def _check_grid(self) -> None:
+        """Refuse a release (a one-line ValueError naming epsilon) whose noise scale has no grid in
+        float64 (:func:`~knorm.mechanisms._grid.grid_exponent_of`), before anything is drawn. Not at
+        construction: a mechanism's errors, plans and noise draws stay available at any scale."""
+        self.grid_exponent  # noqa: B018 (computed and cached, or the ValueError)
 
     def _release_grid(self) -> int:
         """:attr:`grid_exponent` of a mechanism that releases floats (never None there)."""
@@ -272,6 +277,8 @@ class Accounted:
         self._certified = True
 
     def _check_budget(self, k: int) -> None:
+        """Before any release draws its noise: the release grid exists, and the accountant allows k answers."""
+        self._check_grid()
         if self.accountant is not None:
             self.accountant.check(k * self._claim.epsilon, k * self._claim.delta)
 
@@ -356,7 +363,7 @@ class Mechanism(Accounted, ABC):
         """The grid from the public scale ``min_i max_j |F_ij| / ε`` (K's extent along its thinnest
         answer coordinate over ε; a lower bound on the noise of every coordinate of a pure ε-DP
         K-norm answer); Laplace and Gaussian use their own scale."""
-        return grid_exponent_of(row_extent(self.F), self.epsilon)  # type: ignore[attr-defined]
+        return grid_exponent_of(row_extent(self.F), self.epsilon, self.epsilon)  # type: ignore[attr-defined]
 
     def _one_or_many(self, draws: NDArray[np.float64], size: int | None) -> NDArray[np.float64]:
         return draws[0] if size is None else draws

@@ -5,11 +5,17 @@ A float ``fl(Fx + n)`` carries low-order bits whose attainable set depends on x 
 2012: numpy's Laplace ``log(2U)`` with U on the 2⁻⁵³ grid names x with certainty). Every
 mechanism here instead releases ``round_γ(a + n)``: the exact real sum of the two float64s
 ``a = fl(Fx)`` and ``n`` (the noise) rounded to the nearest point of ``γZ`` (ties to even),
-computed exactly (:func:`snap_sum`, an error-free two-sum), then clamped to ``±2^50·γ`` (at
-most ``2^1023``). The grid ``γ = 2^k`` is chosen from the public noise scale s alone
-(:func:`grid_exponent`: ``2^k ≤ s·2⁻¹⁰ < 2^(k+1)``), so it never depends on x; the rounding
-adds variance ``γ²/12 ≤ s²·2⁻²⁰/12`` per answer. A released value is then a multiple of γ whose low-order bits are
-zero: which grid points x can produce no longer depends on x (design §10.1 bounds the rest).
+computed exactly (:func:`snap_sum`, an error-free two-sum). The grid ``γ = 2^k`` is chosen from
+the public noise scale s alone (:func:`grid_exponent`: ``2^k ≤ s·2⁻¹⁰ < 2^(k+1)``), so it never
+depends on x; the rounding adds variance ``γ²/12 ≤ s²·2⁻²⁰/12`` per answer. A released value is
+then a multiple of γ whose low-order bits are zero: which grid points x can produce no longer
+depends on x (design §10.1 bounds the rest).
+
+The grid's range is ``±2^(k+53)`` (``grid_range``): every multiple of γ there is a float64.
+Nothing is clamped: a sum beyond the range is rounded to float64's own spacing there,
+``2^(⌊log₂|v|⌋−52) ≥ 2γ`` (a coarser grid of powers of two, fixed and public, at a relative
+``2⁻⁵³``): the released value is then the correctly rounded ``fl(a + n)``. A noise scale too
+small for any grid ``2^10`` below it (``s < 2^(MIN_EXP+GRID_BITS)``) is refused by name.
 """
 
 from __future__ import annotations
@@ -22,27 +28,51 @@ from numba import njit
 from numpy.typing import ArrayLike, NDArray
 
 GRID_BITS = 10  # γ = 2^k with 2^k <= s·2^-10: the grid 2^10–2^11 times finer than the noise scale s
-CLAMP_BITS = 50  # released values clamped to ±2^50·γ: every sum and residual below is exact there
+RANGE_BITS = 53  # every multiple of γ within ±2^(k+53) is a float64; beyond, float64's spacing (>= 2γ)
 MIN_EXP = -1000  # γ >= 2^-1000: far above the subnormals (2^-1022), so γ/2 and the residuals stay normal
+ROUNDING = ("round-to-nearest-even of the exact sum fl(Fx) + noise onto the float64 multiples of grid: "
+            "grid·Z within ±grid_range, float64's own spacing (2^-52 of the value, coarser than grid) beyond; "
+            "nothing clamped")
 
 
-def grid_exponent(scale: float) -> int:
-    """The k of the grid ``γ = 2^k`` for a public noise scale ``s > 0``: ``2^k <= s·2^-GRID_BITS < 2^(k+1)``
-    (at least ``2^-1000``)."""
-    _, e = np.frexp(float(scale))  # scale = m·2^e, m in [0.5, 1): ⌊log2 s⌋ = e − 1
-    return max(int(e) - 1 - GRID_BITS, MIN_EXP)
+def grid_exponent_of(numerator: float, denominator: float, epsilon: float | None = None) -> int:
+    """The k of the grid ``γ = 2^k`` for the public noise scale ``s = numerator/denominator`` (positive
+    finite floats), without forming the quotient (it may leave float64): ``2^k <= s·2^-GRID_BITS < 2^(k+1)``.
+
+    A scale below ``2^(MIN_EXP+GRID_BITS)`` (≈ 1e-298) has no such grid above the subnormals: a
+    one-line ValueError naming ``epsilon`` (the scale's source) instead of a grid coarser than the
+    noise, which would round every answer to Fx plus a rounding error larger than the noise."""
+    m1, e1 = np.frexp(float(numerator))
+    m2, e2 = np.frexp(float(denominator))
+    _, e3 = np.frexp(float(m1) / float(m2))  # in (0.5, 2)
+    k = int(e1) - int(e2) + int(e3) - 1 - GRID_BITS
+    if k < MIN_EXP:
+        what = "the noise scale" if epsilon is None else f"epsilon={float(epsilon):.3g} gives a noise scale that"
+        raise ValueError(f"{what} is below 2^{MIN_EXP + GRID_BITS} (about 1e-298): float64 answers cannot lie on "
+                         f"a public grid 2^{GRID_BITS} times finer than such noise (docs/design.md §10.1); "
+                         "use a smaller epsilon or a larger scale of F")
+    if k + GRID_BITS > 1023:
+        what = "the noise scale" if epsilon is None else f"epsilon={float(epsilon):.3g} gives a noise scale that"
+        raise ValueError(f"{what} is beyond float64's range (2^1024): use a larger epsilon or a smaller scale of F")
+    return k
 
 
-def clamp_exponent(k: int) -> int:
-    """The exponent of the clamp ``B = 2^(k+CLAMP_BITS)``, at most 1023 (B stays a finite float64)."""
-    return min(int(k) + CLAMP_BITS, 1023)
+def grid_exponent(scale: float, epsilon: float | None = None) -> int:
+    """:func:`grid_exponent_of` of a scale ``s > 0`` that is a float64: ``2^k <= s·2^-GRID_BITS < 2^(k+1)``."""
+    return grid_exponent_of(float(scale), 1.0, epsilon)
+
+
+def grid_range(k: int) -> float:
+    """``2^(k+RANGE_BITS)``: every multiple of ``2^k`` up to it in size is a float64 (the largest
+    finite float64 where that passes float64's range)."""
+    return float(np.ldexp(1.0, k + RANGE_BITS)) if k + RANGE_BITS <= 1023 else float(np.finfo(np.float64).max)
 
 
 def grid_details(k: int) -> dict[str, Any]:
-    """What a claim says of the grid: ``grid`` = γ, ``grid_exponent`` = k, ``clamp`` = 2^50·γ."""
-    return {"grid": float(np.ldexp(1.0, k)), "grid_exponent": int(k),
-            "clamp": float(np.ldexp(1.0, clamp_exponent(k))),
-            "rounding": "round-to-nearest-even of the exact sum fl(Fx) + noise onto grid·Z, clamped to ±clamp"}
+    """What a claim says of the grid: ``grid`` = γ = 2^k, ``grid_exponent`` = k, ``grid_range`` =
+    2^(k+53) (γZ within it; float64's coarser spacing beyond), ``rounding``."""
+    return {"grid": float(np.ldexp(1.0, k)), "grid_exponent": int(k), "grid_range": grid_range(k),
+            "rounding": ROUNDING}
 
 
 @njit(cache=True)
@@ -51,8 +81,7 @@ def _snap_kernel(a, n, k, out):  # pragma: no cover (compiled)
     g = math.ldexp(1.0, k)
     inv = math.ldexp(1.0, -k)
     half = math.ldexp(1.0, k - 1)
-    bound = math.ldexp(1.0, min(k + CLAMP_BITS, 1023))
-    top = math.ldexp(1.0, CLAMP_BITS)
+    coarse = math.ldexp(1.0, k + RANGE_BITS - 1) if k + RANGE_BITS - 1 <= 1023 else math.inf
     p = a.size
     for i in range(n.size // p):
         for j in range(p):
@@ -62,31 +91,30 @@ def _snap_kernel(a, n, k, out):  # pragma: no cover (compiled)
             if not math.isfinite(s):  # an overflowed sum stays ±inf (or NaN): the caller refuses it
                 out[i * p + j] = s
                 continue
+            if abs(s) >= coarse:  # ulp(s) >= γ: s, the correctly rounded real sum, is the nearest float64
+                out[i * p + j] = s  # multiple of γ (every float64 here is one)
+                continue
             bb = s - x
             e = (x - (s - bb)) + (y - bb)  # two-sum: x + y = s + e exactly
-            if s > bound:
-                s, e = bound, 0.0
-            elif s < -bound:
-                s, e = -bound, 0.0
             q = np.rint(s * inv)  # s·2^-k and q·2^k: exact scalings by powers of two
-            r = s - q * g  # exact: |s| <= 2^(k+50), so ulp(s) <= γ/4 and |r| <= γ/2
+            r = s - q * g  # exact: |s| < 2^(k+52), so ulp(s) <= γ/2, |q| <= 2^52 and |r| <= γ/2
             if e > half - r:
                 q += 1.0
             elif -e > half + r:
                 q -= 1.0
-            q = min(max(q, -top), top)
             out[i * p + j] = q * g + 0.0  # −0.0 → +0.0: the sign of a zero would tell the sign of the real value
 
 
 def snap_sum(a: ArrayLike, n: ArrayLike, k: int) -> NDArray[np.float64]:
     """``round_γ(a + n)``, γ = 2^k: the exact real sum of the float64s a and n rounded to the
-    nearest multiple of γ (ties to even), clamped to ``±2^(k+CLAMP_BITS)``; ``+0.0`` for zero.
+    nearest float64 multiple of γ (ties to even); ``+0.0`` for zero. Never clamped.
 
-    Exact: ``s = fl(a + n)`` and its error ``e`` (Knuth's two-sum: ``a + n = s + e`` exactly);
-    ``q = rint(s/γ)``, ``r = s − qγ`` (both exact while ``|s| <= 2^(k+50)``, as ``ulp(s) <= γ/4``);
-    then q moves by one where ``r + e`` passes ``±γ/2`` (compared exactly: ``γ/2 ∓ r`` is exact
-    wherever ``|e|`` could reach it). A non-finite sum stays non-finite (the callers refuse it rather
-    than release the clamp). One compiled pass over the answers (a: one value or one per column).
+    Exact: ``s = fl(a + n)``. Where ``|s| >= 2^(k+52)``, ``ulp(s) >= γ``: every float64 there is a
+    multiple of γ and s, the correctly rounded sum, is the answer. Below, Knuth's two-sum gives the
+    error ``e`` (``a + n = s + e`` exactly); ``q = rint(s/γ)``, ``r = s − qγ`` are exact (``ulp(s) <= γ/2``,
+    ``|q| <= 2^52``); then q moves by one where ``r + e`` passes ``±γ/2`` (compared exactly: ``γ/2 ∓ r``
+    is exact wherever ``|e|`` could reach it). A non-finite sum stays non-finite (the callers refuse
+    it). One compiled pass over the answers (a: one value or one per column).
     """
     a = np.asarray(a, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
@@ -113,10 +141,13 @@ def snap(v: ArrayLike, k: int) -> NDArray[np.float64]:
 
 
 def on_grid(v: ArrayLike, k: int) -> bool:
-    """True when every value is a multiple of ``2^k`` within the clamp (what a release satisfies)."""
+    """True when every value is a finite multiple of ``2^k`` (what a release satisfies)."""
     v = np.asarray(v, dtype=np.float64)
-    return bool(np.all(np.isfinite(v)) and np.all(np.abs(v) <= np.ldexp(1.0, clamp_exponent(k)))
-                and np.all(np.ldexp(v, -k) == np.rint(np.ldexp(v, -k))))
+    if not np.all(np.isfinite(v)):
+        return False
+    with np.errstate(over="ignore"):  # v·2^-k past float64: v >= 2^(1024+k), a multiple of 2^k anyway
+        u = np.ldexp(v, -k)
+    return bool(np.all(~np.isfinite(u) | (u == np.rint(u))))
 
 
 def row_extent(F: NDArray[np.float64]) -> float:

@@ -71,7 +71,7 @@ class LaplaceMechanism(Mechanism):
                                     details={"l1_sensitivity": self.sensitivity, "scale": self.scale})
 
     def _grid_k_of(self) -> int:
-        return grid_exponent(self.scale)  # 2^k <= b·2^-10: Mironov's snapping with a grid far finer than b
+        return grid_exponent(self.scale, self.epsilon)  # 2^k <= b·2^-10: Mironov's snapping with a grid far finer than b
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)
@@ -194,7 +194,7 @@ class GaussianMechanism(Mechanism):
                                              "calibration": used})
 
     def _grid_k_of(self) -> int:
-        return grid_exponent(self.sigma)
+        return grid_exponent(self.sigma, self.epsilon)
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)

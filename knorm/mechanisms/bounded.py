@@ -46,7 +46,7 @@ class BoundedLaplaceMechanism(Accounted):
                                     details={"scale": self.scale, "domain": [lower, upper], "clip": self.clip})
 
     def _grid_k_of(self) -> int:
-        return grid_exponent(self.scale)
+        return grid_exponent(self.scale, self.epsilon)
 
     def privacy_profile(self, epsilon: float) -> float:
         """Exact δ(ε') of Laplace(b) for shifts up to diam(D): ``max(0, 1 − e^{(ε' − diam/b)/2})``."""
@@ -128,7 +128,7 @@ class CovarianceGaussianMechanism(Accounted):
         return mech
 
     def _grid_k_of(self) -> int:
-        return grid_exponent(self.c * float(np.sqrt(np.min(np.diag(self.M)))))  # the smallest coordinate's σ
+        return grid_exponent(self.c * float(np.sqrt(np.min(np.diag(self.M)))), self.epsilon)  # the smallest coordinate's σ
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.M.shape[0])

@@ -39,9 +39,9 @@ from .._validate import as_real_array, check_flag, check_memory, positive_int, s
 from ..body.hull import validate_matrix
 from ..implicit import ImplicitWorkload, _kron_all, _matmul_along
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
-                    check_noise_scale, check_size, grid_exponent_of, in_float_range, mc_expected_norm, scaled,
+                    check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
-from ._grid import snap, snap_sum
+from ._grid import grid_exponent_of, snap, snap_sum
 
 __all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "KroneckerStrategyMechanism",
            "KroneckerPIdentityMechanism", "KroneckerHierarchicalMechanism", "Hierarchy", "BRANCHINGS",
@@ -179,19 +179,27 @@ class _Strategy(Mechanism):
         ``2^(e−1)/ε`` from its power-of-two scale ``2^e``."""
         if self.workload is None:
             return super()._grid_k_of()
-        return grid_exponent_of(float(np.ldexp(1.0, self._exp - 1)), self.epsilon)
+        return grid_exponent_of(float(np.ldexp(1.0, self._exp - 1)), self.epsilon, self.epsilon)
 
     @property
     def privacy_per_answer(self) -> PrivacyClaim:
         """The claim of one answer; its details also name the grid of ``release_estimate`` (``estimate_grid``)."""
         claim = super().privacy_per_answer
-        grid = float(np.ldexp(1.0, self._estimate_grid_k()))
+        try:
+            grid = float(np.ldexp(1.0, self._estimate_grid_k()))
+        except ValueError:  # no release may use this noise scale (_check_grid refuses it)
+            return claim
         return replace(claim, details={**claim.details, "estimate_grid": grid})
+
+    def _check_grid(self) -> None:
+        """The answers' grid and the estimate's (``release_estimate``), refused alike."""
+        super()._check_grid()
+        self._estimate_grid_k()
 
     def _estimate_grid_k(self) -> int:
         """The grid of ``x̂``: from ``Δ₁/ε/√rows`` (a lower bound on the noise of a coordinate of
         ``A⁺z`` for a strategy of entries at most 1 in size)."""
-        return grid_exponent_of(self.scale, float(np.sqrt(self._rows)))
+        return grid_exponent_of(self.scale, float(np.sqrt(self._rows)), self.epsilon)
 
     def release_estimate(self, x: ArrayLike, size: int | None = None, *,
                          allow_noncounts: bool = False) -> NDArray[np.float64]:

@@ -14,7 +14,7 @@ import pytest
 
 from knorm import LaplaceMechanism
 from knorm.audit_fp import certain_attack, float_attainable, laplace_attainable, low_bits_attack, numpy_laplace, undefended
-from knorm.mechanisms._grid import CLAMP_BITS, GRID_BITS, MIN_EXP, grid_details, grid_exponent, on_grid, snap, snap_sum
+from knorm.mechanisms._grid import GRID_BITS, MIN_EXP, RANGE_BITS, grid_details, grid_exponent, on_grid, snap, snap_sum
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,8 +27,13 @@ def _script():
 
 
 def _exact_round(a: float, n: float, k: int) -> float:
-    """round-half-even of the real a + n onto 2^k Z, in rationals."""
-    q = (Fraction(a) + Fraction(n)) / Fraction(2) ** k
+    """round-half-even of the real a + n onto the float64 multiples of 2^k, in rationals: onto 2^k Z
+    below 2^(k+52) in size; above, every float64 is such a multiple (their spacing is at least 2^k),
+    and Python's float of a Fraction is the correctly rounded (ties-to-even) one."""
+    y = Fraction(a) + Fraction(n)
+    if abs(y) >= Fraction(2) ** (k + 52):
+        return float(y)
+    q = y / Fraction(2) ** k
     f = q.numerator // q.denominator
     rem = q - f
     if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and f % 2):
@@ -37,28 +42,37 @@ def _exact_round(a: float, n: float, k: int) -> float:
 
 
 def test_snap_sum_is_the_exact_rounding_of_the_real_sum():
+    """Every size of sum, the grid's range ±2^(k+53) and far past it (issue 42: nothing clamped)."""
     rng = np.random.default_rng(0)
-    for t in range(3000):
+    for t in range(6000):
         k = int(rng.integers(-30, 6))
         a = float(rng.integers(0, 10**7)) if t % 2 else float(rng.normal() * 10.0 ** rng.integers(-2, 8))
         n = float(rng.laplace() * 10.0 ** rng.integers(-4, 3))
         if t % 3 == 0:  # a tie of the float sum, pushed either way (or not) by bits below it
             a = float(rng.integers(0, 1000))
             n = float((rng.integers(-100, 100) + 0.5) * 2.0**k) + float(rng.choice([0.0, 2.0**(k - 60), -2.0**(k - 60)]))
-        if abs(Fraction(a) + Fraction(n)) <= Fraction(2) ** (k + CLAMP_BITS):  # beyond: clamped (test_snap_edges)
-            assert snap_sum(a, n, k) == _exact_round(a, n, k), (a, n, k)
+        elif t % 5 == 0:  # near the range's edges 2^(k+51..54), where the float spacing passes γ/2, γ, 2γ
+            a = float(rng.choice([-1, 1]) * (2.0 ** (k + int(rng.integers(51, 55))) + float(rng.integers(-64, 64)) * 2.0**k))
+            n = float(rng.integers(-8, 8)) * 2.0 ** (k - 2) + float(rng.laplace()) * 2.0 ** (k - int(rng.integers(0, 60)))
+        elif t % 7 == 0:  # far beyond the range: sums of 10^13..10^300 on grids down to 2^-30
+            a = float(rng.normal() * 10.0 ** rng.integers(13, 300))
+        assert snap_sum(a, n, k) == _exact_round(a, n, k), (a, n, k)
 
 
 def test_snap_edges():
     assert np.signbit(snap(-1e-3, 0)) == False  # noqa: E712  (−0.0 would tell the sign)
-    assert snap_sum(1e300, 1e300, 0) == 2.0**CLAMP_BITS  # clamped
+    assert snap_sum(1e300, 1e300, 0) == 2e300  # far past the grid's range: float64's spacing, never clamped
+    assert snap_sum(2.0**60, 0.75, 0) == 2.0**60 and snap_sum(2.0**52, 0.75, 0) == 2.0**52 + 1
     assert not np.isfinite(snap_sum(1e308, 1e308, 0))  # an overflow stays visible (the callers refuse it)
-    for s in (1e-290, 0.37, 1.0, 3.0, 7.9e12):
+    for s in (1e-290, 0.37, 1.0, 3.0, 7.9e12, 1e300):
         k = grid_exponent(s)
         assert 2.0**k <= s * 2.0**-GRID_BITS < 2.0 ** (k + 1)
-    assert grid_exponent(1e-305) == MIN_EXP  # γ stays far above the subnormals
-    with np.errstate(all="raise"):  # noise scales near float64's top: the clamp stays finite (2^1023)
-        assert grid_details(1013)["clamp"] == 2.0**1023
+        assert grid_details(k)["grid_range"] == (2.0 ** (k + RANGE_BITS) if k + RANGE_BITS < 1024 else np.finfo(float).max)
+    assert grid_exponent(2.0 ** (MIN_EXP + GRID_BITS)) == MIN_EXP  # γ stays far above the subnormals
+    with pytest.raises(ValueError, match=r"^epsilon=1e\+300 gives a noise scale that is below 2\^-990"):
+        grid_exponent(1e-305, epsilon=1e300)  # no grid 2^10 below the noise: refused, not coarsened
+    with np.errstate(all="raise"):  # noise scales near float64's top: the range stays finite
+        assert grid_details(1013)["grid_range"] == np.finfo(float).max
         assert snap_sum(1e308, -3e307, 1000) == _exact_round(1e308, -3e307, 1000)
 
 
@@ -112,7 +126,7 @@ def test_every_release_is_on_its_grid_and_the_claim_says_it(i):
     assert on_grid(a, k), name
     claim = json.loads(json.dumps(mech.privacy.as_dict()))
     assert claim["details"]["grid"] == 2.0**k and claim["details"]["grid_exponent"] == k, name
-    assert claim["details"]["clamp"] == 2.0 ** (k + CLAMP_BITS)
+    assert claim["details"]["grid_range"] == 2.0 ** (k + RANGE_BITS) and "nothing clamped" in claim["details"]["rounding"]
 
 
 def test_release_is_the_rounded_float_release_and_seeded_runs_repeat():
@@ -159,7 +173,7 @@ def test_command_line_answers_on_the_grid_and_the_json_says_it(mech, tmp_path, c
     summary = json.loads(capsys.readouterr().out)
     assert rc == 0
     details = summary["privacy_per_answer"]["details"]
-    assert details["grid"] == 2.0 ** details["grid_exponent"] and details["clamp"] > 0
+    assert details["grid"] == 2.0 ** details["grid_exponent"] and details["grid_range"] == 2.0 ** (details["grid_exponent"] + RANGE_BITS)
     with np.load(out) as z:
         assert on_grid(z["samples"], details["grid_exponent"])
         assert json.loads(str(z["privacy"]))["details"]["grid"] == details["grid"]
