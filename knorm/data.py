@@ -32,15 +32,16 @@ from numpy.typing import ArrayLike, NDArray
 from ._validate import as_real_array, check_flag, check_memory, is_int, is_real, positive_int, records_array, short_repr
 from . import workloads
 
-__all__ = ["Attribute", "Domain", "histogram", "marginal_workload", "marginal_keys", "split_marginals"]
+__all__ = ["Attribute", "Domain", "histogram", "histograms", "marginal_workload", "marginal_keys", "split_marginals"]
 
 
 def _edges(name: str, edges: ArrayLike) -> tuple[float, ...]:
     e = as_real_array(f"attribute {name!r}: edges", edges).astype(np.float64)
     if e.ndim != 1 or e.size < 2:
         raise ValueError(f"attribute {name!r}: edges must be a 1-D sequence of at least 2 numbers, got shape {e.shape}")
-    if not np.all(np.isfinite(e)):
-        raise ValueError(f"attribute {name!r}: edges must be finite")
+    if np.isnan(e).any() or not np.all(np.isfinite(e[1:-1])) or e[0] == np.inf or e[-1] == -np.inf:
+        raise ValueError(f"attribute {name!r}: edges must be numbers, finite but for an open end (-inf first, "
+                         "inf last)")
     if not np.all(np.diff(e) > 0):
         raise ValueError(f"attribute {name!r}: edges must be strictly increasing")
     return tuple(float(v) for v in e)
@@ -68,21 +69,28 @@ class Attribute:
     """One attribute of a :class:`Domain`: ``categories`` (a list of values) OR ``edges``.
 
     Bins of ``edges = (e_0, …, e_m)`` are ``[e_0, e_1), …, [e_{m−2}, e_{m−1}), [e_{m−1}, e_m]``
-    (left-closed, the last also right-closed: numpy's histogram convention), ``m`` bins.
-    ``labels`` name the values for display (default: the categories, or the intervals).
+    (left-closed, the last also right-closed: numpy's histogram convention), ``m`` bins; with
+    ``right=True`` (pandas.cut's default) ``[e_0, e_1], (e_1, e_2], …, (e_{m−1}, e_m]``
+    (right-closed, the first also left-closed). ``e_0 = -inf`` and ``e_m = inf`` make the end
+    bins open-ended (every other edge finite). ``labels`` name the values for display
+    (default: the categories, or the intervals).
     """
 
     name: str
     categories: tuple[Any, ...] | None = None
     edges: tuple[float, ...] | None = None
     labels: tuple[str, ...] | None = None
+    right: bool = False
 
     def __init__(self, name: str, *, categories: Sequence[Any] | None = None, edges: ArrayLike | None = None,
-                 labels: Sequence[str] | None = None) -> None:
+                 labels: Sequence[str] | None = None, right: bool = False) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty string, got {short_repr(name)}")
         if (categories is None) == (edges is None):
             raise ValueError(f"attribute {name!r}: give exactly one of categories and edges")
+        check_flag("right", right)
+        if right and edges is None:
+            raise ValueError(f"attribute {name!r}: right applies to edges (bins), not to categories")
         e: Any  # edges, or None when cats is given (exactly one of the two is)
         cats = _categories(name, categories) if categories is not None else None
         e = _edges(name, edges) if edges is not None else None
@@ -91,8 +99,10 @@ class Attribute:
             if cats is not None:
                 labels = tuple(str(c) for c in cats)
             else:
-                ends = [")"] * (size - 1) + ["]"]
-                labels = tuple(f"[{a:g}, {b:g}{end}" for a, b, end in zip(e, e[1:], ends))
+                opens = ["["] + ["(" if right else "["] * (size - 1)
+                ends = [("]" if right else ")")] * (size - 1) + ["]"]
+                labels = tuple(f"{'(' if a == -np.inf else o}{a:g}, {b:g}{')' if b == np.inf else c}"
+                               for a, b, o, c in zip(e, e[1:], opens, ends))
         else:
             if isinstance(labels, str) or not isinstance(labels, (Sequence, np.ndarray)) or len(labels) != size:
                 raise ValueError(f"attribute {name!r}: labels must be a list of {size} strings, got {short_repr(labels)}")
@@ -101,6 +111,7 @@ class Attribute:
         object.__setattr__(self, "categories", cats)
         object.__setattr__(self, "edges", e)
         object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "right", bool(right))
 
     @property
     def size(self) -> int:
@@ -142,6 +153,9 @@ class Attribute:
                                  f"[{lo:g}, {hi:g}] (pass clip=True to count them in the end bins; how many, and "
                                  "which, is not shown: it comes from the private records)")
             num = np.clip(num, lo, hi)
+        if self.right:  # (e_{i}, e_{i+1}]; e_0 itself: the first bin
+            codes = np.searchsorted(np.asarray(self.edges), num, side="left") - 1
+            return np.maximum(codes, 0).astype(np.int64)
         codes = np.searchsorted(np.asarray(self.edges), num, side="right") - 1
         return np.minimum(codes, self.size - 1).astype(np.int64)  # e_m itself: the last bin
 
@@ -333,6 +347,42 @@ def histogram(table: Any, domain: Domain, *, columns: Sequence[Any] | Mapping[st
         return np.zeros(domain.size, dtype=np.int64)
     cells = np.ravel_multi_index(codes.T, domain.shape)
     return np.bincount(cells, minlength=domain.size).astype(np.int64)
+
+
+def histograms(table: Any, domain: Domain, *, by: Attribute, columns: Mapping[str, Any] | None = None,
+               clip: bool = False) -> tuple[NDArray[np.int64], tuple[str, ...]]:
+    """One histogram per region: ``(X, labels)``, X (regions, ``domain.size``) int64, row r counting
+    the records whose ``by`` value is its r-th declared value, in declared order; ``labels`` =
+    ``by.labels``. For :meth:`~knorm.mechanisms.Mechanism.release_each` (one answer per region,
+    parallel composition).
+
+    ``by``: an :class:`Attribute` that declares every region (``categories``, or ``edges`` for a
+    numeric region code), from documentation, never from the data: the rows are every declared
+    region, those without records included (all zeros), so neither the rows nor their order
+    tells which regions occur. A record of an undeclared region raises a ValueError (the value
+    is not shown). ``columns``: a mapping attribute name → column (``by``'s name included, else
+    the column named like it), as :func:`histogram`'s; ``clip`` as there (for binned regions too).
+    """
+    if not isinstance(domain, Domain):
+        raise ValueError(f"domain must be a knorm.data.Domain, got {type(domain).__name__}")
+    if not isinstance(by, Attribute):
+        raise ValueError(f"by must be a knorm.data.Attribute declaring every region (categories=[...]), got "
+                         f"{short_repr(by)}; the regions must be declared, not read from the records")
+    if by.name in domain.names:
+        raise ValueError(f"by: {by.name!r} is an attribute of the domain; the regions must be another attribute")
+    if columns is not None and not isinstance(columns, Mapping):
+        raise ValueError(f"columns must be None or a mapping attribute name → column, got {short_repr(columns)}")
+    check_memory("by", None, 8 * 2 * by.size * domain.size)
+    both = Domain([*domain.attributes, by])
+    cols = None
+    if columns is not None:
+        cols = {n: columns.get(n, n) for n in both.names}
+    codes = both.discretise(table, columns=cols, clip=clip)
+    counts = np.zeros(by.size * domain.size, dtype=np.int64)
+    if codes.shape[0]:
+        cells = np.ravel_multi_index(codes[:, :-1].T, domain.shape) if len(domain) else np.zeros(len(codes), int)
+        counts = np.bincount(codes[:, -1] * domain.size + cells, minlength=by.size * domain.size).astype(np.int64)
+    return counts.reshape(by.size, domain.size), tuple(by.labels or ())
 
 
 def _k(domain: Domain, k: int) -> int:

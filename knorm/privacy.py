@@ -285,7 +285,10 @@ class PrivacyClaim:
     it covers (0: nothing released yet); ``noise_source``: "os-entropy", "seed" (a
     reproducible, NOT private run) or "generator" (caller-supplied: private only if it
     was seeded from OS entropy); ``certified``: False when an MCMC sampler run behind
-    the answers failed its convergence check and the caller accepted it anyway.
+    the answers failed its convergence check and the caller accepted it anyway;
+    ``datasets``: how many disjoint data sets (regions) each answer was released on at once
+    (``release_each``: parallel composition, one answer per data set, costs one answer's ε and δ;
+    1 otherwise).
     """
 
     mechanism: str
@@ -299,6 +302,7 @@ class PrivacyClaim:
     answers: int = 1
     noise_source: str = "os-entropy"
     certified: bool = True
+    datasets: int = 1
 
     @property
     def exact(self) -> bool:
@@ -327,6 +331,24 @@ class PrivacyClaim:
         return replace(self, epsilon=k * self.epsilon, delta=min(1.0, k * self.delta), answers=k,
                        composition=how)
 
+    def parallel(self, k: int) -> PrivacyClaim:
+        """The claim of one answer on each of ``k`` disjoint data sets at once (parallel composition).
+
+        The data is the tuple ``X = (x_1, …, x_k)``; neighbours differ in one data set by
+        ``‖x_i − x'_i‖₁ ≤ 1`` (one record added or removed in one region, every record in one region).
+        Answer i uses x_i alone and its own noise, so only one answer's law changes between
+        neighbours: the batch is ``(ε, δ)``-DP with the ε, δ of one answer (McSherry 2009). Its
+        DpEvent is one answer's. ``k`` an integer in [1, 2^53]."""
+        if not is_int(k) or not 1 <= k <= MAX_ANSWERS:
+            raise ValueError(f"k must be an integer in [1, 2^53] (the number of data sets), got {short_repr(k)}")
+        k = int(k)
+        if k == 1:
+            return self
+        how = f"parallel composition over {k} disjoint data sets, one answer each"
+        if self.composition:
+            how += f" (each: {self.composition})"
+        return replace(self, datasets=k, composition=how, neighbours=f"{self.neighbours} in one of {k} disjoint data sets")
+
     def to_dp_event(self) -> Any:
         """The claim as a Google dp-accounting ``DpEvent`` (``pip install 'knorm[accounting]'``).
 
@@ -338,6 +360,7 @@ class PrivacyClaim:
         :func:`knorm.privacy.epsilon_delta_dp_event` of (ε, δ) (for pure ε-DP claims such as
         K-norm and NIM the pair of randomized response, tight for ε-DP).
         ``answers`` = k > 1: ``SelfComposedDpEvent(·, k)``;
+        ``datasets`` > 1 (parallel composition) changes nothing: one answer's event per answer;
         0: ``NoOpDpEvent``; noise from a known seed: ``NonPrivateDpEvent``. An MCMC claim
         is exported as its ε: the event, like the claim, assumes exact uniform draws.
         Compose with dp-accounting's ``PLDAccountant()`` (or ``RdpAccountant`` for Laplace and
@@ -364,7 +387,8 @@ class PrivacyClaim:
         return {"mechanism": self.mechanism, "epsilon": self.epsilon, "delta": self.delta, "notion": self.notion,
                 "sampling": self.sampling, "approximate": self.approximate, "certified": self.certified,
                 "answers": self.answers, "noise_source": self.noise_source, "private": self.private,
-                "neighbours": self.neighbours, "composition": self.composition, "details": self.details}
+                "datasets": self.datasets, "neighbours": self.neighbours, "composition": self.composition,
+                "details": self.details}
 
     def __str__(self) -> str:
         if not self.private:
@@ -375,6 +399,8 @@ class PrivacyClaim:
         if self.delta:
             s += f", δ = {self.delta:g}"
         s += f" for {self.answers} answer{'s' if self.answers != 1 else ''}"
+        if self.datasets > 1:
+            s += f" on each of {self.datasets} disjoint data sets"
         if self.exact:
             s += " (exact sampling"
         else:

@@ -34,7 +34,7 @@ def test_domain_shape_size_names_and_labels():
     (dict(edges=[0.0]), "at least 2"),
     (dict(edges=[0, 1, 1]), "strictly increasing"),
     (dict(edges=[0, 2, 1]), "strictly increasing"),
-    (dict(edges=[0, np.inf]), "finite"),
+    (dict(edges=[np.inf, 0]), "finite"),
     (dict(edges=[0, np.nan]), "finite"),
     (dict(edges=["a", "b"]), "real numbers"),
     (dict(categories=[]), "not be empty"),
@@ -250,3 +250,25 @@ def test_integers_past_float64_are_refused_or_matched_exactly():
     assert cats.discretise([10**400, 0]).tolist() == [2, 0]  # an exact label
     with pytest.raises(ValueError, match=r"^attribute 'c': some values are not among"):
         cats.discretise(np.array([1e300]))  # compared with 10**400: no match (was OverflowError)
+
+
+def test_open_ended_and_right_closed_bins_as_pandas_cut():
+    """Issue 44: ±inf end edges (open-ended bins) and right-closed bins (pandas.cut's default), the
+    same codes as pandas.cut; inf inside the edges and NaN are refused by name."""
+    pd = pytest.importorskip("pandas")
+    values = [-1e9, -0.5, 0.0, 0.1, 5.0, 6.0, 6.1, 12.0, 1e300]
+    for edges, right in (([-np.inf, 0, 6, 12, np.inf], True), ([-np.inf, 0, 6, 12, np.inf], False),
+                         ([0, 5, 10, 15, np.inf], False)):
+        a = Attribute("v", edges=edges, right=right)
+        want = pd.cut(values, edges, right=right, labels=False)
+        ok = ~np.isnan(want)
+        assert np.array_equal(a.discretise(np.array(values)[ok]), want[ok].astype(int)), (edges, right)
+    assert Attribute("v", edges=[-np.inf, 0, 6], right=True).labels == ("(-inf, 0]", "(0, 6]")
+    assert Attribute("v", edges=[0, 6, 12], right=True).labels == ("[0, 6]", "(6, 12]")
+    assert Attribute("v", edges=[0, 6, np.inf]).labels == ("[0, 6)", "[6, inf)")
+    assert Attribute("v", edges=[0, 6, 12], right=True).discretise([0.0, 6.0, 12.0]).tolist() == [0, 0, 1]
+    for bad in ([0, np.inf, 5], [np.inf, 5], [0, 1, -np.inf], [0, np.nan]):
+        with pytest.raises(ValueError, match="edges must be numbers, finite but for an open end"):
+            Attribute("v", edges=bad)
+    with pytest.raises(ValueError, match="right applies to edges"):
+        Attribute("v", categories=["a"], right=True)

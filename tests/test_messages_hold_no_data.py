@@ -138,3 +138,26 @@ def test_ragged_inputs_hold_nothing_from_the_records():
                         (lambda: histogram(ragged, domain()), "table"),
                         (lambda: LaplaceMechanism(F, epsilon=1.0).release(ragged), "x ")]:
         assert_clean(message(call), names)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: LaplaceMechanism(F, epsilon=1.0), lambda: KNormMechanism(F, epsilon=1.0),
+    lambda: NIMechanism(F, epsilon=1.0), lambda: HierarchicalMechanism(F, epsilon=1.0)])
+def test_release_each_messages_hold_nothing_from_the_regions(make):
+    """A batch of regions (issue 44): neither a value, a row nor a count of regions in any message."""
+    m = make()
+    X = np.zeros((BAD, 6))
+    cases = [np.arange(N, dtype=float), np.zeros((N, 5)), np.zeros((OTHER, 6, 1)),
+             np.where(np.arange(6) == 2, -SECRET_VALUE, X), np.where(np.arange(6) == 2, SECRET_VALUE, X),
+             np.full((OTHER, 6), np.nan), np.array([["PLANTED-south"] * 6] * 3, dtype=object), [[1.0] * 6, [1.0]] * BAD]
+    for bad in cases:
+        assert_clean(message(lambda: m.release_each(bad)), "X ")
+    assert m.answers == 0
+
+
+def test_histograms_by_region_messages_hold_nothing_from_the_records():
+    by = Attribute("state", categories=["a", "b"])
+    t = {**records(), "state": np.array(["a"] * (N - BAD) + [SECRET_LABEL] * BAD, dtype=object)}
+    from knorm.data import histograms
+    assert_clean(message(lambda: histograms(t, domain(), by=by)), "attribute 'state'")
+    assert_clean(message(lambda: histograms({**t, "state": t["state"][:OTHER]}, domain(), by=by)), "table")

@@ -536,6 +536,9 @@ API = {  # qualified name -> (valid keyword arguments, {parameter: other words i
     "knorm.data.Attribute": (dict(name="a", edges=[0.0, 1.0, 2.0]), {}),
     "knorm.data.Domain": (dict(attributes=list(DOMAIN.attributes)), {}),
     "knorm.data.histogram": (dict(table=[[0.5, 1.0], [1.5, 0.0]], domain=DOMAIN), {"table": ("table", "attribute")}),
+    "knorm.data.histograms": (dict(table={"a": [0.5, 1.5], "b": [0, 1], "r": ["n", "s"]}, domain=DOMAIN,
+                                   by=D.Attribute("r", categories=["n", "s"])),
+                              {"table": ("table", "attribute", "columns"), "by": ("by", "attribute")}),
     "knorm.data.marginal_keys": (dict(domain=DOMAIN, k=1), {}),
     "knorm.data.marginal_workload": (dict(domain=DOMAIN, k=1), {}),
     "knorm.data.split_marginals": (dict(domain=DOMAIN, k=1, answers=[1.0, 2.0, 3.0, 4.0, 5.0]),
@@ -812,6 +815,7 @@ def test_every_cli_option_refuses_odd_values_by_name(command, option, cli_folder
 METHOD_SETUP = {"knorm.walks.sampler.Sampler": lambda s: s.run(20)}
 METHOD_ARGS = {  # "Class.method" or a parameter name -> a valid value
     "x": lambda o: np.ones(getattr(o, "n", None) or np.shape(o.F)[1]),  # counts, one per cell
+    "X": lambda o: np.ones((3, getattr(o, "n", None) or np.shape(o.F)[1])),  # one histogram per region
     "size": lambda o: 4, "value": lambda o: 0.5, "answer": lambda o: np.ones(2),
     "BudgetAccountant.epsilon": lambda o: 0.1, "BudgetAccountant.delta": lambda o: 0.0,
     "BoundedLaplaceMechanism.epsilon": lambda o: 1.0,

@@ -203,7 +203,9 @@ class Accounted:
 
     * ``privacy_per_answer``: the claim of one answer;
     * ``privacy``: the claim of everything released since the last :meth:`reset`:
-      ``answers`` = k answers on the same data are ``(kε, min(1, kδ))``-DP;
+      ``answers`` = k answers on the same data are ``(kε, min(1, kδ))``-DP; a batch of
+      ``release_each`` over R disjoint data sets counts one answer on each (parallel
+      composition: ``datasets`` = R), and any other release after it one more on each;
     * ``accountant``: an optional shared :class:`knorm.privacy.BudgetAccountant` (in the
       manner of diffprivlib's): a release that would exceed its budget raises
       :class:`knorm.privacy.BudgetExceededError` before any noise is drawn.
@@ -220,6 +222,7 @@ class Accounted:
         self.noise_source = noise_source(rng)
         self.accountant = check_accountant(accountant)
         self.answers = 0
+        self.datasets = 1  # the most disjoint data sets one batch (release_each) answered at once
         self._certified = True
 
     @property
@@ -264,8 +267,10 @@ class Accounted:
 
     @property
     def privacy(self) -> PrivacyClaim:
-        """The claim covering every answer released since the last :meth:`reset` (basic composition)."""
-        return self.privacy_per_answer.composed(self.answers)
+        """The claim covering every answer released since the last :meth:`reset` (basic composition
+        of the answers per data set; with batches over disjoint data sets, parallel composition
+        across them: every release counted as one more answer on each data set)."""
+        return self.privacy_per_answer.parallel(self.datasets).composed(self.answers)
 
     def reset(self) -> None:
         """Start accounting for new data: the answer count returns to 0.
@@ -274,6 +279,7 @@ class Accounted:
         whatever you call. A shared ``accountant`` is the caller's and is left alone.
         """
         self.answers = 0
+        self.datasets = 1
         self._certified = True
 
     def _check_budget(self, k: int) -> None:
@@ -282,11 +288,14 @@ class Accounted:
         if self.accountant is not None:
             self.accountant.check(k * self._claim.epsilon, k * self._claim.delta)
 
-    def _spend(self, k: int) -> None:
+    def _spend(self, k: int, datasets: int = 1) -> None:
+        """Count k answers on each of ``datasets`` disjoint data sets (1: one data set; more: one
+        batch of :meth:`Mechanism.release_each`, parallel composition) and spend them."""
         self.answers += k
+        self.datasets = max(self.datasets, datasets)
         if self.accountant is not None:
             self.accountant.spend(k * self._claim.epsilon, k * self._claim.delta, label=self._claim.mechanism,
-                                  claim=self.privacy_per_answer.composed(k))
+                                  claim=self.privacy_per_answer.parallel(datasets).composed(k))
 
 
 class Mechanism(Accounted, ABC):
@@ -358,6 +367,65 @@ class Mechanism(Accounted, ABC):
         out = check_finite_output(snap_sum(fx, noise, self._release_grid()), "the answer")
         self._spend(m or 1)
         return out
+
+    def check_regions(self, X: ArrayLike, allow_noncounts: bool = False) -> NDArray[np.float64]:
+        """``X`` as a finite float64 (regions, n) array, one histogram per row, else a one-line
+        ValueError naming ``X`` (no value, row or count of the data is named: only F's n and
+        what was wrong, as :meth:`check_x`)."""
+        check_flag("allow_noncounts", allow_noncounts)
+        try:
+            arr = np.asarray(X)
+        except (ValueError, TypeError):
+            raise ValueError("X must be a real numeric array (regions × cells: one histogram per row)") from None
+        if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
+            raise ValueError("X must be a real numeric array (regions × cells: one histogram per row)")
+        if arr.ndim != 2 or arr.shape[1] != self.n or arr.shape[0] == 0:
+            got = f"a {arr.ndim}-D array" if arr.ndim != 2 else "rows of another length or no row"
+            raise ValueError(f"X must be a 2-D array with at least one row of {self.n} counts (one histogram per "
+                             f"region, one count per column of F), got {got}; knorm.data.histograms(table, domain, "
+                             "by=...) makes one from records")
+        check_size(arr.shape[0], self.n + self.d)  # X as float64, its answers and their noise: refused if too large
+        arr = arr.astype(np.float64)
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("X contains NaN or infinite entries")
+        if not allow_noncounts and not (np.all(arr >= 0) and np.all(arr == np.floor(arr))):
+            raise ValueError("X has negative or non-integer entries, and histograms hold counts of records "
+                             "(non-negative integers); pass allow_noncounts=True to release other real vectors")
+        return arr
+
+    def release_each(self, X: ArrayLike, *, allow_noncounts: bool = False) -> NDArray[np.float64]:
+        """One answer ``F x_i + noise_i`` per row of ``X`` (regions, n): (regions, d), on the public grid.
+
+        The rows are the histograms of **disjoint** data sets (regions: every record in one row).
+        Each row gets its own noise, drawn as consecutive single releases would be (for K-norm
+        and NIM from the bank, no draw used twice, consecutive rows from different chains), and
+        the batch costs one answer's ε and δ (parallel composition: :meth:`PrivacyClaim.parallel`;
+        :attr:`privacy` then says ``datasets``). Releasing on the same regions again composes as
+        usual: k batches cost kε. Rows that share records are not disjoint data sets: release them
+        with :meth:`release`, one answer each on the same data. ``X`` holds counts unless
+        ``allow_noncounts=True``.
+        """
+        X = self.check_regions(X, allow_noncounts)
+        R = len(X)
+        with np.errstate(over="ignore", invalid="ignore"):
+            fx = self._answers_of(X)
+        if not np.all(np.isfinite(fx)):
+            raise ValueError("X is too large: its answers F x overflow float64")
+        self._check_budget(1)
+        if self._checkpoint is not None:  # a resumed session may only repeat its releases on the same data
+            self._checkpoint.note("release_each", X)
+        out = check_finite_output(self._noisy_rows(fx, X), "the answer")
+        self._spend(1, datasets=R)
+        return out
+
+    def _answers_of(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``F x_i`` for each row of X: (regions, d)."""
+        return X @ self.F.T
+
+    def _noisy_rows(self, fx: NDArray[np.float64], X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Each row's answers plus its own noise, on the grid (one noise draw per row, in order)."""
+        noise = np.atleast_2d(self.sample_noise(len(fx)))
+        return snap_sum(fx, noise, self._release_grid())
 
     def _grid_k_of(self) -> int | None:
         """The grid from the public scale ``min_i max_j |F_ij| / ε`` (K's extent along its thinnest

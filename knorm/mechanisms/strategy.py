@@ -231,6 +231,23 @@ class _Strategy(Mechanism):
         self._spend(m or 1)
         return self._one_or_many(out, m)
 
+    def _answers_of(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``F x_i`` per row (an implicit F: by its operator, refused before anything is drawn when it
+        has none or the batch's answers do not fit in memory)."""
+        if self.workload is None:
+            return super()._answers_of(X)
+        self._check_answers(len(X))
+        return self._answers(X)
+
+    def _noisy_rows(self, fx: NDArray[np.float64], X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Explicit F: ``F x_i + F A⁺ z_i`` on the grid (as :meth:`release`); implicit F: the float
+        answers ``F (x_i + A⁺ z_i)`` rounded to the grid, one z_i per row."""
+        if self.workload is None:
+            return super()._noisy_rows(fx, X)
+        z = self._rng.laplace(0.0, self.scale, size=(len(X), self._rows))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return snap(self._answers(X + self._solve(z)), self._release_grid())
+
     @on_one_blas_thread  # chunks of products, as _search_p_identity's
     def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
         """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws (unit scale, then scaled;
