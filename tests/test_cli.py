@@ -666,3 +666,31 @@ def test_speed_line_of_few_answers():
         "speed: 1000 samples in 0.41 s (2469 samples/s)"
     assert _speed({"count": 2, "seconds": 31.5, "samples_per_second": 2 / 31.5}) == \
         "speed: 2 samples in 31.50 s (0.0635 samples/s)"
+
+
+def test_regions_release_one_answer_per_row_at_one_answers_epsilon(tmp_path, capsys):
+    """Issue 44: --data with one histogram per row and --regions: one answer per region, the claim
+    of one answer (parallel composition); a 2-D --data without --regions is refused, saying why."""
+    from knorm import workloads as W
+    F = W.marginals([2, 3, 4], 2)
+    X = np.random.default_rng(0).integers(0, 30, (40, F.shape[1]))
+    np.save(tmp_path / "F.npy", F)
+    np.save(tmp_path / "X.npy", X)
+    base = ["sample", "--matrix", str(tmp_path / "F.npy"), "--data", str(tmp_path / "X.npy")]
+    rc, out, err = run([*base, "--regions", "--mechanism", "laplace", "--epsilon", "0.5", "--json"], capsys)
+    assert rc == 0, err
+    s = json.loads(out)
+    a = np.array(s["answers"])
+    assert a.shape == (40, F.shape[0]) and s["regions"] == 40
+    assert s["privacy"]["epsilon"] == 0.5 and s["privacy"]["datasets"] == 40
+    assert "parallel composition over 40 disjoint data sets" in s["privacy"]["composition"]
+    assert np.abs(a - X @ F.T).max() < 40 * 3 / 0.5  # Laplace(Δ₁/ε), Δ₁ = 3 (a cell in 3 tables): 40 scales
+    rc, out, err = run([*base, "--regions", "--out", str(tmp_path / "a.npz")], capsys)
+    assert rc == 0 and "one answer on each of 40 disjoint regions, parallel composition" in out, err
+    assert np.load(tmp_path / "a.npz")["samples"].shape == (40, F.shape[0])
+    rc, out, err = run([*base, "--count", "1", "--json"], capsys)
+    assert rc == 1 and "pass --regions to release one answer per row" in err
+    rc, out, err = run([*base, "--regions", "--count", "3", "--json"], capsys)
+    assert rc == 2 and "--regions releases one answer per region" in err
+    rc, out, err = run(["sample", "--matrix", str(tmp_path / "F.npy"), "--regions"], capsys)
+    assert rc == 2 and "--regions applies only with --data" in err

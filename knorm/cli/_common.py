@@ -181,15 +181,24 @@ def _workload_shape(name, d, n, k, shape):
     return e[k], cells
 
 
-def load_data(path, n, allow_noncounts=False):
+def load_data(path, n, allow_noncounts=False, regions=False):
     """x from ``--data``: a finite vector of n counts (non-negative integers; any real vector with
-    ``allow_noncounts``), checked before any sampling. The data is in hand: no message shows a
-    value, a count or a length of it, only what F declares (n)."""
+    ``allow_noncounts``), checked before any sampling; with ``regions``, X: one such histogram per
+    row (regions × n). The data is in hand: no message shows a value, a count or a length of it,
+    only what F declares (n)."""
     x = _load_npy(path, "--data")
     if x.dtype == object or np.iscomplexobj(x) or x.dtype.kind not in "biuf":
         raise CLIError(f"--data {path!r}: x must be a real numeric vector (the histogram: one count per column of "
                        "F)")
-    if x.ndim != 1 or x.shape[0] != n:
+    if regions:
+        if x.ndim != 2 or x.shape[1] != n or x.shape[0] == 0:
+            got = f"a {x.ndim}-D array" if x.ndim != 2 else "rows of another length or no row"
+            raise CLIError(f"--data {path!r}: with --regions, X must be a 2-D array with one histogram of {n} counts "
+                           f"per row (one row per region); got {got} (knorm.data.histograms makes it from records)")
+    elif x.ndim == 2 and x.shape[1] == n:
+        raise CLIError(f"--data {path!r}: a 2-D array holds several histograms; if its rows are disjoint data sets "
+                       "(regions: every record in one row), pass --regions to release one answer per row")
+    elif x.ndim != 1 or x.shape[0] != n:
         got = "a vector of another length" if x.ndim == 1 else f"a {x.ndim}-D array"
         raise CLIError(f"--data {path!r}: x must be a vector of length {n}, one count per column of F; got {got} "
                        "(knorm.data.histogram makes it from records)")

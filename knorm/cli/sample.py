@@ -168,6 +168,13 @@ def _check_sample_args(args):
                          "(δ = 0)")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint DIR")
+    if args.regions and not args.data:
+        raise UsageError("--regions applies only with --data (one histogram per row)")
+    if args.regions and args.count not in (None, 1):
+        raise UsageError("--regions releases one answer per region: give --count 1 (or leave it out); run again "
+                         "for more answers on the same regions (they compose: k runs cost k·ε)")
+    if args.regions:
+        args.count = 1
     if args.data and args.count is None:
         raise UsageError("--data needs --count K, the number of answers to release on the data: K answers cost "
                          "K·ε in total (--count 1 releases one answer at ε)")
@@ -204,10 +211,11 @@ def cmd_sample(args):
     F, label = load_workload(args)
     prepared = load_prepared_option(args, F)
     d = F.shape[0]
-    x = load_data(args.data, F.shape[1], args.allow_noncounts) if args.data else None
+    x = load_data(args.data, F.shape[1], args.allow_noncounts, args.regions) if args.data else None
     answers_in_json = x is not None and args.json and out is None
     copies = (4 if args.mechanism in ("laplace", "gaussian") else 8) + (8 if answers_in_json else 0)
-    check_memory("--count", args.count, d, copies)
+    rows = len(x) if args.regions else args.count
+    check_memory("--data" if args.regions else "--count", rows, d, copies)
 
     checkpoint = _checkpoint(args, F, x) if args.checkpoint else None
     if args.nonprivate_seed is not None:
@@ -239,7 +247,9 @@ def cmd_sample(args):
         if x is not None and args.count > 1:  # said before anything is released, --quiet or not
             _announce_total(mech, args.count)
         t0, compile_before = time.perf_counter(), compiling.seconds
-        if x is not None:
+        if x is not None and args.regions:  # one answer per region: parallel composition
+            samples = mech.release_each(x, allow_noncounts=args.allow_noncounts)
+        elif x is not None:
             samples = np.atleast_2d(mech.release(x, size=args.count, allow_noncounts=args.allow_noncounts))
         else:
             samples = mech.sample_noise(size=args.count)
@@ -273,6 +283,7 @@ def cmd_sample(args):
         "d": int(d),
         "n": int(F.shape[1]),
         "count": int(args.count),
+        "regions": len(x) if args.regions else None,
         "output": "answers Fx + noise" if x is not None else "noise",
         "data_touched": x is not None,
         "private": total["private"],
@@ -281,7 +292,7 @@ def cmd_sample(args):
         "privacy_per_answer": per_answer,
         "mechanism_choice": choice,
         "seconds": seconds,
-        "samples_per_second": args.count / seconds if seconds > 0 else None,
+        "samples_per_second": len(samples) / seconds if seconds > 0 else None,
         "compile_seconds": compiling.seconds,
     }
     if x is None:  # noise alone touches no data: its statistics are safe to print
@@ -348,10 +359,14 @@ def _privacy_lines(s):
     lines = []
     if not s["private"]:
         lines.append("NOT PRIVATE: the noise came from --nonprivate-seed and is reproducible from it")
-    if s["data_touched"]:
+    if s["data_touched"] and s.get("regions"):
+        lines.append(f"privacy (total, one answer on each of {s['regions']} disjoint regions, parallel composition): "
+                     + _claim_terms(tot))
+    elif s["data_touched"]:
         k = tot["answers"]
         lines.append(f"privacy (total, {k} answer{'s' if k != 1 else ''} on the same data, basic composition): "
                      + _claim_terms(tot))
+    if s["data_touched"]:
         lines.append(f"privacy per answer: ε = {one['epsilon']:g}" + (f", δ = {one['delta']:g}" if one["delta"]
                                                                        else "")
                      + (f"; {one['composition']}" if one["composition"] else ""))
@@ -376,7 +391,7 @@ def _total_terms(p):
 def _speed(s):
     """The speed line: ``count`` draws in the run's seconds, with a rate from 2 draws on
     (1 draw has no rate to speak of)."""
-    n, sec = s["count"], s["seconds"]
+    n, sec = s.get("regions") or s["count"], s["seconds"]
     if n == 1:
         return f"speed: 1 sample in {sec:.2f} s"
     rate = s["samples_per_second"]
@@ -385,7 +400,9 @@ def _speed(s):
 
 
 def _print_sample_summary(s):
-    head = f"knorm {s['knorm']}: {s['workload']}; {s['count']} × {s['output']}"
+    head = f"knorm {s['knorm']}: {s['workload']}; {s.get('regions') or s['count']} × {s['output']}"
+    if s.get("regions"):
+        head += " (one per region)"
     if s["data_touched"]:
         head += f" at {_total_terms(s['privacy'])}"
     print(head)
@@ -445,6 +462,9 @@ def add_parser(sub):
                         f"default {NOISE_COUNT}, nothing spent)")
     s.add_argument("--data", help="x as a .npy vector of n counts: release Fx + noise (default: noise only); "
                                   "needs --count and --out or --json")
+    s.add_argument("--regions", action="store_true",
+                   help="with --data: its rows are the histograms of disjoint regions (every record in one row); "
+                        "release one answer per row, all at the ε of one answer (parallel composition)")
     s.add_argument("--allow-noncounts", action="store_true",
                    help="with --data: accept an x with negative or non-integer entries (refused by default: a "
                         "histogram holds counts)")
