@@ -63,7 +63,7 @@ from ._validate import as_list, check_flag, check_memory, check_options, is_int,
 from .body.hull import validate_matrix
 from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
                          LaplaceMechanism, NIMechanism, PIdentityMechanism)
-from .mechanisms._base import (CHUNK_BYTES, check_accountant, check_delta, check_epsilon, check_n_samples,
+from .mechanisms._base import (CHUNK_BYTES, rms_from_draws, check_accountant, check_delta, check_epsilon, check_n_samples,
                                finite_real, in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
 from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism, gaussian_mu, marginal_plan
@@ -224,18 +224,6 @@ def _merge_workers(options, workers):
                          f"{short_repr(given)} disagree: give it once")
     options["sampler_options"] = {**(options.get("sampler_options") or {}), "workers": workers}
     return workers
-
-
-def _rms_from_mean_square(m, se_m, factor):
-    """``factor·√m`` and its delta-method SE ``factor·se_m/(2√m)``, for a mean square ``m`` ± ``se_m``."""
-    return factor * np.sqrt(m), (factor * se_m / (2.0 * np.sqrt(m)) if m > 0 else 0.0)
-
-
-def _rms_from_draws(norms, factor, ess):
-    """:func:`_rms_from_mean_square` of the draws' norms (in units where they are O(1)) with ``ess``
-    effective draws."""
-    sq = np.asarray(norms, float) ** 2
-    return _rms_from_mean_square(float(sq.mean()), float(sq.std(ddof=1) / np.sqrt(ess)), factor)
 
 
 def _p_identity_flops(n: int, p: int | None = None, rank: int | None = None) -> float:
@@ -501,27 +489,10 @@ class _Builder:
 
     def knorm(self):
         body = self._body()
-        k, eps = body.dim, self.epsilon
-        factor = scaled(np.sqrt((k + 1) * (k + 2)) * body._unit, body._exp, eps)  # no 1/ε or scale² formed
-        s = body.exact_structure
-        if s is not None:
-            rms = factor * np.sqrt(np.trace(s.covariance_frame()))
-            return self.row("knorm", rms, 0.0, True, f"exact: √((k+1)(k+2)·tr Cov(Uniform K))/ε, K a {s.kind}")
-        m = KNormMechanism(self.F, epsilon=eps, walk=self.walk, rng=self.mc_seed, body=body,
+        m = KNormMechanism(self.F, epsilon=self.epsilon, walk=self.walk, rng=self.mc_seed, body=body,
                            sampler_options=self.sampler_options, accept_uncertified=True)
-        mom = m.pool_moments()  # the certified pool: the prepared file's, or certified once now
-        if mom is not None and self.n_samples <= mom.records:  # no new draws
-            mean, se_m, ess = mom.sq
-            return self.row("knorm", *_rms_from_mean_square(mean, se_m, factor), False,
-                            f"Monte Carlo: E‖z‖₂² from the certified pool (MCMC, {self.walk}): ESS {ess:.0f} "
-                            f"of {mom.records} records")
-        z = m.sample_uniform(self.n_samples)
-        info = m.last_info
-        ess = max(2.0, min(self.n_samples, info.min_ess * self.n_samples / info.draws))
-        rms, se = _rms_from_draws(np.linalg.norm(np.ldexp(z, -body._exp), axis=1) / body._unit, factor, ess)
-        how = (f"Monte Carlo: E‖z‖₂² from {self.n_samples} MCMC ({self.walk}) uniform draws, ESS {ess:.0f}"
-               + ("" if info.converged else ", run NOT certified"))
-        return self.row("knorm", rms, se, False, how)
+        e = m.expected_error(self.n_samples, rms=True, pool=True)  # the certified pool's where it suffices
+        return self.row("knorm", e.value, e.stderr, e.exact, e.method)
 
     def nim(self, knorm_row):
         m = NIMechanism(self.F, epsilon=self.epsilon, rng=self.mc_seed, walk=self.walk,
@@ -548,7 +519,7 @@ class _Builder:
             fracs += [lv.mechanism.last_info.min_ess / lv.mechanism.last_info.draws for lv in m.levels
                       if lv.mechanism.last_info is not None]
         ess = max(2.0, self.n_samples * min(fracs))
-        rms, se = _rms_from_draws(np.concatenate(norms), body._scale, ess)
+        rms, se = rms_from_draws(np.concatenate(norms), body._scale, ess)
         return self.row("nim", rms, se, False, f"Monte Carlo over {self.n_samples} noise draws (ESS {ess:.0f}), "
                                                 f"{len(m.levels)} level(s) {[lv.dim for lv in m.levels]}")
 

@@ -166,3 +166,20 @@ def test_prepare_scheduler_usage(capsys, tmp_path):
     rc, _, err = run(["prepare", *WORKLOAD, "--out", str(tmp_path / "w.knorm"), "--workers", "2", "--scheduler",
                       "tcp://localhost:1"], capsys)
     assert rc == 2 and "--scheduler" in err and err.count("\n") <= 2
+
+
+def test_info_from_a_prepared_file_alone(tmp_path, capsys):
+    """Issue 44: `knorm info --prepared FILE` needs no --matrix: F is in the file (checked), and the
+    file's recommend rows (kept by default) answer at once; before, it fell back to the default
+    pm1 20×100 workload and failed ("prepared for another matrix")."""
+    out = tmp_path / "w.knorm"
+    rc, stdout, err = run(["prepare", *WORKLOAD, "--out", str(out), "--quiet"], capsys)
+    assert rc == 0, err
+    rc, stdout, err = run(["info", "--prepared", str(out), "--epsilon", "1", "--json"], capsys)
+    assert rc == 0, err
+    facts = json.loads(stdout)
+    assert facts["workload"] == f"F of {out} {facts['d']}×{facts['n']}"
+    assert facts["recommend"]["table"] and all("(prepared)" in r["method"] for r in facts["recommend"]["table"].values())
+    rc, stdout, err = run(["prepare", *WORKLOAD, "--out", str(tmp_path / "plain.knorm"), "--no-recommend", "--json"],
+                          capsys)
+    assert rc == 0 and json.loads(stdout)["recommend_rows"] == []

@@ -119,9 +119,23 @@ def _load_npy(path, what):
 
 
 def load_workload(args):
-    """F from ``--matrix`` or from ``--workload`` with its sizes; returns (F, label)."""
+    """F from ``--matrix``, from ``--workload`` with its sizes, or (neither given) from the
+    ``--prepared`` file, which holds it (public, checked against the file's fingerprint);
+    returns (F, label)."""
     from .. import workloads as W
     from ..body.hull import validate_matrix
+
+    prepared = getattr(args, "prepared", None)
+    if prepared and not args.matrix and all(getattr(args, k, None) is None for k in ("workload", "d", "n", "k", "shape")):
+        from ..walks.prepared import load_prepared
+
+        from .prepare import check_prepared_file
+        check_prepared_file(prepared)
+        try:
+            F = load_prepared(prepared).F
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"--prepared: {str(exc).removeprefix('prepared: ')}".splitlines()[0]) from None
+        return F, f"F of {prepared} {F.shape[0]}×{F.shape[1]}"
 
     if args.matrix:
         given = [f"--{k}" for k in ("workload", "d", "n", "k", "shape") if getattr(args, k) is not None]

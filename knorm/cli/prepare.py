@@ -145,8 +145,8 @@ def add_parser(sub):
                         "(thresholds, states inside K) and re-run a short certification from its states; exit 1 "
                         "if it fails")
     s.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    s.add_argument("--recommend", action="store_true",
-                   help="also compute knorm.recommend's table (each mechanism's expected error, ε-free: a function "
+    s.add_argument("--recommend", action=argparse.BooleanOptionalAction, default=True,
+                   help="also compute knorm.recommend's table (default; --no-recommend skips it): each mechanism's expected error, ε-free, a function "
                         "of F and fixed seeds) and keep it in the file, so that knorm sample --mechanism auto "
                         "--prepared FILE takes the table from it (a chosen multi-level NIM still searches its "
                         "plan again)")

@@ -179,6 +179,18 @@ class ErrorEstimate:
         return f"{self.value:.6g}" + ("" if self.exact else f" ± {self.stderr:.2g}") + f" ({self.method})"
 
 
+def rms_from_mean_square(m: float, se_m: float, factor: float) -> tuple[float, float]:
+    """``factor·√m`` and its delta-method SE ``factor·se_m/(2√m)``, for a mean square ``m`` ± ``se_m``."""
+    return factor * np.sqrt(m), (factor * se_m / (2.0 * np.sqrt(m)) if m > 0 else 0.0)
+
+
+def rms_from_draws(norms: ArrayLike, factor: float, ess: float) -> tuple[float, float]:
+    """:func:`rms_from_mean_square` of the draws' norms (in units where they are O(1)) with ``ess``
+    effective draws."""
+    sq = np.asarray(norms, float) ** 2
+    return rms_from_mean_square(float(sq.mean()), float(sq.std(ddof=1) / np.sqrt(ess)), factor)
+
+
 def mc_norm_estimate(draws: ArrayLike, factor: float = 1.0, ess: float | None = None,
                      method: str = "") -> ErrorEstimate:
     """Mean ℓ₂ norm of draws × factor, with its standard error (``ess`` effective draws)."""
@@ -426,6 +438,12 @@ class Mechanism(Accounted, ABC):
         """Each row's answers plus its own noise, on the grid (one noise draw per row, in order)."""
         noise = np.atleast_2d(self.sample_noise(len(fx)))
         return snap_sum(fx, noise, self._release_grid())
+
+    def _rms_estimate(self, n_samples: int | None = None) -> ErrorEstimate:
+        """``√E‖noise‖₂²`` as an :class:`ErrorEstimate`: exact, from the mechanism's ``rms_error()``
+        (K-norm and NIM override it)."""
+        return ErrorEstimate(float(self.rms_error()), 0.0, True,  # type: ignore[attr-defined]
+                             "exact: √E‖noise‖₂² (rms_error)")
 
     def _grid_k_of(self) -> int | None:
         """The grid from the public scale ``min_i max_j |F_ij| / ε`` (K's extent along its thinnest

@@ -8,7 +8,7 @@ from scipy import optimize, special
 
 from ..privacy import BudgetAccountant
 
-from .._validate import positive_int, short_repr
+from .._validate import check_flag, positive_int, short_repr
 from ..body.hull import validate_matrix
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_finite_output,
                     check_noise_scale, check_positive, check_size, in_float_range, mc_expected_norm, scaled,
@@ -89,8 +89,11 @@ class LaplaceMechanism(Mechanism):
             return in_float_range(float(2.0 * self.d * np.float64(self.scale) ** 2), "the expected squared error",
                                   self.epsilon)
 
-    def expected_error(self, n_samples: int = 200_000) -> ErrorEstimate:
-        """``E‖noise‖₂``: no closed form; Monte Carlo over exact Laplace draws (≈ √(2d)·b)."""
+    def expected_error(self, n_samples: int = 200_000, *, rms: bool = False) -> ErrorEstimate:
+        """``E‖noise‖₂``: no closed form; Monte Carlo over exact Laplace draws (≈ √(2d)·b). ``rms=True``:
+        ``√E‖noise‖₂² = √(2d)·b``, exact (:meth:`rms_error`)."""
+        if check_flag("rms", rms):
+            return self._rms_estimate()
         rng = np.random.default_rng(self._rng.integers(2**63))
         def draw(m: int) -> NDArray[np.float64]:
             return rng.laplace(0.0, 1.0, size=(m, self.d))
@@ -212,8 +215,10 @@ class GaussianMechanism(Mechanism):
             return in_float_range(float(self.d * np.float64(self.sigma) ** 2), "the expected squared error",
                                   self.epsilon)
 
-    def expected_error(self) -> ErrorEstimate:
-        """``E‖N(0, σ²I_d)‖₂ = σ√2 Γ((d+1)/2)/Γ(d/2)`` (exact)."""
+    def expected_error(self, *, rms: bool = False) -> ErrorEstimate:
+        """``E‖N(0, σ²I_d)‖₂ = σ√2 Γ((d+1)/2)/Γ(d/2)`` (exact); ``rms=True``: ``√E‖noise‖₂² = σ√d``."""
+        if check_flag("rms", rms):
+            return self._rms_estimate()
         try:
             value = expected_norm_gaussian(self.d, self.sigma)
         except ValueError:

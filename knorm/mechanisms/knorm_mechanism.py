@@ -18,6 +18,7 @@ from ..walks.certify import PoolMoments, StationarySampler, certificate_claim, c
 from ..walks.prepared import PreparedWorkload, body_of, check_prepared
 from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
+                    rms_from_draws, rms_from_mean_square,
                     check_noise_scale, check_size, in_float_range, mc_norm_estimate, scaled)
 
 
@@ -241,14 +242,23 @@ class KNormMechanism(Mechanism):
             out = np.ldexp(unit, 2 * self.body._exp)
         return check_finite_output(out, "the noise variances")
 
-    def expected_error(self, n_samples: int | None = None) -> ErrorEstimate:
-        """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``.
+    def expected_error(self, n_samples: int | None = None, *, rms: bool = False, pool: bool = False) -> ErrorEstimate:
+        """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``; with ``rms=True`` the root mean square
+        ``√E‖noise‖₂² = √((dim+1)(dim+2))/ε · √E‖z‖₂²`` (exact where K has exact structure: the trace
+        of its covariance), comparable with per-query RMSEs (``/√d``).
 
-        ``n_samples`` None: E‖z‖₂ from the certified pool (:meth:`pool_moments`; no new draws)
-        where there is one, else from 4000 uniform draws; an int: from that many new draws.
-        The standard error uses the pool's (or the sampler's min bulk) ESS for MCMC draws.
+        ``n_samples`` None: E‖z‖₂ (E‖z‖₂²) from the certified pool (:meth:`pool_moments`; no new
+        draws) where there is one, else from 4000 uniform draws; an int: from that many new draws
+        (``pool=True``: from the pool where it has at least that many records). The standard error
+        uses the pool's (or the sampler's min bulk) ESS for MCMC draws.
         """
-        mom = self.pool_moments() if n_samples is None else None
+        check_flag("rms", rms)
+        check_flag("pool", pool)
+        if rms:
+            return self._rms_estimate(n_samples, pool)
+        mom = self.pool_moments() if n_samples is None or pool else None
+        if mom is not None and n_samples is not None and n_samples > mom.records:
+            mom = None
         if mom is not None:
             mean, se, pool_ess = mom.norm
             f = (self.dim + 1) * self.body._unit  # ‖z‖ = 2^e·unit·|Z|
@@ -264,6 +274,33 @@ class KNormMechanism(Mechanism):
         how = "exact" if self.structure is not None else f"MCMC ({self.walk})"
         return mc_norm_estimate(z, (self.dim + 1) / self.epsilon, ess,
                                 f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from {draws} {how} uniform draws")
+
+    def _rms_estimate(self, n_samples: int | None = None, pool: bool = False) -> ErrorEstimate:
+        """``√E‖noise‖₂² = √((k+1)(k+2))/ε · √E‖z‖₂²`` (k = dim): exact for an exact structure, else from
+        the certified pool (as :meth:`expected_error`) or ``n_samples`` (default 4000) uniform draws."""
+        body, k = self.body, self.dim
+        factor = scaled(np.sqrt((k + 1) * (k + 2)) * body._unit, body._exp, self.epsilon)  # no 1/ε or scale² formed
+        s = self.structure
+        if s is not None:
+            value = factor * np.sqrt(np.trace(s.covariance_frame()))
+            check_finite_output([value], "the rms error")
+            return ErrorEstimate(value, 0.0, True, f"exact: √((k+1)(k+2)·tr Cov(Uniform K))/ε, K a {s.kind}")
+        mom = self.pool_moments() if n_samples is None or pool else None
+        if mom is not None and (n_samples is None or n_samples <= mom.records):  # no new draws
+            mean, se_m, ess = mom.sq
+            value, stderr = rms_from_mean_square(mean, se_m, factor)
+            check_finite_output([value, stderr], "the rms error")
+            return ErrorEstimate(value, stderr, False, f"Monte Carlo: E‖z‖₂² from the certified pool (MCMC, "
+                                                       f"{self.walk}): ESS {ess:.0f} of {mom.records} records")
+        draws: int = check_n_samples(4000 if n_samples is None else n_samples)
+        z = self.sample_uniform(draws)
+        info = self.last_info
+        ess = max(2.0, min(draws, info.min_ess * draws / info.draws)) if info is not None else float(draws)
+        value, stderr = rms_from_draws(np.linalg.norm(np.ldexp(z, -body._exp), axis=1) / body._unit, factor, ess)
+        check_finite_output([value, stderr], "the rms error")
+        how = (f"Monte Carlo: E‖z‖₂² from {draws} MCMC ({self.walk}) uniform draws, ESS {ess:.0f}"
+               + ("" if info is None or info.converged else ", run NOT certified"))
+        return ErrorEstimate(value, stderr, False, how)
 
     def expected_squared_error(self, n_samples: int | None = None) -> float:
         """``(dim+1)(dim+2)/ε² · E‖z‖₂²``: E‖z‖₂² from the certified pool (``n_samples`` None, where

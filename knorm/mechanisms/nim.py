@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._blas import on_one_blas_thread
 from ..privacy import BudgetAccountant
 
-from .._validate import as_real_array, is_int, positive_int, short_repr
+from .._validate import as_real_array, check_flag, is_int, positive_int, short_repr
 from ..body.hull import SymmetricHull
 from ..errors import ConvergenceError
 from ..walks.certify import certified_of, known_moments
@@ -31,7 +31,7 @@ from ..walks.chains import check_workers, walk_id
 from ..walks.prepared import PreparedWorkload, body_of, check_prepared
 from ..walks.sampler import Sampler, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size,
-                    in_float_range, mc_norm_estimate, scaled)
+                    in_float_range, mc_norm_estimate, rms_from_draws, scaled)
 from .knorm_mechanism import KNormMechanism, check_sampler_options
 
 SPLITS = ("auto", "halves")
@@ -430,16 +430,28 @@ class NIMechanism(Mechanism):
             self._certified = self._certified and lv.mechanism._certified
         return self._one_or_many(total, m)
 
-    def expected_error(self, n_samples: int | None = None) -> ErrorEstimate:
+    def expected_error(self, n_samples: int | None = None, *, rms: bool = False) -> ErrorEstimate:
         """``E‖noise‖₂``: a plan of one level is the K-norm mechanism (``n_samples`` None: its
         :meth:`~KNormMechanism.expected_error`, from the certified pool where there is one);
-        otherwise Monte Carlo over ``n_samples`` (default 2000) of the mechanism's own noise draws."""
+        otherwise Monte Carlo over ``n_samples`` (default 2000) of the mechanism's own noise draws.
+        ``rms=True``: ``√E‖noise‖₂²`` likewise, exact where every level's covariance is
+        (``predicted_error``)."""
         one = self.levels[0]
-        if n_samples is None and len(self.levels) == 1 and one.kept_dim == one.dim and one.epsilon == self.epsilon:
-            e = one.mechanism.expected_error()
+        single = len(self.levels) == 1 and one.kept_dim == one.dim and one.epsilon == self.epsilon
+        if check_flag("rms", rms) and all(lv.exact_covariance for lv in self.levels):
+            return ErrorEstimate(self.predicted_error, 0.0, True,
+                                 f"exact: √Σ c_i/ε_i², {len(self.levels)} level(s) {[lv.dim for lv in self.levels]}")
+        if n_samples is None and single:
+            e = one.mechanism.expected_error(rms=rms)
             return replace(e, method=f"its plan has one level, the K-norm mechanism: {e.method}")
         n_samples = 2000 if n_samples is None else n_samples
         draws = self.sample_noise(check_n_samples(n_samples))
+        if rms:
+            s = float(np.max(np.abs(draws))) or 1.0  # ‖v‖ = s·‖v/s‖: no square over- or underflows
+            ess = float(n_samples)  # as the ℓ₂ estimate below: the SE assumes independent draws
+            value, stderr = rms_from_draws(np.linalg.norm(draws / s, axis=1), s, ess)
+            return ErrorEstimate(value, stderr, False, f"Monte Carlo over {n_samples} noise draws"
+                                 + ("" if self.privacy_per_answer.exact else " (MCMC-based; SE assumes independent draws)"))
         exact = self.privacy_per_answer.exact
         return mc_norm_estimate(draws, method=f"Monte Carlo over {n_samples} noise draws"
                                 + ("" if exact else " (MCMC-based; SE assumes independent draws)"))

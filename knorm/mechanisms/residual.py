@@ -45,7 +45,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
-from .._validate import check_memory, is_int, short_repr
+from .._validate import check_flag, check_memory, is_int, short_repr
 from ..body.marginal import MarginalStructure, recognise
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon,
                     check_finite_output, check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
@@ -292,8 +292,11 @@ class ResidualGaussianMechanism(Mechanism):
             out[c] = self.scale ** 2 * tot / math.prod(n[a] for a in c)
         return out
 
-    def expected_error(self, n_samples: int = MC_DRAWS) -> ErrorEstimate:
-        """``E‖noise‖₂``: no closed form; Monte Carlo over exact draws (≈ rms_error)."""
+    def expected_error(self, n_samples: int = MC_DRAWS, *, rms: bool = False) -> ErrorEstimate:
+        """``E‖noise‖₂``: no closed form; Monte Carlo over exact draws (≈ rms_error). ``rms=True``:
+        ``√E‖noise‖₂²``, exact (:meth:`rms_error`)."""
+        if check_flag("rms", rms):
+            return self._rms_estimate()
         return mc_expected_norm(self._mc_draw, n_samples, self.d, 1.0, f"Monte Carlo, {n_samples} exact draws")
 
     def _mc_draw(self, m: int) -> NDArray[np.float64]:
@@ -359,8 +362,11 @@ class SVDGaussianMechanism(Mechanism):
             return in_float_range(float(np.float64(self.rms_error()) ** 2), "the expected squared error",
                                   self.epsilon)
 
-    def expected_error(self, n_samples: int = MC_DRAWS) -> ErrorEstimate:
-        """``E‖noise‖₂``: Monte Carlo over exact draws (≈ rms_error)."""
+    def expected_error(self, n_samples: int = MC_DRAWS, *, rms: bool = False) -> ErrorEstimate:
+        """``E‖noise‖₂``: Monte Carlo over exact draws (≈ rms_error). ``rms=True``: ``√E‖noise‖₂²``,
+        exact (:meth:`rms_error`)."""
+        if check_flag("rms", rms):
+            return self._rms_estimate()
         def draw(m: int) -> NDArray[np.float64]:
             return np.atleast_2d(self.sample_noise(m))
         return mc_expected_norm(draw, n_samples, self.d + self.n, 1.0, f"Monte Carlo, {n_samples} exact draws")

@@ -249,9 +249,12 @@ class _Strategy(Mechanism):
             return snap(self._answers(X + self._solve(z)), self._release_grid())
 
     @on_one_blas_thread  # chunks of products, as _search_p_identity's
-    def expected_error(self, n_samples: int = 20_000) -> ErrorEstimate:
+    def expected_error(self, n_samples: int = 20_000, *, rms: bool = False) -> ErrorEstimate:
         """``E‖F A⁺ z‖₂``: no closed form; Monte Carlo over exact Laplace draws (unit scale, then scaled;
-        an implicit F: ``‖F u‖₂ = ‖R u‖₂`` with ``RᵀR = FᵀF``, R from the Gram's eigendecomposition)."""
+        an implicit F: ``‖F u‖₂ = ‖R u‖₂`` with ``RᵀR = FᵀF``, R from the Gram's eigendecomposition).
+        ``rms=True``: ``√E‖F A⁺ z‖₂²``, exact (:meth:`rms_error`)."""
+        if check_flag("rms", rms):
+            return self._rms_estimate()
         rng = np.random.default_rng(self._rng.integers(2**63))
         factor = scaled(self.sensitivity, self._exp, self.epsilon)
         if self.workload is None:

@@ -99,8 +99,9 @@ class PreparedWorkload:
 
     def __init__(self, body: SymmetricHull, fingerprint: str, shape: tuple[int, int], rounding: Rounding | None,
                  rows: dict[str, Any] | None = None, row_arrays: dict[str, NDArray[np.float64]] | None = None,
-                 certified: Certified | None = None) -> None:
+                 certified: Certified | None = None, F: NDArray[np.float64] | None = None) -> None:
         self.body, self.fingerprint, self.rounding = body, fingerprint, rounding
+        self.F = F  # the validated F it was prepared for (public; saved in the file, sparse)
         self.certified = certified
         self.point_bases: NDArray[np.int64] | None = None  # oracle bases at the rounding's end points (saved)
         self.radius_bases: NDArray[np.int64] | None = None  # and at body_radius's directions (saved)
@@ -142,7 +143,8 @@ class PreparedWorkload:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the file (numpy ``.npz``, no pickles), atomically; returns its path.
 
-        It holds the format, the knorm version, F's fingerprint and shape, (unless K has
+        It holds the format, the knorm version, F itself (public; its non-zero entries, so that
+        ``load_prepared(path)`` needs no other file) with its fingerprint and shape, (unless K has
         exact structure) the rounding: T, its chains' end points, τ, iterations, eigenvalue
         spread, and the span basis and unit it was computed in; and the ε-free rows of
         :func:`knorm.recommend` computed with this workload so far (:attr:`rows`, with a
@@ -153,6 +155,8 @@ class PreparedWorkload:
         arrays: dict[str, Any] = {"format": np.array(FORMAT), "knorm": np.array(_version()),
                                   "fingerprint": np.array(self.fingerprint), "shape": np.array(self.shape),
                                   "has_rounding": np.array(self.rounding is not None)}
+        if self.F is not None:
+            arrays.update(sparse_matrix(self.F))
         if self.rounding is not None:
             rnd = self.rounding
             self.solve_point_bases()
@@ -232,7 +236,7 @@ class _Partial:
 def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains: int = DEFAULT_CHAINS,
             workers: int | Executor | None = None, progress: Any = None, certify: bool = True,
             walk: str = "billiard", resume: bool = True, snapshot_every: float = 30.0,
-            recommend: bool = False) -> PreparedWorkload:
+            recommend: bool = True) -> PreparedWorkload:
     """Do the work that depends on F only (its body, rounding and, with ``certify``, the
     certification of ``walk`` on the rounded body) and, given ``path``, save it.
 
@@ -251,10 +255,12 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     snapshot is deleted once the file is written. A snapshot of another prepare is refused
     (ValueError); ``resume=False`` discards any snapshot first.
 
-    ``recommend``: also compute :func:`knorm.recommend`'s ε-free rows (every pure ε-DP candidate,
-    default options; K-norm's and a one-level NIM's from the certified pool) and keep them in the
-    file, so that ``recommend(F, epsilon=…, prepared=load_prepared(path, F))`` answers at once at
-    any ε (the Gaussian rows, which depend on δ, are exact formulas computed then).
+    ``recommend`` (default True): also compute :func:`knorm.recommend`'s ε-free rows (every pure
+    ε-DP candidate, default options; K-norm's and a one-level NIM's from the certified pool) and
+    keep them in the file, so that ``recommend(F, epsilon=…, prepared=load_prepared(path))``
+    answers at once at any ε (the Gaussian rows, which depend on δ, are exact formulas computed
+    then); at 4,800 cells p-Identity's search alone takes minutes, which a plain file would
+    leave to every later ``recommend``. ``False`` skips them.
 
     Raises :class:`~knorm.ConvergenceError` if the walk cannot be certified. Returns the
     :class:`PreparedWorkload`; later releases load the file with :func:`load_prepared`.
@@ -280,7 +286,7 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
         body = SymmetricHull._of(F, fp)
         rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(report),
                                                                          chains=chains)
-        w = PreparedWorkload(body, fp, shape, rnd)
+        w = PreparedWorkload(body, fp, shape, rnd, F=F)
         w.solve_point_bases(workers)  # on the given workers (save would use one thread per CPU)
         if partial is not None and rnd is not None:
             partial.save_rounding(w)
@@ -387,8 +393,9 @@ def _rounding(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> Ro
 
 
 @on_one_blas_thread
-def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkload:
-    """The prepared workload saved at ``path`` by :func:`prepare`, for this ``F``.
+def load_prepared(path: str | os.PathLike[str], F: ArrayLike | None = None) -> PreparedWorkload:
+    """The prepared workload saved at ``path`` by :func:`prepare`, for this ``F`` (None: the F
+    the file holds, checked against its fingerprint; :attr:`PreparedWorkload.F`).
 
     Refused (one-line ValueError) if the file is not one, was written by another knorm
     version or format (prepare again), or was prepared for another matrix (fingerprint); a
@@ -405,7 +412,7 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
     if fmt != FORMAT or version != _version():
         raise ValueError(f"prepared: {str(path)!r} is in format {fmt or '?'} of knorm {version or '?'}; this is "
                          f"{FORMAT} of knorm {_version()}: prepare it again")
-    F = validate_matrix(F)
+    F = _stored_matrix(z, path) if F is None else validate_matrix(F)
     fp = workload_fingerprint(F)
     if str(z["fingerprint"]) != fp:
         raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (shape "
@@ -420,7 +427,7 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
         rnd = _rounding(z, body, path)
     cert = _certified(z, rnd, body, path) if "certificate" in z else None
     rows, arrays = _rows(z, path, int(F.shape[1]))
-    w = PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays, cert)
+    w = PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays, cert, F=F)
     if rnd is not None and "point_bases" in z and z["point_bases"].shape == rnd.points.shape:
         w.point_bases = np.asarray(z["point_bases"], dtype=np.int64)  # checked in _rounding
     if rnd is not None and "radius_bases" in z:
@@ -431,6 +438,40 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike) -> PreparedWorkloa
             raise ValueError(f"prepared: {str(path)!r} is damaged (its radius bases are not bases)") from None
         w.radius_bases = np.asarray(z["radius_bases"], dtype=np.int64)
     return w
+
+
+def sparse_matrix(F: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
+    """F's non-zero entries for the file, row by row (CSR: ``matrix_indptr``, ``matrix_indices`` in
+    the smallest unsigned type that holds n, ``matrix_data`` as int8 where every entry is an
+    integer in [-128, 127], else float64) and its shape: a 0/1 marginal workload costs 3 bytes a
+    non-zero entry."""
+    rows, cols = np.nonzero(F)
+    data = F[rows, cols]
+    small = bool(np.all(data == np.rint(data)) and np.all(np.abs(data) <= 127))
+    kind = np.uint16 if F.shape[1] <= 2**16 else np.uint32
+    indptr = np.searchsorted(rows, np.arange(F.shape[0] + 1)).astype(np.int64)
+    return {"matrix_shape": np.array(F.shape, dtype=np.int64), "matrix_indptr": indptr,
+            "matrix_indices": cols.astype(kind), "matrix_data": data.astype(np.int8 if small else np.float64)}
+
+
+def _stored_matrix(z: dict[str, NDArray[Any]], path: Path) -> NDArray[np.float64]:
+    """The F a file holds (:func:`sparse_matrix`), validated; the caller checks its fingerprint."""
+    keys = ("matrix_shape", "matrix_indptr", "matrix_indices", "matrix_data")
+    if not all(k in z for k in keys):
+        raise ValueError(f"prepared: {str(path)!r} holds no F (written before F was kept in the file): give F, "
+                         "or prepare it again")
+    damaged = ValueError(f"prepared: {str(path)!r} is damaged (its F cannot be read)")
+    try:
+        d, n = (int(v) for v in z["matrix_shape"])
+        indptr, idx, data = z["matrix_indptr"], z["matrix_indices"].astype(np.int64), z["matrix_data"]
+        if indptr.shape != (d + 1,) or idx.shape != data.shape or indptr[0] != 0 or indptr[-1] != len(idx) \
+                or np.any(np.diff(indptr) < 0) or (len(idx) and (idx.min() < 0 or idx.max() >= n)):
+            raise damaged
+        F = np.zeros((d, n))
+        F[np.repeat(np.arange(d), np.diff(indptr)), idx] = data
+    except (ValueError, TypeError, IndexError, MemoryError):
+        raise damaged from None
+    return validate_matrix(F)
 
 
 _CERT_TYPES = typing.get_type_hints(Certificate)  # each field's type (str, int or float), from its declaration

@@ -186,3 +186,24 @@ def test_error_estimates_at_extreme_scales_of_F(scale):
     nim = NIMechanism(np.diag([4.0, 2.0, 1.0]) * scale, epsilon=1e3, rng=2, split="halves")
     assert [lv.dim for lv in nim.levels] == [3, 1]
     assert np.allclose(np.abs(nim.levels[1].basis[:, 0]), [1, 0, 0])  # the longest axis is split off last
+
+
+def test_expected_error_offers_the_rms_form_against_exact_values():
+    """Issue 44: expected_error(rms=True) is √E‖noise‖₂², comparable with per-query RMSEs.
+    Exact values derived here: Laplace √(2d)·Δ₁/ε; K-norm on F = I_d (the cross-polytope):
+    E r² = (d+1)(d+2)/ε², E‖z‖² = 2d/((d+1)(d+2)), so √(2d)/ε; K-norm on the hexagon
+    conv(±e₁, ±e₂, ±(1, −1)) (MCMC): E‖z‖² over its six triangles (0, a, b), each of area 1/2,
+    is the mean of (|a|² + |b|² + a·b)/6 = 1/3, 2/3, 2/3 (twice): 5/9, so √(12·5/9)/ε (k = 2),
+    the pool's estimate within 4 of its standard errors."""
+    F = W.prefix(5)
+    lap = LaplaceMechanism(F, epsilon=0.5)
+    e = lap.expected_error(rms=True)
+    assert e.exact and e.value == pytest.approx(np.sqrt(2 * 5) * 5 / 0.5, rel=1e-12)
+    e = KNormMechanism(np.eye(4), epsilon=2.0).expected_error(rms=True)
+    assert e.exact and e.value == pytest.approx(np.sqrt(8) / 2.0, rel=1e-12)
+    hexagon = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, -1.0]])
+    e = KNormMechanism(hexagon, epsilon=1.0, rng=0).expected_error(rms=True)
+    assert not e.exact and abs(e.value - np.sqrt(12 * 5 / 9)) < 4 * e.stderr, e
+    assert NIMechanism(hexagon, epsilon=1.0, rng=0).expected_error(rms=True).value > 0
+    with pytest.raises(ValueError, match="rms must be True or False"):
+        lap.expected_error(rms="yes")

@@ -14,7 +14,7 @@ F = workloads.marginals((2, 2, 2, 2, 2), 2)  # rank 16, no exact structure: MCMC
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     path = tmp_path_factory.mktemp("prepared") / "w.knorm"
-    return prepare(F, path), path
+    return prepare(F, path, recommend=False), path  # recommend's rows: test_prepare_keeps_recommends_rows_by_default
 
 
 def test_the_file_holds_only_public_f_derived_data(saved):
@@ -23,7 +23,8 @@ def test_the_file_holds_only_public_f_derived_data(saved):
         keys = set(z.files)
         assert keys == {"format", "knorm", "fingerprint", "shape", "has_rounding", "T", "points", "point_bases", "radius_bases", "tau",
                         "iterations", "eigen_spread", "span_basis", "unit", "certificate", "states", "state_bases",
-                        "public", "pool_moments", "pool_second"}
+                        "public", "pool_moments", "pool_second",
+                        "matrix_shape", "matrix_indptr", "matrix_indices", "matrix_data"}  # F itself: public
         assert "public" in str(z["public"]) and "no data" in str(z["public"])
         assert str(z["fingerprint"]) == w.fingerprint == P.workload_fingerprint(F)
         assert str(z["knorm"]) == knorm.__version__ and str(z["format"]) == P.FORMAT
@@ -274,7 +275,7 @@ def test_a_new_matrix_is_hashed_once(monkeypatch, tmp_path):
     body = P.body_of(F)
     assert len(calls) == 1 and body._source == leaf.fingerprint(np.ascontiguousarray(F))
     calls.clear()
-    w = prepare(F, tmp_path / "w.knorm", certify=False)
+    w = prepare(F, tmp_path / "w.knorm", certify=False, recommend=False)  # recommend's mechanisms check F again
     assert len(calls) == 1 and w.body._source == w.fingerprint
     calls.clear()
     assert load_prepared(tmp_path / "w.knorm", F).body._source == w.fingerprint and len(calls) == 1
@@ -293,3 +294,50 @@ def test_the_saved_point_bases_are_optimal_and_the_same_on_any_number_of_threads
         st = frame.basis_state(basis)
         frame.solve(x, st, True)
         assert st.ctr[1] == 0 and np.array_equal(np.sort(st.basis), np.sort(basis))
+
+
+def test_the_file_holds_f_and_load_prepared_needs_nothing_else(tmp_path):
+    """Issue 44: F is kept in the file (public; its non-zero entries), so load_prepared(path) and
+    `knorm info --prepared FILE` need no other file; the stored F is checked against the file's
+    fingerprint; a user's F with shuffled rows is another matrix (refused as before)."""
+    from knorm import workloads as W
+
+    F = W.marginals([2, 3, 4], 2)
+    F = F[np.random.default_rng(1).permutation(len(F))]
+    path = tmp_path / "m.knorm"
+    knorm.prepare(F, path)
+    w = knorm.load_prepared(path)
+    assert np.array_equal(w.F, F) and w.fingerprint == knorm.load_prepared(path, F).fingerprint
+    with np.load(path) as z:
+        assert z["matrix_data"].dtype == np.int8 and z["matrix_indices"].dtype == np.uint16
+        assert z["matrix_data"].size == np.count_nonzero(F)
+    Fr = np.round(np.random.default_rng(0).normal(size=(4, 7)), 3)  # real entries: stored as float64, exactly
+    knorm.prepare(Fr, tmp_path / "r.knorm", certify=False, recommend=False)
+    assert np.array_equal(knorm.load_prepared(tmp_path / "r.knorm").F, Fr)
+    with np.load(path) as z:  # an edited F no longer matches the fingerprint: refused
+        arrays = {k: z[k] for k in z.files}
+    arrays["matrix_data"] = arrays["matrix_data"].copy()
+    arrays["matrix_data"][0] = 2
+    with open(tmp_path / "edited.knorm", "wb") as f:
+        np.savez(f, **arrays)
+    with pytest.raises(ValueError, match="was prepared for another matrix"):
+        knorm.load_prepared(tmp_path / "edited.knorm")
+    del arrays["matrix_data"]
+    with open(tmp_path / "old.knorm", "wb") as f:
+        np.savez(f, **arrays)
+    with pytest.raises(ValueError, match="holds no F .* give F, or prepare it again"):
+        knorm.load_prepared(tmp_path / "old.knorm")
+    assert knorm.load_prepared(tmp_path / "old.knorm", F).F is not None  # F given: as before
+
+
+def test_prepare_keeps_recommends_rows_by_default(tmp_path):
+    """Issue 44: a plain prepare keeps recommend's ε-free rows, so recommend from its file draws
+    and searches nothing (p-Identity's search took minutes at 4,800 cells); recommend=False skips."""
+    from knorm import workloads as W
+
+    F = W.marginals([2, 3, 4], 2)
+    w = knorm.prepare(F, tmp_path / "m.knorm")
+    assert {"laplace", "identity", "hierarchical", "p-identity", "knorm", "nim"} <= set(w.rows["rows"])
+    rec = knorm.recommend(F, epsilon=1.0, prepared=knorm.load_prepared(tmp_path / "m.knorm"))
+    assert rec.table and all("(prepared)" in r.method for r in rec.table.values())
+    assert not knorm.prepare(F, recommend=False).rows
