@@ -6,8 +6,10 @@ while it rounds K (iterations, at most ``total``), ``warmup(done, total)`` durin
 (steps per chain), ``pilot(done, total)`` during a thinning-1 pilot (steps per chain),
 ``progress(done, target)`` with the pooled records, and ``certify(done, target)`` with the
 records of a workload's one certification. Each stage is one tqdm
-bar with its count; a stage that will take more than ``SLOW`` seconds says so once, with roughly
-how long (from the rate so far), above its bar. With ``plain=True`` (a log, not a terminal) each
+bar with its count and one estimate of the time left (from this stage's own rate; none of tqdm's
+own), a rounding's in whole iterations ("iteration 2 of at most 8") while its bar moves within
+each; in a log, a stage that will take more than ``SLOW`` seconds says so once, with roughly how
+long. With ``plain=True`` (a log, not a terminal) each
 stage is lines instead: one as it starts (its total), its count at most every ``PLAIN_EVERY``
 seconds while it runs, and one as it ends (its count and time).
 Nothing shown depends on data: only counts of iterations, steps and draws, and times.
@@ -90,6 +92,15 @@ class StageProgress:
         records of ``total``."""
         self._update("certify", done, total)
 
+    def note(self, text: str) -> None:
+        """One line of its own (a whole prepare's up-front estimate), above any bar."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(f"{self.desc}: {text}", file=self.file or sys.stderr)
+        else:
+            self._line(text)
+
     def close(self) -> None:
         """Close the open bar (the stage is over)."""
         if self._open:
@@ -148,11 +159,14 @@ class StageProgress:
                 self._done = True
             elif (now := self.clock()) - self._line_at >= PLAIN_EVERY:
                 label, unit = self._label()
-                count = f"{done:g}" if float(done).is_integer() else f"{done:.2f}"  # a rounding's share of one
-                self._line(f"{label}: {count} of {total} {unit}s in {now - self._t0:.0f} s")
+                if self.stage == "rounding":  # it reports shares of an iteration: whole ones are said
+                    self._line(f"{label}: {int(done)} of at most {total} {unit}s done in {now - self._t0:.0f} s")
+                else:
+                    self._line(f"{label}: {done:g} of {total} {unit}s in {now - self._t0:.0f} s")
             return
+        self.bar.info = self._postfix(done, total)
         self.bar.update(done - self.bar.n)
-        self._announce(done, total)
+        self.bar.refresh()  # the new count and estimate now (reports are seconds apart, tqdm's own pacing aside)
         if done >= total:
             self.close()
             self._done = True
@@ -160,8 +174,6 @@ class StageProgress:
     def _start(self, stage: str, total: int, more: int | None = None) -> None:
         """Open a stage's bar (or its first line); ``more``: the stage goes on past its total, from
         ``more`` done (a pool extended: the same stage and run, a new total)."""
-        from tqdm import tqdm
-
         self.close()
         if stage == "pool" and more is None:
             self.runs += 1
@@ -173,31 +185,62 @@ class StageProgress:
                        f"{label}: more {unit}s, {total} in all ({more:g} so far)")
             return
         with self._lock:
-            self.bar = tqdm(total=total, initial=more or 0, desc=f"{self.desc}: {label}" + (" (more)" if more else ""),
-                            unit=unit, file=self.file or sys.stderr, leave=False, dynamic_ncols=True)
+            # one estimate per bar: the postfix's (this stage's rate; a rounding's for 1-2 iterations),
+            # never tqdm's own remaining time, which for a rounding would count every allowed iteration
+            self.bar = _Bar(total=total, initial=more or 0, desc=f"{self.desc}: {label}" + (" (more)" if more else ""),
+                            unit=unit, file=self.file or sys.stderr, leave=False, dynamic_ncols=True,
+                            bar_format="{l_bar}{bar}| {info} [{elapsed}]")
+            self.bar.info = self._postfix(more or 0, total)
             if self._ticker is None:
                 self._ticker = threading.Thread(target=self._tick, name="knorm-progress", daemon=True)
                 self._ticker.start()
 
-    def _announce(self, done: int, total: int) -> None:
-        """Once per stage: roughly how long it takes in all, when that is more than SLOW seconds."""
+    def _postfix(self, done: float, total: int) -> str:
+        """The bar's text: its count (a rounding's in whole iterations) and, once the stage's own rate
+        is known (after SETTLE seconds) and the stage is slow, its one estimate of the time left."""
+        unit = STAGES[self.stage or "pool"][1]
+        if self.stage == "rounding":  # reports shares of an iteration: the count is the iteration under way
+            it = min(int(done) + 1, total)
+            count = f"{unit} {it} of at most {total}" if done < total else f"{total} {unit}s"
+        else:
+            count = f"{int(done)}/{total} {unit}s"
         spent = self.clock() - self._t0
         # the rate of what this stage did itself: a pool may open with records it already holds
         # (a kept thinning-1 pilot's), which took no time here
-        if self._said or done <= self._first or spent < SETTLE or done >= total:
-            return
+        if done <= self._first or spent < SETTLE or done >= total:
+            return count
         per = spent / (done - self._first)
-        whole = spent + (total - done) * per
-        if whole > SLOW:
-            self._said = True
-            label, unit = STAGES[self.stage or "pool"]
-            if self.stage == "rounding":  # it stops when the frame is isotropic: its total is a bound
-                typical = spent + max(min(total, TYPICAL_ROUNDING) - done, 0.0) * per
-                text = (f"{rough_time(typical)} if it stops after 1-2 {unit}s as most bodies do "
-                        f"(at most {total}: {rough_time(whole)})")
-            else:
-                text = f"{total} {unit}s, {rough_time(whole)} in all ({rough_time(whole - spent)} left)"
-            self.bar.write(f"knorm: {label}: {text}", file=self.file or sys.stderr)
+        left = (total - done) * per
+        if self.stage == "rounding":  # it stops when the frame is isotropic: its total is a bound
+            left = max(min(total, TYPICAL_ROUNDING) - done, 0.0) * per
+            return count + (f", {rough_time(left)} left if it stops after 1-2 {unit}s as most do"
+                            if spent + left > SLOW else "")
+        return count + (f", {rough_time(left)} left" if spent + left > SLOW else "")
+
+
+def _bar_class() -> Any:
+    from tqdm import tqdm
+
+    class Bar(tqdm):  # type: ignore[misc]
+        """A tqdm bar whose format has ``{info}``: the stage's count and its one estimate."""
+
+        info = ""
+
+        @property
+        def format_dict(self) -> dict[str, Any]:
+            return {**super().format_dict, "info": self.info}
+
+    return Bar
+
+
+def _Bar(**kwargs: Any) -> Any:
+    global _BAR
+    if _BAR is None:
+        _BAR = _bar_class()
+    return _BAR(**kwargs)
+
+
+_BAR: Any = None  # tqdm is imported with the first bar
 
 
 def as_progress(progress: Any) -> Any:

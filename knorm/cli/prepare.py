@@ -99,10 +99,11 @@ def cmd_prepare(args):
         print(f"knorm prepare: {label}, rank {w.body.dim}; {how}; {summary['seconds']:.2f} s")
         if cert is not None:
             print(f"walk {cert.summary()}")
-        what = "F's fingerprint, the rounding" + (", the certificate and 64 stationary states" if cert else "") + \
+        what = "F and its fingerprint, the rounding" + (", the certificate and 64 stationary states" if cert else "") + \
             (" and recommend's rows" if rows else "")
         print(f"wrote {out} (public: {what}: functions of F and public seeds only; no data, no noise); "
-              "use it with knorm sample --prepared (and --mechanism auto, with --recommend)")
+              f"use it with knorm sample --prepared {out} (F comes from the file)"
+              + ("; knorm info and --mechanism auto read recommend's rows from it" if rows else ""))
     return 0
 
 

@@ -284,6 +284,8 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     w = None if partial is None else partial.rounding(F)
     if w is None:
         body = SymmetricHull._of(F, fp)
+        if body.exact_structure is None and hasattr(report, "note"):  # the whole prepare, up front (issue 44)
+            report.note(prepare_estimate(body.dim, int(F.shape[1]), workers, chains))
         rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(report),
                                                                          chains=chains)
         w = PreparedWorkload(body, fp, shape, rnd, F=F)
@@ -304,6 +306,26 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     if partial is not None:
         partial.discard()
     return w
+
+
+# seconds of a prepare on 2 cores with 8 chains ≈ PREPARE_FIT·r²·(n + r²) (rank r, n cells): a fit to the
+# prepares measured in docs/benchmarks.md (rank 95 … 332, 720 … 57,600 cells), each within 2× of it
+PREPARE_FIT = 3.2e-7
+
+
+def prepare_estimate(rank: int, n: int, workers: Any = None, chains: int = DEFAULT_CHAINS) -> str:
+    """A rough up-front estimate of a whole prepare (the rounding and the certification of an MCMC
+    body of rank r over n cells), as text: ``PREPARE_FIT·r²·(n + r²)`` seconds on 2 cores, the chain
+    work shared by ``min(chains, threads)`` cores (threads: ``workers``, or this process's CPUs)."""
+    from .chains import default_workers
+
+    slots = workers if is_int(workers) else getattr(workers, "slots", None) if workers is not None else None
+    cores = max(1, min(int(slots or default_workers()), chains))
+    seconds = PREPARE_FIT * rank**2 * (n + rank**2) * 2.0 / cores
+    from .._progress import rough_time
+
+    return (f"rank {rank}, {n} cells: roughly {rough_time(seconds).removeprefix('about ')} in all on {cores} "
+            f"core{'s' if cores != 1 else ''} (a fit to measured prepares, within about 2×)")
 
 
 # knorm.recommend registers the function that fills a prepared workload's rows (prepare(recommend=True))

@@ -195,7 +195,7 @@ def _start_points(frame: Any, k: int, rng: np.random.Generator) -> NDArray[np.fl
 
 
 CHUNK_DRAWS = 64  # records per chain between progress reports / checkpoint opportunities (even), at most
-POOL_PIECES = 10  # and at least this many reports of a pool (a census-size chunk of 64 was ≈ 7 min)
+POOL_PIECES = 32  # and at least this many reports of a pool (a census-size tenth was ≈ 3.5 min)
 WARMUP_PIECES = 10  # progress reports of a warm-up
 WARMUP_TAUS = 20  # warm-up before the first record: at least 20·τ steps per chain (see Sampler)
 MAX_REPEAT_FRACTION = 0.01  # a certified run drops at most 1% of its release candidates as repeats
