@@ -544,6 +544,7 @@ API = {  # qualified name -> (valid keyword arguments, {parameter: other words i
     "knorm.data.split_marginals": (dict(domain=DOMAIN, k=1, answers=[1.0, 2.0, 3.0, 4.0, 5.0]),
                                    {"k": ("k", "answers")}),
     "knorm.diagnostics.rhat": (dict(draws=DRAWS), {}),
+    "knorm.diagnostics.rhat_nested": (dict(draws=DRAWS, superchains=2), {}),
     "knorm.diagnostics.ess": (dict(draws=DRAWS, method="bulk"), {}),
     "knorm.diagnostics.autocorrelation_time": (dict(draws=DRAWS), {}),
     "knorm.discrete.RandomizedResponse": (dict(k=3, epsilon=1.0), {}),

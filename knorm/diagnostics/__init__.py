@@ -4,6 +4,9 @@
   (tail) versions (ArviZ ``method="rank"``).
 * :func:`ess` -- bulk effective sample size: rank-normalised split chains,
   FFT autocovariance, Geyer's initial positive and monotone sequences.
+* :func:`rhat_nested` -- nested R-hat over superchains, for many short chains (Margossian,
+  Hoffman, Sountsov, Riou-Durand, Vehtari and Gelman, Bayesian Analysis 2024; posterior's
+  ``rhat_nested``).
 
 Both take finite real draws shaped ``(chains, draws)`` or ``(chains, draws, k)`` (one
 value per coordinate ``k``), at least 4 draws per chain; anything else is a ValueError.
@@ -18,10 +21,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._validate import as_real_array, short_repr
 
-__all__ = ["rhat", "ess", "autocorrelation_time"]
+__all__ = ["rhat", "rhat_nested", "ess", "autocorrelation_time"]
 
 
-def _as_chains(x: ArrayLike) -> NDArray[np.float64]:
+def _as_chains(x: ArrayLike, min_draws: int = 4) -> NDArray[np.float64]:
     """Draws as a finite float64 array (chains, draws[, k]) or a one-line ValueError."""
     a = as_real_array("draws", x, allow_object=True)
     try:
@@ -33,8 +36,8 @@ def _as_chains(x: ArrayLike) -> NDArray[np.float64]:
         raise ValueError(f"draws must have shape (chains, draws) or (chains, draws, k); got {a.shape}")
     if a.shape[0] < 1:
         raise ValueError(f"draws must hold at least 1 chain, got shape {a.shape}")
-    if a.shape[1] < 4:
-        raise ValueError(f"need at least 4 draws per chain, got {a.shape[1]}")
+    if a.shape[1] < min_draws:
+        raise ValueError(f"need at least {min_draws} draw{'s' if min_draws != 1 else ''} per chain, got {a.shape[1]}")
     if a.ndim == 3 and a.shape[2] < 1:
         raise ValueError(f"draws must hold at least 1 coordinate (k >= 1), got shape {a.shape}")
     if not np.all(np.isfinite(a)):
@@ -164,3 +167,61 @@ def autocorrelation_time(draws: ArrayLike) -> float | NDArray[np.float64]:
     """Integrated autocorrelation time per draw: ``draws_total / ess``."""
     a = _as_chains(draws)
     return a.shape[0] * (a.shape[1] // 2) * 2 / np.asarray(ess(a))
+
+
+def _superchain_ids(superchains: object, chains: int) -> NDArray[np.int64]:
+    """Each chain's superchain (0 … K−1) from ``superchains``: K (consecutive equal groups) or one id
+    per chain; every superchain must hold the same number of chains, and there must be at least 2."""
+    from .._validate import is_int
+
+    if is_int(superchains):
+        k = int(superchains)  # type: ignore[call-overload]
+        if k < 2 or chains % k:
+            raise ValueError(f"superchains={k}: need at least 2 superchains that divide the {chains} chains equally")
+        return np.repeat(np.arange(k), chains // k)
+    try:
+        ids = np.asarray(superchains)
+    except (ValueError, TypeError):  # ragged
+        ids = np.zeros(0)
+    if ids.shape != (chains,) or ids.dtype.kind not in "iu":
+        raise ValueError(f"superchains must be a number of superchains or one integer id per chain ({chains}), "
+                         f"got {short_repr(superchains)}")
+    _, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
+    if len(counts) < 2 or counts.min() != counts.max():
+        raise ValueError("superchains: need at least 2 superchains, each with the same number of chains")
+    return inverse.astype(np.int64)
+
+
+def _rhat_nested_one(a: NDArray[np.float64], ids: NDArray[np.int64]) -> float:
+    """``√(1 + B̂/Ŵ)`` for draws (chains, n) grouped into superchains by ``ids``."""
+    a = _unit(a)
+    k = int(ids.max()) + 1
+    m = a.shape[0] // k
+    n = a.shape[1]
+    order = np.argsort(ids, kind="stable")
+    x = a[order].reshape(k, m, n)
+    chain_mean = x.mean(axis=2)  # (k, m)
+    super_mean = chain_mean.mean(axis=1)  # (k,)
+    between_super = float(np.var(super_mean, ddof=1))
+    between_chain = np.var(chain_mean, axis=1, ddof=1) if m > 1 else np.zeros(k)
+    within_chain = np.var(x, axis=2, ddof=1).mean(axis=1) if n > 1 else np.zeros(k)
+    within_super = float(np.mean(between_chain + within_chain))
+    if within_super == 0.0:
+        return 1.0 if between_super == 0.0 else np.inf
+    return float(np.sqrt(1.0 + between_super / within_super))
+
+
+def rhat_nested(draws: ArrayLike, superchains: object) -> float | NDArray[np.float64]:
+    """Nested R-hat ``√(1 + B̂/Ŵ)`` of chains grouped into K superchains of M chains each (chains of
+    one superchain started at one point): B̂ the variance of the K superchain means, Ŵ the mean over
+    superchains of (the variance of its M chain means + its chains' mean within-chain variance).
+    Built for many short chains, where each chain's own R-hat says little (Margossian et al. 2024,
+    as posterior's ``rhat_nested``: no rank normalisation, no split). ``superchains``: K (the
+    chains in K consecutive equal groups) or one integer id per chain; ``inf`` when every chain is
+    constant but superchains differ.
+    """
+    a = _as_chains(draws, min_draws=1)  # a chain may be as short as one draw (then W̄ = 0)
+    ids = _superchain_ids(superchains, a.shape[0])
+    if a.ndim == 2:
+        return _rhat_nested_one(a, ids)
+    return np.array([_rhat_nested_one(a[:, :, j], ids) for j in range(a.shape[2])])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.signal import lfilter
 
-from knorm.diagnostics import autocorrelation_time, ess, rhat
+from knorm.diagnostics import autocorrelation_time, ess, rhat, rhat_nested
 
 
 def ar1(phi, chains, n, rng):
@@ -130,3 +130,63 @@ def test_chains_stuck_at_different_values():
     x = np.repeat([[0.0], [1.0]], 10, axis=1)
     assert rhat(x) == np.inf  # documented: no mixing at all
     assert np.isfinite(ess(x)) and ess(x) < x.size / 2
+
+
+# ---- nested R-hat (issue 43: many short chains) ---------------------------------------------------
+
+def test_rhat_nested_by_hand():
+    """K = 2 superchains of M = 2 chains of N = 2 draws: chains (0, 2), (1, 3) | (4, 6), (5, 7).
+    Chain means 1, 2 | 5, 6; superchain means 1.5 | 5.5, so B̂ = var(1.5, 5.5) = 8; in each
+    superchain the chain means vary by 0.5 and each chain by 2, so Ŵ = 2.5: √(1 + 8/2.5) = √4.2.
+    The ids may come in any order (the same grouping)."""
+    x = np.array([[0.0, 2.0], [1.0, 3.0], [4.0, 6.0], [5.0, 7.0]])
+    assert rhat_nested(x, 2) == pytest.approx(np.sqrt(4.2), rel=1e-14)
+    assert rhat_nested(x[[2, 0, 3, 1]], [1, 0, 1, 0]) == pytest.approx(np.sqrt(4.2), rel=1e-14)
+    assert np.allclose(rhat_nested(np.stack([x, 3 * x + 1], axis=2), 2), np.sqrt(4.2))  # per coordinate, scale-free
+    one = np.array([[1.0], [2.0], [5.0], [6.0]])  # a single draw per chain: W̄ = 0, B̃ = 0.5, B̂ = 8
+    assert rhat_nested(one, 2) == pytest.approx(np.sqrt(1 + 8 / 0.5), rel=1e-14)
+
+
+def _ar1_superchains(k, m, n, warmup, starts, phi, rng):
+    """k superchains of m AR(1) chains (stationary N(0, 1)), all chains of superchain i started at
+    starts[i], warmup steps before n kept draws."""
+    x = np.repeat(np.asarray(starts, float), m)
+    out = np.empty((k * m, n))
+    s = np.sqrt(1 - phi**2)
+    for t in range(warmup + n):
+        x = phi * x + s * rng.standard_normal(k * m)
+        if t >= warmup:
+            out[:, t - warmup] = x
+    return out
+
+
+@pytest.mark.parametrize("k,m", [(8, 8), (16, 4)])
+def test_rhat_nested_passes_stationary_short_chains_and_fails_unconverged_ones(k, m):
+    """Many short AR(1) chains (φ = 0.9, n = 10 draws each): a chain mean has variance
+    v = (n + 2Σ_h (n−h)φ^h)/n², a chain's sample variance mean n(1 − v)/(n − 1), so with stationary
+    starts (each superchain's common start forgotten after 50 steps: φ⁵⁰ = 0.005) E B̂ = v/m and
+    E Ŵ = v + n(1 − v)/(n − 1): nR̂² − 1 ≈ their ratio r (0.088 at m = 8), and B̂ ~ r·χ²_{k−1}/(k−1)
+    is above 3r with probability below 0.004 at k = 8. Started at 10·(i − (k−1)/2) with 5 steps of
+    warm-up the superchains have not forgotten their starts: nR̂² − 1 > 2 (more than 20r)."""
+    rng = np.random.default_rng(7)
+    n, phi = 10, 0.9
+    h = np.arange(1, n)
+    v = (n + 2 * np.sum((n - h) * phi**h)) / n**2
+    r = (v / m) / (v + n * (1 - v) / (n - 1))
+    ok = _ar1_superchains(k, m, n, 50, rng.standard_normal(k), phi, rng)
+    assert rhat_nested(ok, k) ** 2 - 1 < 3 * r
+    bad = _ar1_superchains(k, m, n, 5, 10 * (np.arange(k) - (k - 1) / 2), phi, rng)
+    assert rhat_nested(bad, k) ** 2 - 1 > 2
+
+
+@pytest.mark.parametrize("superchains,match", [
+    (3, "superchains=3: need at least 2 superchains that divide the 4 chains equally"),
+    (1, "superchains=1"),
+    ([0, 0, 0, 1], "each with the same number of chains"),
+    ([0, 0, 0, 0], "at least 2 superchains"),
+    ([0.5, 1, 2, 3], "one integer id per chain"),
+    ("two", "superchains must be a number of superchains"),
+])
+def test_rhat_nested_refuses_bad_superchains(superchains, match):
+    with pytest.raises(ValueError, match=match):
+        rhat_nested(np.zeros((4, 3)) + np.arange(3), superchains)
