@@ -133,7 +133,7 @@ def test_prepare_chains_progress_lines_and_restart(prepared, tmp_path, capsys):
     assert rc == 0, err
     assert json.loads(stdout)["chains"] == 10 and json.loads(stdout)["certificate"]["chains"] == 10
     lines = err.splitlines()
-    assert lines[0].startswith("prepare: rank 16, 32 cells: roughly ") and lines[0].endswith("(a fit to measured prepares, "
+    assert lines[0].startswith("prepare: rank 16, 32 cells: the rounding and the certification roughly ") and lines[0].endswith("(a fit to measured prepares, "
                                                                                          "within about 2×)")
     assert lines[1] == "prepare: rounding K: at most 8 iterations" and lines[2].startswith("prepare: rounding K: done in ")
     assert any(line.startswith("prepare: certifying the walk (once per workload): done, ") for line in lines)

@@ -191,16 +191,20 @@ def test_a_prepare_says_up_front_roughly_how_long_it_takes():
     from knorm.walks.prepared import prepare_estimate
 
     census = prepare_estimate(332, 57_600, 2)
-    assert census.startswith("rank 332, 57600 cells: roughly 1.6 h in all on 2 cores")
-    assert "roughly 25 min in all on 8 cores" in prepare_estimate(332, 57_600, 8)
+    assert census.startswith("rank 332, 57600 cells: the rounding and the certification roughly 1.6 h on 2 cores")
+    assert "roughly 25 min on 8 cores" in prepare_estimate(332, 57_600, 8)
     assert "on 8 cores" in prepare_estimate(332, 57_600, 64)  # 8 chains keep 8 cores busy
     assert "roughly 29 s" in prepare_estimate(95, 1152, 2)
     out = io.StringIO()
     p = StageProgress(True, "prepare", file=out, plain=True)
-    knorm.prepare(W.marginals([2, 3, 4], 2), progress=p, recommend=False, workers=1)
+    knorm.prepare(W.marginals([2, 3, 4], 2), progress=p, workers=1)
     p.close()
+    lines = out.getvalue().splitlines()
+    assert "prepare: recommend's ε-free rows: every mechanism's expected error" in "\n".join(lines)
+    assert lines[-1].startswith("prepare: recommend's rows: done in ")
     first = out.getvalue().splitlines()[0]
-    assert first.startswith("prepare: rank 18, 24 cells: roughly") and "on 1 core (a fit" in first
+    assert first.startswith("prepare: rank 18, 24 cells: the rounding and the certification roughly")
+    assert "on 1 core (a fit" in first
     out = io.StringIO()
     knorm.prepare(np.eye(3), progress=StageProgress(True, "prepare", file=out, plain=True), recommend=False)
     assert "roughly" not in out.getvalue()

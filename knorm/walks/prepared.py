@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import typing
 import zipfile
 import zlib
@@ -297,8 +298,15 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
                                    checkpoint=None if partial is None else partial.certify)
         cache_certified(w.body, w.certified)
     if recommend:  # knorm.recommend's ε-free rows, kept in w.rows (ROW_MAKERS: registered by knorm.recommend)
+        noting = hasattr(report, "note")
+        if noting:  # minutes at 4,800 cells (p-Identity's strategy search), with no count to show
+            report.note("recommend's ε-free rows: every mechanism's expected error (p-Identity's strategy search "
+                        "is the long one)")
+        t_rows = time.perf_counter()
         for make_rows in ROW_MAKERS:
             make_rows(F, w, walk, workers)
+        if noting:
+            report.note(f"recommend's rows: done in {time.perf_counter() - t_rows:.1f} s")
     if progress is True:  # the bars made here
         report.close()
     if path is not None:
@@ -324,8 +332,9 @@ def prepare_estimate(rank: int, n: int, workers: Any = None, chains: int = DEFAU
     seconds = PREPARE_FIT * rank**2 * (n + rank**2) * 2.0 / cores
     from .._progress import rough_time
 
-    return (f"rank {rank}, {n} cells: roughly {rough_time(seconds).removeprefix('about ')} in all on {cores} "
-            f"core{'s' if cores != 1 else ''} (a fit to measured prepares, within about 2×)")
+    return (f"rank {rank}, {n} cells: the rounding and the certification roughly "
+            f"{rough_time(seconds).removeprefix('about ')} on {cores} core{'s' if cores != 1 else ''} (a fit to "
+            "measured prepares, within about 2×)")
 
 
 # knorm.recommend registers the function that fills a prepared workload's rows (prepare(recommend=True))
