@@ -195,7 +195,8 @@ def _start_points(frame: Any, k: int, rng: np.random.Generator) -> NDArray[np.fl
 
 
 CHUNK_DRAWS = 64  # records per chain between progress reports / checkpoint opportunities (even), at most
-POOL_PIECES = 32  # and at least this many reports of a pool (a census-size tenth was ≈ 3.5 min)
+POOL_PIECES = 10  # and at least this many reports of a pool
+REPORT_EVERY = 30.0  # seconds: a pool chunk that took longer makes the next ones shorter (a census tenth: 3.5 min)
 WARMUP_PIECES = 10  # progress reports of a warm-up
 WARMUP_TAUS = 20  # warm-up before the first record: at least 20·τ steps per chain (see Sampler)
 MAX_REPEAT_FRACTION = 0.01  # a certified run drops at most 1% of its release candidates as repeats
@@ -219,6 +220,16 @@ def pool_chunk(per_chain: int) -> int:
     rounded up to an even number, between 2 and ``CHUNK_DRAWS``. Chains draw their randomness in
     fixed blocks, so the chunks never change a bit of the result."""
     return max(2, min(CHUNK_DRAWS, _even(-(-int(per_chain) // POOL_PIECES))))
+
+
+def shorter_chunk(chunk: int, done: int, seconds: float) -> int:
+    """The next chunk of a pool after one of ``done`` records per chain took ``seconds``: shorter
+    (even, at least 2) where that took more than ``REPORT_EVERY`` s, so a long pool's progress and
+    snapshots come about that often (at census size a tenth of the pool took 3.5 min); else the same.
+    The chains draw their randomness in fixed blocks: no chunk size changes a bit of the result."""
+    if seconds <= REPORT_EVERY or done <= 2:
+        return chunk
+    return max(2, min(chunk, _even(int(done * REPORT_EVERY / seconds))))
 
 
 def advance(chains: list[Chain], walk: str, steps: int, params: Any, workers: Any, progress: Any = None) -> None:
@@ -521,7 +532,9 @@ class Sampler:
         while True:
             while need > 0:
                 k = min(need, chunk)
+                t_chunk = time.perf_counter()
                 rec = run_chains(cs, walk, k * self.thin, self.thin, self.params, self.workers)
+                chunk = shorter_chunk(chunk, k, time.perf_counter() - t_chunk)
                 used += k * self.thin
                 need -= k
                 draws = np.concatenate([draws, rec], axis=1)

@@ -492,3 +492,28 @@ def test_walks_are_one_registry_and_caches_live_outside_the_body():
     sub = build_parser()._subparsers._group_actions[0].choices["sample"]
     walk_action = next(a for a in sub._actions if a.dest == "walk")
     assert list(walk_action.choices) == list(knorm.WALKS)
+
+
+def test_a_slow_pool_reports_in_shorter_chunks_with_the_same_bits(monkeypatch):
+    """Issue 44: a pool chunk that took longer than REPORT_EVERY makes the next ones shorter (at
+    census size a tenth of the pool took 3.5 min without a report); the chains draw in fixed
+    blocks, so a run whose every chunk shrinks to 2 records gives the same draws to the bit."""
+    from knorm import workloads
+    from knorm.walks import sampler as S
+
+    assert S.shorter_chunk(64, 64, 120.0) == 16 and S.shorter_chunk(64, 64, 10.0) == 64
+    assert S.shorter_chunk(8, 2, 100.0) == 8 and S.shorter_chunk(10, 10, 1e9) == 2
+    F = workloads.random_pm1(6, 14, rng=3)
+    calls = []
+    real = S.run_chains
+
+    def counted(*a, **k):
+        calls.append(a[2])
+        return real(*a, **k)
+
+    monkeypatch.setattr(S, "run_chains", counted)
+    want, _ = S.Sampler(F, rng=4, min_draws=300).run(300)
+    usual, calls[:] = len(calls), []
+    monkeypatch.setattr(S, "REPORT_EVERY", 0.0)  # every chunk "too slow": the shortest chunks
+    got, _ = S.Sampler(F, rng=4, min_draws=300).run(300)
+    assert np.array_equal(got, want) and len(calls) > usual
