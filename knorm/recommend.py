@@ -66,6 +66,7 @@ from .mechanisms import (GaussianMechanism, HierarchicalMechanism, IdentityMecha
 from .mechanisms._base import (CHUNK_BYTES, rms_from_draws, check_accountant, check_delta, check_epsilon, check_n_samples,
                                finite_real, in_float_range, scaled)
 from .mechanisms.knorm_mechanism import check_sampler_options
+from .walks.certify import known_moments
 from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism, gaussian_mu, marginal_plan
 from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts, _factor_pays
 from .implicit import ImplicitWorkload, from_matrix
@@ -418,9 +419,19 @@ class _Builder:
         shape = None if self.workload is None else self.workload.shape
         seconds, nbytes = row_cost(name, self.d, self.n, n_samples=self.n_samples, rank=rank, shape=shape,
                                    exact=exact)
+        if name == "knorm" and self._pooled():  # the certified pool answers it: no draws (knorm.knorm)
+            seconds = 0.0
         if self.workload is not None and len(self.workload.terms) > 1 and name in PRODUCT_ONLY:
             seconds *= 10  # a union: up to 10 rounds of per-attribute searches
         return seconds, nbytes
+
+    def _pooled(self) -> bool:
+        """The body's certified pool (a prepared file's, or this process's) holds at least
+        ``n_samples`` records: K-norm's row then draws nothing (:meth:`knorm`)."""
+        if self.body is None:
+            return False
+        mom = known_moments(self.body, self.walk)
+        return mom is not None and self.n_samples <= mom.records
 
     def laplace(self):
         m = LaplaceMechanism(self.F, **self.common)
