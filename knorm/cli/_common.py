@@ -118,6 +118,17 @@ def _load_npy(path, what):
     return arr
 
 
+def check_prepared_file(path, option="--prepared"):
+    """A missing file (or a folder) given as ``option`` named like a missing --data or --matrix,
+    not as a raw OSError."""
+    p = Path(path)
+    if not p.exists():
+        raise CLIError(f"{option} file {path!r} does not exist; make it with knorm prepare (same workload options) "
+                       f"--out {path}")
+    if p.is_dir():
+        raise CLIError(f"{option} file {path!r} is a directory")
+
+
 def load_workload(args):
     """F from ``--matrix``, from ``--workload`` with its sizes, or (neither given) from the
     ``--prepared`` file, which holds it (public, checked against the file's fingerprint);
@@ -127,12 +138,11 @@ def load_workload(args):
 
     prepared = getattr(args, "prepared", None)
     if prepared and not args.matrix and all(getattr(args, k, None) is None for k in ("workload", "d", "n", "k", "shape")):
-        from ..walks.prepared import load_prepared
+        from ..walks.prepared import prepared_matrix
 
-        from .prepare import check_prepared_file
         check_prepared_file(prepared)
-        try:
-            F = load_prepared(prepared).F
+        try:  # F alone: --prepared then loads the whole file (its body and rounding) once
+            F = prepared_matrix(prepared)
         except (OSError, ValueError) as exc:
             raise CLIError(f"--prepared: {str(exc).removeprefix('prepared: ')}".splitlines()[0]) from None
         return F, f"F of {prepared} {F.shape[0]}×{F.shape[1]}"

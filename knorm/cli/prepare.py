@@ -7,18 +7,7 @@ import time
 from pathlib import Path
 
 from ._common import (CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload, _dask_executor,
-                      _positive_int, _require_dask, check_output, load_workload)
-
-
-def check_prepared_file(path, option="--prepared"):
-    """A missing file (or a folder) given as ``option`` named like a missing --data or --matrix,
-    not as a raw OSError."""
-    p = Path(path)
-    if not p.exists():
-        raise CLIError(f"{option} file {path!r} does not exist; make it with knorm prepare (same workload options) "
-                       f"--out {path}")
-    if p.is_dir():
-        raise CLIError(f"{option} file {path!r} is a directory")
+                      _positive_int, _require_dask, check_output, check_prepared_file, load_workload)
 
 
 def load_prepared_option(args, F, option="--prepared"):

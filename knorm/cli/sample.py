@@ -16,8 +16,9 @@ from ..walks.chains import WALKS
 from ..walks.checkpoint import Checkpoint, CheckpointConflict
 from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,
                       _dask_executor, _laplace_draws, _positive_float, _positive_int, _probability, _require_dask,
-                      _seed, _warn, check_memory, check_output, load_data, load_workload, write_samples)
-from .prepare import check_prepared_file, load_prepared_option
+                      _seed, _warn, check_memory, check_output, check_prepared_file, load_data, load_workload,
+                      write_samples)
+from .prepare import load_prepared_option
 
 
 def _checkpoint(args, F, x):

@@ -310,6 +310,29 @@ class Accounted:
                                   claim=self.privacy_per_answer.parallel(datasets).composed(k))
 
 
+def _real_array(x: ArrayLike, message: str) -> NDArray[Any]:
+    """``x`` as a real numeric numpy array, else a ValueError with ``message`` (never numpy's own, which
+    would state a ragged input's shape: the data's)."""
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError):
+        raise ValueError(message) from None
+    if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
+        raise ValueError(message)
+    return arr
+
+
+def _finite_counts(arr: NDArray[Any], name: str, allow_noncounts: bool, why: str) -> NDArray[np.float64]:
+    """``arr`` as float64 if finite and (unless ``allow_noncounts``) non-negative integers, else a one-line
+    ValueError naming ``name`` and saying ``why`` (nothing of the data's values)."""
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    if not allow_noncounts and not (np.all(arr >= 0) and np.all(arr == np.floor(arr))):
+        raise ValueError(f"{name} has negative or non-integer entries, and {why}")
+    return arr
+
+
 class Mechanism(Accounted, ABC):
     """Base: holds F, validates x, and turns noise into releases ``Fx + noise``."""
 
@@ -332,24 +355,15 @@ class Mechanism(Accounted, ABC):
         mistake: a difference of tables, weights, a column of records).
         """
         check_flag("allow_noncounts", allow_noncounts)
-        try:
-            arr = np.asarray(x)
-        except (ValueError, TypeError):  # numpy's message would state x's (ragged) shape
-            raise ValueError("x must be a real numeric vector (the histogram: one count per column of F)") from None
-        if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
-            raise ValueError("x must be a real numeric vector (the histogram: one count per column of F)")
+        arr = _real_array(x, "x must be a real numeric vector (the histogram: one count per column of F)")
         if arr.ndim != 1 or arr.shape[0] != self.n:
             got = "a vector of another length" if arr.ndim == 1 else f"a {arr.ndim}-D array"
             raise ValueError(f"x must be a vector of length {self.n} (one count per column of F), got {got}; "
                              "knorm.data.histogram(table, domain) makes one from records")
-        arr = arr.astype(np.float64)
-        if not np.all(np.isfinite(arr)):
-            raise ValueError("x contains NaN or infinite entries")
-        if not allow_noncounts and not (np.all(arr >= 0) and np.all(arr == np.floor(arr))):
-            raise ValueError("x has negative or non-integer entries, and a histogram holds counts of records "
-                             "(non-negative integers); pass allow_noncounts=True to release another real vector "
-                             "(the claim covers any x whose neighbours differ by ‖x − x'‖₁ ≤ 1)")
-        return arr
+        return _finite_counts(arr, "x", allow_noncounts,
+                              "a histogram holds counts of records (non-negative integers); pass allow_noncounts=True "
+                              "to release another real vector (the claim covers any x whose neighbours differ by "
+                              "‖x − x'‖₁ ≤ 1)")
 
     @abstractmethod
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
@@ -385,25 +399,15 @@ class Mechanism(Accounted, ABC):
         ValueError naming ``X`` (no value, row or count of the data is named: only F's n and
         what was wrong, as :meth:`check_x`)."""
         check_flag("allow_noncounts", allow_noncounts)
-        try:
-            arr = np.asarray(X)
-        except (ValueError, TypeError):
-            raise ValueError("X must be a real numeric array (regions × cells: one histogram per row)") from None
-        if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind not in "biuf":
-            raise ValueError("X must be a real numeric array (regions × cells: one histogram per row)")
+        arr = _real_array(X, "X must be a real numeric array (regions × cells: one histogram per row)")
         if arr.ndim != 2 or arr.shape[1] != self.n or arr.shape[0] == 0:
             got = f"a {arr.ndim}-D array" if arr.ndim != 2 else "rows of another length or no row"
             raise ValueError(f"X must be a 2-D array with at least one row of {self.n} counts (one histogram per "
                              f"region, one count per column of F), got {got}; knorm.data.histograms(table, domain, "
                              "by=...) makes one from records")
         check_size(arr.shape[0], self.n + self.d)  # X as float64, its answers and their noise: refused if too large
-        arr = arr.astype(np.float64)
-        if not np.all(np.isfinite(arr)):
-            raise ValueError("X contains NaN or infinite entries")
-        if not allow_noncounts and not (np.all(arr >= 0) and np.all(arr == np.floor(arr))):
-            raise ValueError("X has negative or non-integer entries, and histograms hold counts of records "
-                             "(non-negative integers); pass allow_noncounts=True to release other real vectors")
-        return arr
+        return _finite_counts(arr, "X", allow_noncounts, "histograms hold counts of records (non-negative integers); "
+                              "pass allow_noncounts=True to release other real vectors")
 
     def release_each(self, X: ArrayLike, *, allow_noncounts: bool = False) -> NDArray[np.float64]:
         """One answer ``F x_i + noise_i`` per row of ``X`` (regions, n): (regions, d), on the public grid.

@@ -46,13 +46,12 @@ def grid_exponent_of(numerator: float, denominator: float, epsilon: float | None
     m2, e2 = np.frexp(float(denominator))
     _, e3 = np.frexp(float(m1) / float(m2))  # in (0.5, 2)
     k = int(e1) - int(e2) + int(e3) - 1 - GRID_BITS
+    what = "the noise scale" if epsilon is None else f"epsilon={float(epsilon):.3g} gives a noise scale that"
     if k < MIN_EXP:
-        what = "the noise scale" if epsilon is None else f"epsilon={float(epsilon):.3g} gives a noise scale that"
         raise ValueError(f"{what} is below 2^{MIN_EXP + GRID_BITS} (about 1e-298): float64 answers cannot lie on "
                          f"a public grid 2^{GRID_BITS} times finer than such noise (docs/design.md §10.1); "
                          "use a smaller epsilon or a larger scale of F")
     if k + GRID_BITS > 1023:
-        what = "the noise scale" if epsilon is None else f"epsilon={float(epsilon):.3g} gives a noise scale that"
         raise ValueError(f"{what} is beyond float64's range (2^1024): use a larger epsilon or a smaller scale of F")
     return k
 

@@ -256,9 +256,7 @@ class KNormMechanism(Mechanism):
         check_flag("pool", pool)
         if rms:
             return self._rms_estimate(n_samples, pool)
-        mom = self.pool_moments() if n_samples is None or pool else None
-        if mom is not None and n_samples is not None and n_samples > mom.records:
-            mom = None
+        mom = self._pool_for(n_samples, pool)
         if mom is not None:
             mean, se, pool_ess = mom.norm
             f = (self.dim + 1) * self.body._unit  # ‖z‖ = 2^e·unit·|Z|
@@ -275,6 +273,12 @@ class KNormMechanism(Mechanism):
         return mc_norm_estimate(z, (self.dim + 1) / self.epsilon, ess,
                                 f"(dim+1)/ε · E‖z‖₂, E‖z‖₂ from {draws} {how} uniform draws")
 
+    def _pool_for(self, n_samples: int | None, pool: bool) -> PoolMoments | None:
+        """The certified pool's moments where an estimate may use them: ``n_samples`` None, or ``pool``
+        and at least ``n_samples`` records in it (else None: new draws)."""
+        mom = self.pool_moments() if n_samples is None or pool else None
+        return None if mom is None or (n_samples is not None and n_samples > mom.records) else mom
+
     def _rms_estimate(self, n_samples: int | None = None, pool: bool = False) -> ErrorEstimate:
         """``√E‖noise‖₂² = √((k+1)(k+2))/ε · √E‖z‖₂²`` (k = dim): exact for an exact structure, else from
         the certified pool (as :meth:`expected_error`) or ``n_samples`` (default 4000) uniform draws."""
@@ -285,8 +289,8 @@ class KNormMechanism(Mechanism):
             value = factor * np.sqrt(np.trace(s.covariance_frame()))
             check_finite_output([value], "the rms error")
             return ErrorEstimate(value, 0.0, True, f"exact: √((k+1)(k+2)·tr Cov(Uniform K))/ε, K a {s.kind}")
-        mom = self.pool_moments() if n_samples is None or pool else None
-        if mom is not None and (n_samples is None or n_samples <= mom.records):  # no new draws
+        mom = self._pool_for(n_samples, pool)
+        if mom is not None:  # no new draws
             mean, se_m, ess = mom.sq
             value, stderr = rms_from_mean_square(mean, se_m, factor)
             check_finite_output([value, stderr], "the rms error")

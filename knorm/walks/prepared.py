@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import sparse
 
 from .._blas import on_one_blas_thread
 from .._io import atomic_write
@@ -436,19 +437,8 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike | None = None) -> P
     LAPACK may rotate the basis of a repeated singular value), T is carried over to it
     exactly in real arithmetic: the same rounded body, the same noise law.
     """
-    path = Path(check_path("path", path))
-    z = _read(path)
-    fmt = str(z.get("format", ""))
-    version = str(z.get("knorm", ""))
-    if fmt != FORMAT or version != _version():
-        raise ValueError(f"prepared: {str(path)!r} is in format {fmt or '?'} of knorm {version or '?'}; this is "
-                         f"{FORMAT} of knorm {_version()}: prepare it again")
-    F = _stored_matrix(z, path) if F is None else validate_matrix(F)
-    fp = workload_fingerprint(F)
-    if str(z["fingerprint"]) != fp:
-        raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (shape "
-                         f"{tuple(int(s) for s in z['shape'])}, fingerprint {str(z['fingerprint'])[:12]}…), not for "
-                         f"this F {F.shape} ({fp[:12]}…): prepare this F")
+    path, z = _current(path)
+    F, fp = _matrix_of(z, path, F)
     body = SymmetricHull._of(F, fp)
     rnd = None
     if bool(z.get("has_rounding", False)):
@@ -471,18 +461,47 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike | None = None) -> P
     return w
 
 
+def _current(path: str | os.PathLike[str]) -> tuple[Path, dict[str, NDArray[Any]]]:
+    """The arrays of the prepared file at ``path``, refused if it is not one of this format and knorm version."""
+    path = Path(check_path("path", path))
+    z = _read(path)
+    fmt = str(z.get("format", ""))
+    version = str(z.get("knorm", ""))
+    if fmt != FORMAT or version != _version():
+        raise ValueError(f"prepared: {str(path)!r} is in format {fmt or '?'} of knorm {version or '?'}; this is "
+                         f"{FORMAT} of knorm {_version()}: prepare it again")
+    return path, z
+
+
+def _matrix_of(z: dict[str, NDArray[Any]], path: Path, F: ArrayLike | None) -> tuple[NDArray[np.float64], str]:
+    """``(F, its fingerprint)``: the given F, or (None) the one the file holds; refused unless the
+    file was prepared for it."""
+    F = _stored_matrix(z, path) if F is None else validate_matrix(F)
+    fp = workload_fingerprint(F)
+    if str(z["fingerprint"]) != fp:
+        raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (shape "
+                         f"{tuple(int(s) for s in z['shape'])}, fingerprint {str(z['fingerprint'])[:12]}…), not for "
+                         f"this F {F.shape} ({fp[:12]}…): prepare this F")
+    return F, fp
+
+
+def prepared_matrix(path: str | os.PathLike[str]) -> NDArray[np.float64]:
+    """The F a prepared file holds, checked against its fingerprint, without building its body or
+    restoring its rounding (what :func:`load_prepared` with ``F=None`` then does)."""
+    path, z = _current(path)
+    return _matrix_of(z, path, None)[0]
+
+
 def sparse_matrix(F: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
     """F's non-zero entries for the file, row by row (CSR: ``matrix_indptr``, ``matrix_indices`` in
     the smallest unsigned type that holds n, ``matrix_data`` as int8 where every entry is an
     integer in [-128, 127], else float64) and its shape: a 0/1 marginal workload costs 3 bytes a
     non-zero entry."""
-    rows, cols = np.nonzero(F)
-    data = F[rows, cols]
-    small = bool(np.all(data == np.rint(data)) and np.all(np.abs(data) <= 127))
+    m = sparse.csr_matrix(F)
+    small = bool(np.all(m.data == np.rint(m.data)) and np.all(np.abs(m.data) <= 127))
     kind = np.uint16 if F.shape[1] <= 2**16 else np.uint32
-    indptr = np.searchsorted(rows, np.arange(F.shape[0] + 1)).astype(np.int64)
-    return {"matrix_shape": np.array(F.shape, dtype=np.int64), "matrix_indptr": indptr,
-            "matrix_indices": cols.astype(kind), "matrix_data": data.astype(np.int8 if small else np.float64)}
+    return {"matrix_shape": np.array(F.shape, dtype=np.int64), "matrix_indptr": m.indptr.astype(np.int64),
+            "matrix_indices": m.indices.astype(kind), "matrix_data": m.data.astype(np.int8 if small else np.float64)}
 
 
 def _stored_matrix(z: dict[str, NDArray[Any]], path: Path) -> NDArray[np.float64]:
@@ -494,12 +513,10 @@ def _stored_matrix(z: dict[str, NDArray[Any]], path: Path) -> NDArray[np.float64
     damaged = ValueError(f"prepared: {str(path)!r} is damaged (its F cannot be read)")
     try:
         d, n = (int(v) for v in z["matrix_shape"])
-        indptr, idx, data = z["matrix_indptr"], z["matrix_indices"].astype(np.int64), z["matrix_data"]
-        if indptr.shape != (d + 1,) or idx.shape != data.shape or indptr[0] != 0 or indptr[-1] != len(idx) \
-                or np.any(np.diff(indptr) < 0) or (len(idx) and (idx.min() < 0 or idx.max() >= n)):
-            raise damaged
-        F = np.zeros((d, n))
-        F[np.repeat(np.arange(d), np.diff(indptr)), idx] = data
+        m = sparse.csr_matrix((z["matrix_data"].astype(np.float64), z["matrix_indices"].astype(np.int64),
+                               z["matrix_indptr"]), shape=(d, n))
+        m.check_format(full_check=True)  # pointers, index range and order: scipy's own checks
+        F = m.toarray()
     except (ValueError, TypeError, IndexError, MemoryError):
         raise damaged from None
     return validate_matrix(F)

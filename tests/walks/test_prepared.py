@@ -322,6 +322,13 @@ def test_the_file_holds_f_and_load_prepared_needs_nothing_else(tmp_path):
         np.savez(f, **arrays)
     with pytest.raises(ValueError, match="was prepared for another matrix"):
         knorm.load_prepared(tmp_path / "edited.knorm")
+    for key, bad in (("matrix_indptr", arrays["matrix_indptr"][::-1].copy()),  # pointers out of order
+                     ("matrix_indices", (arrays["matrix_indices"] + 50).astype(np.uint16))):  # past n
+        with open(tmp_path / "damaged.knorm", "wb") as f:
+            np.savez(f, **{**arrays, key: bad})
+        with pytest.raises(ValueError, match="is damaged .its F cannot be read"):
+            P.prepared_matrix(tmp_path / "damaged.knorm")
+    assert np.array_equal(P.prepared_matrix(path), F)  # F alone, no body built
     del arrays["matrix_data"]
     with open(tmp_path / "old.knorm", "wb") as f:
         np.savez(f, **arrays)
