@@ -105,11 +105,13 @@ def run(snippet, checkout, args, env=None):
 
 
 def run_cli(checkout, args):
-    """``python -m knorm ARGS`` of that checkout, wall seconds of the whole process."""
+    """``python -m knorm ARGS`` of that checkout, wall seconds of the whole process. Run in the
+    checkout: ``-m`` puts the working folder first on sys.path, before PYTHONPATH, so from another
+    checkout's folder it ran that one's knorm (every path's files are absolute)."""
     env = dict(NO_CACHE, PYTHONPATH=checkout)
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "knorm", *args], capture_output=True, text=True, env=env,
-                         check=False, timeout=3600)
+                         check=False, timeout=3600, cwd=checkout)
     if out.returncode != 0:
         raise SystemExit(f"{checkout}: knorm {' '.join(args)}: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
     return time.perf_counter() - t, ""
@@ -135,6 +137,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/knorm-user-paths", help="where prepared files are kept (reused)")
     args = ap.parse_args()
+    args.dir = os.path.abspath(args.dir)  # the CLI paths run in each checkout's folder
     os.makedirs(args.dir, exist_ok=True)
     checkouts = [os.path.abspath(c) for c in args.checkout]
     F = survey_matrix(args.dir)
