@@ -76,7 +76,7 @@ def cmd_prepare(args):
                "fingerprint": w.fingerprint, "chains": chains, "rounding": w.rounding is not None,
                "rounding_iterations": None if w.rounding is None else w.rounding.iterations,
                "tau": None if w.rounding is None else w.rounding.tau,
-               "certificate": None if cert is None else cert.as_dict(),
+               "certificate": None if cert is None else {**cert.as_dict(), "rhat_limit": cert.rhat_limit},
                "recommend_rows": rows, "seconds": time.perf_counter() - t0, "out": str(out)}
     if args.json:
         print(json.dumps(summary, indent=2))

@@ -192,23 +192,27 @@ def _superchain_ids(superchains: object, chains: int) -> NDArray[np.int64]:
     return inverse.astype(np.int64)
 
 
-def _rhat_nested_one(a: NDArray[np.float64], ids: NDArray[np.int64]) -> float:
-    """``√(1 + B̂/Ŵ)`` for draws (chains, n) grouped into superchains by ``ids``."""
-    a = _unit(a)
+def _rhat_nested_all(a: NDArray[np.float64], ids: NDArray[np.int64]) -> NDArray[np.float64]:
+    """``√(1 + B̂/Ŵ)`` for each coordinate of draws (chains, n, k) grouped into superchains by ``ids``."""
+    m_abs = np.max(np.abs(a), axis=(0, 1))
+    e = np.where(m_abs > 0, np.frexp(m_abs)[1], 0)
+    a = np.ldexp(a, -e)  # each coordinate scaled by a power of two (exact): no overflow, no underflow
     k = int(ids.max()) + 1
     m = a.shape[0] // k
     n = a.shape[1]
     order = np.argsort(ids, kind="stable")
-    x = a[order].reshape(k, m, n)
-    chain_mean = x.mean(axis=2)  # (k, m)
-    super_mean = chain_mean.mean(axis=1)  # (k,)
-    between_super = float(np.var(super_mean, ddof=1))
-    between_chain = np.var(chain_mean, axis=1, ddof=1) if m > 1 else np.zeros(k)
-    within_chain = np.var(x, axis=2, ddof=1).mean(axis=1) if n > 1 else np.zeros(k)
-    within_super = float(np.mean(between_chain + within_chain))
-    if within_super == 0.0:
-        return 1.0 if between_super == 0.0 else np.inf
-    return float(np.sqrt(1.0 + between_super / within_super))
+    x = a[order].reshape(k, m, n, a.shape[2])
+    chain_mean = x.mean(axis=2)  # (k, m, coords)
+    super_mean = chain_mean.mean(axis=1)  # (k, coords)
+    between_super = np.var(super_mean, axis=0, ddof=1)
+    between_chain = np.var(chain_mean, axis=1, ddof=1) if m > 1 else np.zeros_like(super_mean)
+    within_chain = np.var(x, axis=2, ddof=1).mean(axis=1) if n > 1 else np.zeros_like(super_mean)
+    within_super = np.mean(between_chain + within_chain, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.sqrt(1.0 + between_super / within_super)
+    zero = within_super == 0.0
+    out[zero] = np.where(between_super[zero] == 0.0, 1.0, np.inf)
+    return out
 
 
 def rhat_nested(draws: ArrayLike, superchains: object) -> float | NDArray[np.float64]:
@@ -223,5 +227,5 @@ def rhat_nested(draws: ArrayLike, superchains: object) -> float | NDArray[np.flo
     a = _as_chains(draws, min_draws=1)  # a chain may be as short as one draw (then W̄ = 0)
     ids = _superchain_ids(superchains, a.shape[0])
     if a.ndim == 2:
-        return _rhat_nested_one(a, ids)
-    return np.array([_rhat_nested_one(a[:, :, j], ids) for j in range(a.shape[2])])
+        return float(_rhat_nested_all(a[:, :, None], ids)[0])
+    return _rhat_nested_all(a, ids)

@@ -29,7 +29,7 @@ from .._rng import as_generator
 from .._validate import check_memory, is_int, positive_int, short_repr
 from ..body.hull import Frame, OracleState, SymmetricHull
 from ..diagnostics import ess as _ess
-from ..diagnostics import rhat as _rhat
+from ..diagnostics import rhat_nested
 from ..errors import ConvergenceError
 from .chains import WALKS, Chain, grouped_gauges, local_map, run_chains
 from .checkpoint import PublicSnapshot
@@ -39,16 +39,19 @@ from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_T
 
 CERTIFY_SEED = 31415  # public: a certification is a deterministic function of F (and the walk)
 CERTIFY_DRAWS = 1000  # draws of the certified run: a pool of 2000 records, as a mechanism's first run
-MIN_POOL = 2 * CERTIFY_DRAWS  # a certificate judged on fewer records is refused
-# and on fewer than 100 records per chain: split R-hat compares half-chains, whose means need enough records to
-# be compared (below, docs/design.md §3.5.1); a pool of MIN_POOL records has that up to 20 chains
-MIN_CHAIN_RECORDS = 100
-N_STATES = 64  # public stationary states kept: 8 per chain, evenly spaced in its pool
+MIN_POOL = 2 * CERTIFY_DRAWS  # a certificate judged on fewer records is refused, whatever its chain count:
+# the records are split across the chains (docs/design.md §3.5.1), at least 4 per chain (two per half)
+MIN_CHAIN_RECORDS = 4
+N_STATES = 64  # public stationary states kept: 8 per chain (of 8), evenly spaced in its pool
+# the pool's R-hat: nested R-hat (Margossian et al. 2024) of the chains' halves, each chain its own superchain
+# (each starts at its own end point of the rounding); its bound comes from the χ² law of the 2·chains group
+# means under stationarity at the ESS the certificate guarantees (pool/2), at this level per coordinate
+DIAGNOSTIC = "nested R-hat of split chains, bound from the chi-square law of their means"
+RHAT_ALPHA = 1e-6
 # the pool's candidates' ‖z‖_K^r against U(0, 1): a smaller KS p fails. 10⁻³, not 10⁻²: the public
 # seed makes a workload's certification deterministic, so a chance failure would bar that workload
 # for good; at 1000 candidates it still fails a law whose CDF is 6% off (a 2% shrink at r = 6: tested)
 GAUGE_KS_MIN_P = 0.001
-MAX_RHAT = 1.01
 WARMUP_FLOOR = WARMUP_TAUS  # W ≥ ⌈20τ⌉ ≥ 20 steps (τ ≥ 1): no file can lower it
 # verify: a re-measured τ up to 1.5× the file's is estimation noise (τ comes from the min of several bulk
 # ESS estimates of 2000 records, each with a few % of noise, and files made before the gauges of every
@@ -62,8 +65,9 @@ PUBLIC_NOTE = ("public: functions of F, the walk and the public seed CERTIFY_SEE
 class Certificate:
     """What :func:`certify` checked on a pool of a body's walk, and what releases need.
 
-    ``pool``: records (``chains`` chains, thinning ``pool_thin``); ``max_rhat``: max split
-    R-hat over the ambient coordinates; ``min_ess``: min bulk ESS over the ambient
+    ``pool``: records (``chains`` chains, thinning ``pool_thin``); ``max_rhat``: max over the
+    ambient coordinates of the ``diagnostic`` (:func:`split_nested_rhat`, below
+    :func:`rhat_limit` of ``2·chains`` groups); ``min_ess``: min bulk ESS over the ambient
     coordinates, ``|z|²`` and ``‖z‖_K``; ``repeat_fraction``: candidates dropped as
     repeats; ``gauge_ks_p``: KS p-value of the candidates' ``‖z‖_K^r`` against U(0, 1);
     ``tau``: per-step integrated autocorrelation time from ``min_ess`` (AR(1),
@@ -86,19 +90,26 @@ class Certificate:
     version: str
     date: str
     seed: int = CERTIFY_SEED
+    diagnostic: str = DIAGNOSTIC
+
+    @property
+    def rhat_limit(self) -> float:
+        """The bound ``max_rhat`` must stay below: :func:`rhat_limit` of the ``2·chains`` half-chains."""
+        return rhat_limit(2 * self.chains, self.pool)
 
     def failures(self) -> list[str]:
         """The thresholds this certificate does not meet (empty: it passes). Besides the
         run's own checks, W and the spacing must follow from the certificate's own ESS,
         so that no edit of W, τ or thin alone can shorten a release's warm-up."""
         out = []
-        if self.walk not in WALKS or self.chains < 4 or self.pool_thin < 1 or self.seed < -1:
+        if self.walk not in WALKS or self.chains < 4 or self.pool_thin < 1 or self.seed < -1 \
+                or self.diagnostic != DIAGNOSTIC:
             return [f"not a certificate of a knorm walk (walk {self.walk!r}, {self.chains} chains, pool thinning "
-                    f"{self.pool_thin})"]
+                    f"{self.pool_thin}, diagnostic {self.diagnostic!r})"]
         if self.pool < certify_pool(self.chains):
             out.append(f"pool {self.pool} < {certify_pool(self.chains)} records (at least {MIN_POOL}, and "
                        f"{MIN_CHAIN_RECORDS} per chain of {self.chains})")
-        out += pool_failures(self.max_rhat, self.min_ess, self.pool, self.gauge_ks_p)
+        out += pool_failures(self.max_rhat, self.min_ess, self.pool, self.gauge_ks_p, 2 * self.chains)
         if not self.repeat_fraction <= MAX_REPEAT_FRACTION:
             out.append(f"repeats {self.repeat_fraction:.2%} > {MAX_REPEAT_FRACTION:.0%}")
         tau = implied_tau(self.pool, self.min_ess, self.pool_thin) if self.min_ess > 0 else np.inf
@@ -119,27 +130,59 @@ class Certificate:
 
     def summary(self) -> str:
         return (f"certified {self.date} by knorm {self.version} ({self.walk}, seed {self.seed}): max R-hat "
-                f"{self.max_rhat:.4f}, min bulk ESS {self.min_ess:.0f} of {self.pool} records ({self.chains} chains, "
+                f"{self.max_rhat:.4f} (nested, of split chains; bound {self.rhat_limit:.4f}), min bulk ESS {self.min_ess:.0f} of {self.pool} records ({self.chains} chains, "
                 f"thin {self.pool_thin}), gauge KS p {self.gauge_ks_p:.3f}, repeats {self.repeat_fraction:.2%}; "
                 f"τ {self.tau:.2f} per step, warm-up W = {self.warmup} steps, release thinning {self.thin}")
 
 
 def certify_pool(chains: int) -> int:
-    """Records of a certifying pool of ``chains`` chains: ``max(MIN_POOL, MIN_CHAIN_RECORDS·chains)``.
-
-    Split R-hat's noise at a fixed pool grows with the chain count (iid draws: its spread is
-    about ``√(2/(2m−1))/k`` for m chains of k records), so more chains get more records: the
-    pool of 2000 is kept up to 20 chains (k ≥ 100), then grows with them (at 64 chains the
-    spread, 0.0013, is below that of 8 chains of 250, 0.0015)."""
+    """Records of a certifying pool of ``chains`` chains: ``max(MIN_POOL, MIN_CHAIN_RECORDS·chains)``:
+    2000 records split across the chains (at least 4 each), whatever their count; :func:`rhat_limit`
+    makes the R-hat bound mean the same for few long chains and many short ones."""
     return max(MIN_POOL, MIN_CHAIN_RECORDS * int(chains))
 
 
-def pool_failures(max_rhat: float, min_ess: float, pool: int, gauge_ks_p: float) -> list[str]:
-    """The thresholds a certifying pool of ``pool`` records misses: max R-hat < 1.01, min ESS ≥
-    pool/2, gauge KS p ≥ ``GAUGE_KS_MIN_P`` (empty: it meets them)."""
+def rhat_limit(groups: int, pool: int) -> float:
+    """The bound of :func:`split_nested_rhat` over ``groups`` half-chain groups of a pool of ``pool``
+    records: ``√(1 + δ)``, ``δ = x·q/(1 − x)``, ``x = 2·groups/pool``, q the ``1 − RHAT_ALPHA``
+    quantile of ``χ²_{G−1}/(G−1)``.
+
+    Why: stationary, independent chains give each group mean the variance ``σ²·G/ESS``, at most
+    ``σ²·x`` where the certificate's ESS ≥ pool/2; the sample variance B̂ of the G means is then at
+    most ``σ²·x·χ²_{G−1}/(G−1)``, and Ŵ (within-group variance) is at least ``σ²(1 − x)`` (a
+    half-chain's variance about its own mean). So ``nR̂² − 1 = B̂/Ŵ`` exceeds δ with probability at
+    most ``RHAT_ALPHA`` per coordinate. 1.030 at 8 chains of 250 records, 1.067 at 32 of 64, 1.116 at
+    64 of 32: short chains resolve less between them, and the ESS ≥ pool/2 check (which sees
+    disagreeing chains as long-range correlation) carries the rest (docs/design.md §3.5.1).
+    1 (nothing passes) when ``x ≥ 1``."""
+    from scipy import stats  # here, not at import: scipy.stats takes ≈ 1 s to import
+
+    g, x = int(groups), 2.0 * int(groups) / float(pool)
+    if g < 2 or x >= 1.0:
+        return 1.0
+    q = float(stats.chi2.isf(RHAT_ALPHA, g - 1)) / (g - 1)
+    return float(np.sqrt(1.0 + x * q / (1.0 - x)))
+
+
+def split_nested_rhat(amb: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The certificate's R-hat of records ``(chains, k, d)``, one per coordinate: nested R-hat
+    (:func:`knorm.diagnostics.rhat_nested`) of the 2·chains half-chains, grouped by chain and half
+    (each chain is its own superchain: it starts at its own end point of the rounding; with one
+    chain per superchain nested R-hat is the unranked R-hat of the halves). The halves see a trend
+    within the chains, the chains a disagreement between them."""
+    h = amb.shape[1] // 2
+    halves = np.concatenate([amb[:, :h], amb[:, h:2 * h]], axis=0)
+    ids = np.arange(2 * amb.shape[0]) % amb.shape[0] * 2 + np.arange(2 * amb.shape[0]) // amb.shape[0]
+    return np.atleast_1d(rhat_nested(halves, ids))
+
+
+def pool_failures(max_rhat: float, min_ess: float, pool: int, gauge_ks_p: float, groups: int) -> list[str]:
+    """The thresholds a certifying pool of ``pool`` records in ``groups`` half-chains misses: max R-hat
+    below :func:`rhat_limit`, min ESS ≥ pool/2, gauge KS p ≥ ``GAUGE_KS_MIN_P`` (empty: it meets them)."""
     out = []
-    if not max_rhat < MAX_RHAT:
-        out.append(f"max R-hat {max_rhat:.4f} ≥ {MAX_RHAT}")
+    limit = rhat_limit(groups, pool)
+    if not max_rhat < limit:
+        out.append(f"max R-hat {max_rhat:.4f} ≥ {limit:.4f} (nested, of {groups} half-chains)")
     if not min_ess >= pool / 2:
         out.append(f"min ESS {min_ess:.0f} < pool/2 = {pool / 2:.0f}")
     if not gauge_ks_p >= GAUGE_KS_MIN_P:
@@ -247,8 +290,8 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
     does not pass.
     """
     chains = positive_int("chains", chains)
-    s = Sampler(body, walk=walk, rng=rng, workers=workers, chains=chains, min_draws=certify_pool(chains),
-                progress=None if progress is None else _Certifying(progress), checkpoint=checkpoint)
+    s = _CertifyingSampler(body, walk=walk, rng=rng, workers=workers, chains=chains, min_draws=certify_pool(chains),
+                           progress=None if progress is None else _Certifying(progress), checkpoint=checkpoint)
     _, info = s.run(CERTIFY_DRAWS)
     assert s._kept is not None
     records = s._kept[0]  # (chains, k, r): the pool, in the rounding's frame
@@ -274,6 +317,25 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
         bs += [c.state.basis.copy() for c in s.chains]
     return Certified(cert, np.array(xs[:N_STATES]), np.array(bs[:N_STATES], dtype=np.int64),
                      pool_moments(s.rounding, records))
+
+
+class _CertifyingSampler(Sampler):
+    """A certification's run (:func:`certify`). Where each chain starts at its own end point of the
+    rounding (billiard), it continues that chain: the rounding's stop rule put its state ≥ 10τ steps
+    from the centre, and uniformity survives the change of frame, so there is no warm-up (a
+    privacy margin, not needed where no draw is released; the certificate's checks, not the
+    warm-up, are what show the pool stationary: tests/walks/test_certify_power.py). Its R-hat is
+    :func:`split_nested_rhat` below :func:`rhat_limit`."""
+
+    def _warm_up(self, budget: int) -> int:
+        if not (self._warm_start and self.walk == "billiard"):
+            return super()._warm_up(budget)
+        self._tau_from_rounding = True
+        self.tau, self.thin, self.warm = float(self.rounding.tau), thinning_for(self.rounding.tau), True
+        return 0
+
+    def _pool_rhat(self, amb: NDArray[np.float64], total: int) -> tuple[NDArray[np.float64], float]:
+        return split_nested_rhat(amb), rhat_limit(2 * self.nchains, total)
 
 
 class _Certifying:
@@ -308,8 +370,8 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
     """The certificate's measures of a pool ``(chains, k, r)`` (rounded-frame records thinned by
     ``thin``; ``states``: each chain's oracle state now, optimal at its last record):
 
-    - ``max_rhat`` over the ambient coordinates (``ambient``: their ESS and R-hat, when the
-      sampler run measured them already);
+    - ``max_rhat`` over the ambient coordinates (:func:`split_nested_rhat`; ``ambient``: their
+      ESS and R-hat, when the sampler run measured them already);
     - ``min_ess`` over the ambient coordinates, ``|z|²``, ``‖z‖_K`` and, for a marginal workload
       (``body.tables``, found from F's entries), each table's block energy ``Σ_{i ∈ C} z_i²``
       (invariant under the value permutations; at rank 197 the slowest functional measured,
@@ -331,7 +393,7 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
     amb = body.to_ambient(rounding.to_span(records)) if ambient is None or tables is not None else None
     if ambient is None:
         assert amb is not None
-        ambient = (np.atleast_1d(_ess(amb)), np.atleast_1d(_rhat(amb)))
+        ambient = (np.atleast_1d(_ess(amb)), split_nested_rhat(amb))
 
     def chain_gauges(i: int) -> NDArray[np.float64]:  # in a thread: the oracle's kernels only (design §3.6)
         return frame.gauges(Z[i], states[i].copy(), oracle=True)[0]
@@ -341,14 +403,36 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
     else:
         Z = [frame.to_oracle(np.ascontiguousarray(records[i])) for i in range(nch)]  # mapped here, not in the threads
         g = np.array(local_map(chain_gauges, range(nch), workers))
-    e_sq = float(np.min(_ess(np.sum(records**2, axis=2)[..., None])))
-    e_g = float(np.min(_ess(g[..., None])))
-    min_ess = min(float(np.min(ambient[0])), e_sq, e_g)
+    extra = [np.sum(records**2, axis=2)[..., None]]
     if tables is not None:
         assert amb is not None
-        min_ess = min(min_ess, float(np.min(_ess(block_energies(amb, tables)))))
-    return {"pool": pool, "max_rhat": float(np.max(ambient[1])), "min_ess": min_ess,
-            "gauge_ks_p": uniform_gauge_ks(g[:, 1::2].ravel(), r), "tau": implied_tau(pool, min_ess, thin)}
+        extra.append(block_energies(amb, tables))
+    return judge_pool(ambient, g, r, thin, extra)
+
+
+def judge_pool(ambient: NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]],
+               gauges: NDArray[np.float64], r: int, thin: int,
+               functionals: list[NDArray[np.float64]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    """The certificate's measures and verdict of a pool: ``ambient`` records ``(chains, k, d)`` (or
+    their ESS and :func:`split_nested_rhat`, measured already), the records' exact gauges
+    ``(chains, k)`` in an r-dimensional K, the thinning, and further ``(chains, k, m)`` functionals
+    whose ESS counts (``|z|²``, block energies). Returns ``pool``, ``max_rhat``, ``min_ess`` (over
+    coordinates, gauges and functionals), ``gauge_ks_p`` (odd records), ``tau`` and ``failures``
+    (:func:`pool_failures`: empty when the pool passes)."""
+    if isinstance(ambient, tuple):
+        e_amb, rh = ambient
+        nch, k = np.shape(gauges)
+    else:
+        nch, k = ambient.shape[:2]
+        e_amb, rh = np.atleast_1d(_ess(ambient)), split_nested_rhat(ambient)
+    g = np.asarray(gauges, dtype=np.float64)
+    pool = nch * k
+    min_ess = min(float(np.min(e_amb)), float(np.min(_ess(g[..., None]))),
+                  *(float(np.min(_ess(f))) for f in functionals))
+    m = {"pool": pool, "max_rhat": float(np.max(rh)), "min_ess": min_ess,
+         "gauge_ks_p": uniform_gauge_ks(g[:, 1::2].ravel(), r), "tau": implied_tau(pool, min_ess, thin)}
+    m["failures"] = pool_failures(m["max_rhat"], m["min_ess"], pool, m["gauge_ks_p"], 2 * nch)
+    return m
 
 
 def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
@@ -374,7 +458,7 @@ def verify(body: SymmetricHull, rounding: Rounding, certified: Certified, *,
     records = run_chains(cs, cert.walk, per * cert.thin, cert.thin, params, workers)
     m = pool_measures(body, rounding, records, cert.thin, [c.state for c in cs], workers,
                       gauges=record_gauges(cs, records.shape[1]))
-    fails = pool_failures(m["max_rhat"], m["min_ess"], m["pool"], m["gauge_ks_p"])
+    fails = m["failures"]
     if not m["tau"] <= VERIFY_TAU_SLACK * cert.tau:
         fails.append(f"τ {m['tau']:.2f} > {VERIFY_TAU_SLACK}× the file's {cert.tau:.2f}: its W = {cert.warmup} is too "
                      "short")

@@ -45,7 +45,7 @@ from .checkpoint import PublicSnapshot
 from .rounding import Rounding
 from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
 
-FORMAT = "knorm-prepared-workload/2"
+FORMAT = "knorm-prepared-workload/3"
 ROW_ARRAY = "row_array:"  # prefix of the saved arrays of recommend's rows
 _ROUNDING_KEYS = ("T", "points", "tau", "iterations", "eigen_spread", "span_basis", "unit")
 

@@ -80,6 +80,7 @@ MIN_EFFECTIVE = 4  # the spread is judged on at least 4·r effective points (noi
 SAMPLES_PER_DIM = 10  # records per dimension and iteration
 SYMMETRIC_SAMPLES_PER_DIM = 2  # the same with a symmetry group (its average has far fewer free parameters)
 PROGRESS_PIECES = 4  # progress reports per rounding iteration
+WARMUP_CHAINS = 8  # chains of the rounding that each take the whole first warm-up (more share it)
 TAU_GUESS = 2.0  # τ per step of the billiard walk in a roughly round body (1.2–3 measured at r = 40–80)
 
 
@@ -115,7 +116,8 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     """Estimate Cov(Uniform K) by billiard walks in successively rounded frames.
 
     Starts from ``Σ₀ = F Fᵀ / n`` and ``chains`` billiard chains at the centre, which run
-    ``WARMUP_TAUS·TAU_GUESS`` = 20 steps of warm-up. Each iteration then records every
+    ``WARMUP_TAUS·TAU_GUESS`` = 20 steps of warm-up (up to ``WARMUP_CHAINS`` = 8 chains; more
+    chains share 160 steps: ``⌈160/chains⌉`` each). Each iteration then records every
     step of the chains, ``samples_per_dim·r`` points in all, estimates the in-frame
     covariance ``S`` and updates ``T ← T·chol(S)``. The chains go on from where they
     stopped in the next frame: uniformity is invariant under linear maps, so their
@@ -158,7 +160,10 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     T = np.linalg.cholesky(Fr @ Fr.T / base.n + 1e-12 * np.eye(r))
     n_points = max(samples_per_dim * r, 100)
     per_chain = max(8, -(-n_points // chains))
-    warmup = int(np.ceil(WARMUP_TAUS * TAU_GUESS))
+    # the first iteration's warm-up from the centre: WARMUP_TAUS·TAU_GUESS = 20 steps per chain up to
+    # WARMUP_CHAINS chains, 160 steps shared beyond (its estimate is a start only; stop rule (1) counts
+    # every chain's steps from the centre, so more chains may take an iteration more, not a worse rounding)
+    warmup = int(np.ceil(WARMUP_TAUS * TAU_GUESS * min(1.0, WARMUP_CHAINS / chains)))
     before = warmup  # steps per chain before the current iteration's first record
     steps = per_chain  # records per chain in this iteration
     pts = None

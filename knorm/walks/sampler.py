@@ -200,6 +200,7 @@ REPORT_EVERY = 30.0  # seconds: a pool chunk that took longer makes the next one
 WARMUP_PIECES = 10  # progress reports of a warm-up
 WARMUP_TAUS = 20  # warm-up before the first record: at least 20·τ steps per chain (see Sampler)
 MAX_REPEAT_FRACTION = 0.01  # a certified run drops at most 1% of its release candidates as repeats
+MAX_RHAT = 1.01  # a run's split R-hat bound (a certification's is its own: knorm.walks.certify.rhat_limit)
 
 
 def _even(k: int) -> int:
@@ -408,6 +409,12 @@ class Sampler:
         self.tau, self.thin, self.warm = float(tau), thinning_for(tau), True
         return used
 
+    def _pool_rhat(self, amb: NDArray[np.float64], total: int) -> tuple[NDArray[np.float64], float]:
+        """The pool's R-hat per ambient coordinate and the bound it must stay below: split R-hat
+        (:func:`knorm.diagnostics.rhat`) and ``MAX_RHAT`` (a certification's sampler measures
+        its own: :mod:`knorm.walks.certify`)."""
+        return np.atleast_1d(_rhat(amb)), MAX_RHAT
+
     def _pilot(self, per_chain: int, offset: int
                ) -> tuple[NDArray[np.float64], int, int, int, NDArray[np.float64] | None]:
         """Thinning 1 tried on a quarter of the first pool: kept if its ESS per record on the
@@ -504,10 +511,11 @@ class Sampler:
             gauges = np.array(snap["gauges"]) if "gauges" in snap else None  # None: solved if needed
             before = float(snap["seconds"])
         else:
-            used = warmup = self._warm_up(budget) if not self.warm else 0
+            first = not self.warm
+            used = warmup = self._warm_up(budget) if first else 0
             draws, need, offset = np.empty((nchains, 0, r)), per_chain, self._records
             gauges = np.empty((nchains, 0))
-            if warmup and self.thin > 1 and self._tau_from_rounding:
+            if first and self.thin > 1 and self._tau_from_rounding:
                 draws, need, offset, pilot, gauges = self._pilot(per_chain, offset)
                 used += pilot
                 pilot_kept = draws.shape[1] > 0
@@ -545,11 +553,11 @@ class Sampler:
                 save()
             amb = self.body.to_ambient(self.rounding.to_span(draws))
             e = np.atleast_1d(_ess(amb))
-            rh = np.atleast_1d(_rhat(amb))
             total = nchains * draws.shape[1]
+            rh, rhat_limit = self._pool_rhat(amb, total)
             keep, dropped = self._select(draws)
             mixed = float(np.min(e)) >= total / 2 and dropped <= MAX_REPEAT_FRACTION * total / 2
-            ok = mixed and float(np.max(rh)) < 1.01 and total >= pool
+            ok = mixed and float(np.max(rh)) < rhat_limit and total >= pool
             if (ok or used + per_chain * self.thin > budget) and len(keep) >= size:
                 break
             if ok or used + per_chain * self.thin > budget:
@@ -591,7 +599,7 @@ class Sampler:
             extra={"rejected": int(stats[0]), "reflections": int(stats[1]), "tau": self.tau, "released": len(out),
                    "repeats_dropped": dropped, "pool_repeats": pool_repeats, "sources": sources,
                    "resumed": snap is not None, "seconds_before_resume": before,
-                   "pilot": pilot, "pilot_kept": pilot_kept},
+                   "pilot": pilot, "pilot_kept": pilot_kept, "rhat_limit": rhat_limit},
         )
         return out, self.last_info
 

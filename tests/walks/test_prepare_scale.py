@@ -56,17 +56,19 @@ def test_more_chains_are_recorded_and_the_file_is_the_same_on_any_number_of_thre
 
 
 def test_a_pool_too_short_for_its_chains_is_refused(reference):
+    """The records are split across the chains (2000 in all), at least MIN_CHAIN_RECORDS each."""
     cert = reference[0].certificate
-    assert certify_pool(8) == certify_pool(20) == MIN_POOL and certify_pool(64) == 64 * MIN_CHAIN_RECORDS
-    short = dataclasses.replace(cert, chains=64, pool=MIN_POOL, min_ess=MIN_POOL)
-    assert any(f"{MIN_CHAIN_RECORDS} per chain of 64" in f for f in short.failures())
-    assert not dataclasses.replace(cert, chains=64, pool=6400, min_ess=6400 * cert.min_ess / cert.pool).failures()
+    assert certify_pool(8) == certify_pool(64) == certify_pool(500) == MIN_POOL
+    assert certify_pool(1000) == 1000 * MIN_CHAIN_RECORDS > MIN_POOL
+    short = dataclasses.replace(cert, chains=1000, pool=MIN_POOL, min_ess=MIN_POOL)
+    assert any(f"{MIN_CHAIN_RECORDS} per chain of 1000" in f for f in short.failures())
+    assert not dataclasses.replace(cert, chains=64, pool=2048, min_ess=2048 * cert.min_ess / cert.pool).failures()
 
 
 def test_an_interrupted_prepare_resumes_to_the_same_file(reference, tmp_path):
-    """Interrupted after the rounding (in the certified run's warm-up), after its warm-up and pilot
-    (at the pool's first report), and after two chunks of the pool: each resumed run ends with the
-    file of an uninterrupted prepare, and its snapshot is gone."""
+    """Interrupted after the rounding (as the certification's pool opens: it continues the rounding's
+    chains, with no warm-up) and after two chunks of the pool: each resumed run ends with the file of
+    an uninterrupted prepare, and its snapshot is gone."""
 
     class Stop(Exception):
         pass
@@ -81,18 +83,13 @@ def test_an_interrupted_prepare_resumes_to_the_same_file(reference, tmp_path):
         def rounding(self, it, total):
             pass
 
-        def warmup(self, done, total):
-            if self.after == 0:
-                raise Stop
-
         def certify(self, done, total):
             self.calls += 1
             if self.calls == self.after:
                 raise Stop
 
     out = tmp_path / "w.knorm"
-    for after, held in ((0, {"prepare.json", "rounding.knorm"}),
-                        (1, {"prepare.json", "rounding.knorm", "certify.npz"}),
+    for after, held in ((1, {"prepare.json", "rounding.knorm"}),
                         (3, {"prepare.json", "rounding.knorm", "certify.npz"})):
         with pytest.raises(Stop):
             prepare(F, out, chains=CHAINS, workers=1, progress=Interrupt(after), snapshot_every=0)
