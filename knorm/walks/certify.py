@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -412,7 +412,7 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
 
 def judge_pool(ambient: NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]],
                gauges: NDArray[np.float64], r: int, thin: int,
-               functionals: list[NDArray[np.float64]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+               functionals: Sequence[NDArray[np.float64]] = ()) -> dict[str, Any]:
     """The certificate's measures and verdict of a pool: ``ambient`` records ``(chains, k, d)`` (or
     their ESS and :func:`split_nested_rhat`, measured already), the records' exact gauges
     ``(chains, k)`` in an r-dimensional K, the thinning, and further ``(chains, k, m)`` functionals
