@@ -3,8 +3,8 @@
 What a certified run shows — that this walk, on this rounded body, has Uniform(K) as a
 reachable stationary law and mixes in about τ steps — is a property of F, the rounding
 and the walk: all public. :func:`certify` establishes it once, with a public seed, on a
-pool of ``2·CERTIFY_DRAWS`` records of ``DEFAULT_CHAINS`` chains (the checks of a
-sampler's run, §3.5, plus the exact law of the gauge: ``‖z‖_K^r ~ U(0, 1)`` for z uniform
+pool of ``2·CERTIFY_DRAWS`` records split across its chains (the checks of a sampler's
+run, §3.5, with an R-hat bound that holds for many short chains, §3.5.1, plus the exact law of the gauge: ``‖z‖_K^r ~ U(0, 1)`` for z uniform
 in the r-dimensional K), measures τ on those chains and keeps ``N_STATES`` of their
 stationary states. :class:`StationarySampler` then releases draws from chains that start
 at one of those public states (chosen with the caller's rng) and run ``W = ⌈20τ⌉`` steps
@@ -279,9 +279,10 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
             workers: int | Executor | None = None, progress: Callable[[int, int], object] | None = None,
             chains: int = DEFAULT_CHAINS, checkpoint: PublicSnapshot | None = None) -> Certified:
     """Certify the body's walk once: a :class:`~knorm.walks.sampler.Sampler` run of
-    ``CERTIFY_DRAWS`` draws (a pool of :func:`certify_pool` records: 2000 up to 20 chains;
-    ``chains`` chains, default ``DEFAULT_CHAINS``, from the rounding's end points, warm-up ⌈20τ⌉
-    with the rounding's τ) seeded by the public ``CERTIFY_SEED``, then its measures
+    ``CERTIFY_DRAWS`` draws (a pool of :func:`certify_pool` records: 2000 split across the
+    chains; ``chains`` chains, default ``DEFAULT_CHAINS``, each continuing the rounding's chain
+    from its end point with no warm-up where the rounding has as many; R-hat
+    :func:`split_nested_rhat` below :func:`rhat_limit`) seeded by the public ``CERTIFY_SEED``, then its measures
     (:func:`pool_measures`: the gauge's law on the release candidates, τ on the chains' own
     records) and ``N_STATES`` stationary states. The result depends on ``chains``, never on
     ``workers``. ``checkpoint``: a :class:`~knorm.walks.checkpoint.PublicSnapshot` of the run

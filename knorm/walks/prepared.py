@@ -244,7 +244,7 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
 
     ``chains``: chains of the rounding and of the certified run (default ``DEFAULT_CHAINS`` = 8;
     more keep more cores or cluster workers busy: the certified pool is :func:`~knorm.walks.
-    certify.certify_pool`, 2000 records up to 20 chains, 100 per chain beyond). The result is a
+    certify.certify_pool`, 2000 records split across the chains). The result is a
     function of F, ``chains`` and ``walk`` (public seeds); ``workers`` (threads, or an executor:
     :class:`~knorm.distributed.DaskExecutor`) and ``progress`` (True: the rounding's and the
     certification's bars on stderr, as ``sampler_options={"progress": True}``; or a callable as
