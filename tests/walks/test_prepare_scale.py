@@ -66,9 +66,9 @@ def test_a_pool_too_short_for_its_chains_is_refused(reference):
 
 
 def test_an_interrupted_prepare_resumes_to_the_same_file(reference, tmp_path):
-    """Interrupted after the rounding (as the certification's pool opens: it continues the rounding's
-    chains, with no warm-up) and after two chunks of the pool: each resumed run ends with the file of
-    an uninterrupted prepare, and its snapshot is gone."""
+    """Interrupted after the rounding (in the certified run's warm-up), after its warm-up and pilot
+    (at the pool's first report), and after two chunks of the pool: each resumed run ends with the
+    file of an uninterrupted prepare, and its snapshot is gone."""
 
     class Stop(Exception):
         pass
@@ -83,13 +83,18 @@ def test_an_interrupted_prepare_resumes_to_the_same_file(reference, tmp_path):
         def rounding(self, it, total):
             pass
 
+        def warmup(self, done, total):
+            if self.after == 0:
+                raise Stop
+
         def certify(self, done, total):
             self.calls += 1
             if self.calls == self.after:
                 raise Stop
 
     out = tmp_path / "w.knorm"
-    for after, held in ((1, {"prepare.json", "rounding.knorm"}),
+    for after, held in ((0, {"prepare.json", "rounding.knorm"}),
+                        (1, {"prepare.json", "rounding.knorm", "certify.npz"}),
                         (3, {"prepare.json", "rounding.knorm", "certify.npz"})):
         with pytest.raises(Stop):
             prepare(F, out, chains=CHAINS, workers=1, progress=Interrupt(after), snapshot_every=0)
