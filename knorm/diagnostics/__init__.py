@@ -45,11 +45,12 @@ def _as_chains(x: ArrayLike, min_draws: int = 4) -> NDArray[np.float64]:
     return a
 
 
-def _unit(a: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``a / 2^e`` with ``max|a/2^e|`` in [0.5, 1) (exact); ESS and R-hat are scale-free,
+def _unit(a: NDArray[np.float64], axis: tuple[int, ...] | None = None) -> NDArray[np.float64]:
+    """``a / 2^e`` with ``max|a/2^e|`` in [0.5, 1) (exact), the max over ``axis`` (None: all of
+    ``a``; else one e per remaining index, e.g. per coordinate); ESS and R-hat are scale-free,
     and moments of the scaled draws neither overflow nor underflow."""
-    m = float(np.max(np.abs(a)))
-    return np.ldexp(a, -int(np.frexp(m)[1])) if m > 0 else a
+    m = np.max(np.abs(a), axis=axis, keepdims=axis is not None)
+    return np.ldexp(a, -np.where(m > 0, np.frexp(m)[1], 0))
 
 
 def _constant(a: NDArray[np.float64]) -> bool:
@@ -194,9 +195,7 @@ def _superchain_ids(superchains: object, chains: int) -> NDArray[np.int64]:
 
 def _rhat_nested_all(a: NDArray[np.float64], ids: NDArray[np.int64]) -> NDArray[np.float64]:
     """``√(1 + B̂/Ŵ)`` for each coordinate of draws (chains, n, k) grouped into superchains by ``ids``."""
-    m_abs = np.max(np.abs(a), axis=(0, 1))
-    e = np.where(m_abs > 0, np.frexp(m_abs)[1], 0)
-    a = np.ldexp(a, -e)  # each coordinate scaled by a power of two (exact): no overflow, no underflow
+    a = _unit(a, axis=(0, 1))  # each coordinate by its own power of two
     k = int(ids.max()) + 1
     m = a.shape[0] // k
     n = a.shape[1]

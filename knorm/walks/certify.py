@@ -170,10 +170,10 @@ def split_nested_rhat(amb: NDArray[np.float64]) -> NDArray[np.float64]:
     (each chain is its own superchain: it starts at its own end point of the rounding; with one
     chain per superchain nested R-hat is the unranked R-hat of the halves). The halves see a trend
     within the chains, the chains a disagreement between them."""
-    h = amb.shape[1] // 2
-    halves = np.concatenate([amb[:, :h], amb[:, h:2 * h]], axis=0)
-    ids = np.arange(2 * amb.shape[0]) % amb.shape[0] * 2 + np.arange(2 * amb.shape[0]) // amb.shape[0]
-    return np.atleast_1d(rhat_nested(halves, ids))
+    nch, k, d = amb.shape
+    h = k // 2
+    halves = amb[:, : 2 * h].reshape(2 * nch, h, d)  # row 2c + j: chain c's half j, a group of its own
+    return np.atleast_1d(rhat_nested(halves, np.arange(2 * nch)))
 
 
 def pool_failures(max_rhat: float, min_ess: float, pool: int, gauge_ks_p: float, groups: int) -> list[str]:
@@ -383,9 +383,6 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
     pool = nch * k
     tables = body.tables
     amb = body.to_ambient(rounding.to_span(records)) if ambient is None or tables is not None else None
-    if ambient is None:
-        assert amb is not None
-        ambient = (np.atleast_1d(_ess(amb)), split_nested_rhat(amb))
 
     def chain_gauges(i: int) -> NDArray[np.float64]:  # in a thread: the oracle's kernels only (design §3.6)
         return frame.gauges(Z[i], states[i].copy(), oracle=True)[0]
@@ -399,7 +396,9 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
     if tables is not None:
         assert amb is not None
         extra.append(block_energies(amb, tables))
-    return judge_pool(ambient, g, r, thin, extra)
+    source = amb if ambient is None else ambient
+    assert source is not None
+    return judge_pool(source, g, r, thin, extra)
 
 
 def judge_pool(ambient: NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]],
