@@ -201,7 +201,12 @@ def test_a_prepare_says_up_front_roughly_how_long_it_takes():
     p.close()
     lines = out.getvalue().splitlines()
     assert "prepare: recommend's ε-free rows: every mechanism's expected error" in "\n".join(lines)
-    assert lines[-1].startswith("prepare: recommend's rows: done in ")
+    done = [i for i, line in enumerate(lines) if line.startswith("prepare: recommend's rows: done in ")]
+    # then where the time went (knorm.walks.ledger): a line per stage, the totals, the projection
+    assert len(done) == 1 and lines[done[0] + 1].startswith("prepare: stage body: ")
+    assert lines[-2].startswith("prepare: serial ") and "the longest chain ran" in lines[-2]
+    assert lines[-1].startswith("prepare: projected (chain CPU over the cores, plus the serial seconds; not a "
+                                "measurement): ") and lines[-1].endswith(" on 64 cores")
     first = out.getvalue().splitlines()[0]
     assert first.startswith("prepare: rank 18, 24 cells: the rounding and the certification roughly")
     assert "on 1 core (a fit" in first

@@ -77,7 +77,8 @@ def cmd_prepare(args):
                "rounding_iterations": None if w.rounding is None else w.rounding.iterations,
                "tau": None if w.rounding is None else w.rounding.tau,
                "certificate": None if cert is None else {**cert.as_dict(), "rhat_limit": cert.rhat_limit},
-               "recommend_rows": rows, "seconds": time.perf_counter() - t0, "out": str(out)}
+               "recommend_rows": rows, "seconds": time.perf_counter() - t0, "out": str(out),
+               "stages": w.stages}
     if args.json:
         print(json.dumps(summary, indent=2))
     elif not args.quiet:

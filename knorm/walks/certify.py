@@ -32,6 +32,7 @@ from ..diagnostics import ess as _ess
 from ..diagnostics import rhat_nested
 from ..errors import ConvergenceError
 from .chains import WALKS, Chain, grouped_gauges, local_map, run_chains
+from .ledger import mark
 from .checkpoint import PublicSnapshot
 from .rounding import Rounding, per_step_tau
 from .sampler import (CHUNK_DRAWS, DEFAULT_CHAINS, MAX_REPEAT_FRACTION, WARMUP_TAUS, Sampler, SamplingInfo, advance,
@@ -294,6 +295,7 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
     s = _CertifyingSampler(body, walk=walk, rng=rng, workers=workers, chains=chains, min_draws=certify_pool(chains),
                            progress=None if progress is None else _Certifying(progress), checkpoint=checkpoint)
     _, info = s.run(CERTIFY_DRAWS)
+    mark("certification: states and measures")
     assert s._kept is not None
     records = s._kept[0]  # (chains, k, r): the pool, in the rounding's frame
     m = pool_measures(body, s.rounding, records, info.thin, [c.state for c in s.chains], workers,
@@ -325,6 +327,8 @@ class _CertifyingSampler(Sampler):
     :func:`split_nested_rhat` below :func:`rhat_limit`. (Continuing the rounding's chains with no
     warm-up failed the gauge's law on one workload in another floating-point environment: the
     warm-up stays.)"""
+
+    STAGE = "certification: "
 
     def _pool_rhat(self, amb: NDArray[np.float64], total: int) -> tuple[NDArray[np.float64], float]:
         return split_nested_rhat(amb), rhat_limit(2 * self.nchains, total)

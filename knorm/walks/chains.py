@@ -1,6 +1,7 @@
 """Chains of the random walks: state, randomness and parallel execution."""
 
 import os
+import time
 import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ import numpy as np
 
 from .._validate import as_real_array, is_int, short_repr
 from . import _kernels as kn
+from . import ledger
 
 BALL_RADIUS = 1.5  # tuned at d = 20: acceptance ≈ 0.4, best ESS per second
 # Billiard trajectory length: uniform on [(1−a)·L, (1+a)·L], L = BILLIARD_LENGTH·R,
@@ -439,9 +441,22 @@ def run_chains(chains, walk, steps, thin, params, workers=None):
     (:class:`~knorm.distributed.DaskExecutor`: the cluster's threads) fewer than the chains
     gets that many tasks, each a run of consecutive chains (:func:`advance_chains`), so a
     batch costs a few tasks' latency, not one per chain. The states are exact and every chain draws its randomness
-    from its own generator, so seeded results never depend on ``workers``.
+    from its own generator, so seeded results never depend on ``workers``. Each call is a batch of
+    the active :class:`~knorm.walks.ledger.Ledger`, if any (a prepare's account of its stages).
     """
     workers = check_workers(workers)
+    led = ledger.active()
+    if led is None:
+        return _run_chains(chains, walk, steps, thin, params, workers)
+    t, c = time.perf_counter(), time.process_time()
+    try:
+        return _run_chains(chains, walk, steps, thin, params, workers)
+    finally:
+        local = workers is None or is_int(workers) or isinstance(workers, ThreadPoolExecutor)
+        led.batch(len(chains), int(steps), time.perf_counter() - t, time.process_time() - c, local)
+
+
+def _run_chains(chains, walk, steps, thin, params, workers):
     params = np.asarray(params, np.float64)
     if isinstance(workers, ThreadPoolExecutor):
         return np.stack(list(workers.map(lambda c: c.run(walk, steps, thin, params), chains)))

@@ -42,6 +42,7 @@ from .certify import certify as certify_walk
 from .chains import (RADIUS_DIRECTIONS, body_radius, check_workers, grouped_bases, grouped_gauges, radius_bases,
                      walk_id)
 from .checkpoint import PublicSnapshot
+from .ledger import Ledger, mark
 from .rounding import Rounding
 from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
 
@@ -112,6 +113,9 @@ class PreparedWorkload:
         # they need (a searched p-Identity's Θ): filled by recommend(…, prepared=self), saved with it
         self.rows: dict[str, Any] = {} if rows is None else rows
         self.row_arrays: dict[str, NDArray[np.float64]] = {} if row_arrays is None else row_arrays
+        # where the prepare that made it spent its time (:meth:`knorm.walks.ledger.Ledger.summary`);
+        # None when loaded from a file (timings belong to a machine, not to the file)
+        self.stages: dict[str, Any] | None = None
         if rounding is not None:
             cache_rounding(body, rounding)
         if certified is not None:
@@ -283,22 +287,42 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
         key = {"format": SNAPSHOT_FORMAT, "knorm": _version(), "fingerprint": fp, "chains": chains, "walk": walk,
                "certify": bool(certify)}
         partial = _Partial(snapshot_path(path), key, bool(resume), float(snapshot_every))
+    with Ledger() as led:  # where the time goes, stage by stage: w.stages, and the progress's last lines
+        w = _prepare(F, fp, shape, path, partial, chains, workers, report, certify, walk, recommend)
+    w.stages = led.summary()
+    if hasattr(report, "note"):
+        for line in led.lines():
+            report.note(line)
+    if progress is True:  # the bars made here
+        report.close()
+    return w
+
+
+def _prepare(F: NDArray[np.float64], fp: str, shape: tuple[int, int], path: str | os.PathLike[str] | None,
+             partial: _Partial | None, chains: int, workers: Any, report: Any, certify: bool, walk: str,
+             recommend: bool) -> PreparedWorkload:
+    """:func:`prepare`'s work, its stages marked in the active ledger."""
+    mark("body")
     w = None if partial is None else partial.rounding(F)
     if w is None:
         body = SymmetricHull._of(F, fp)
         if body.exact_structure is None and hasattr(report, "note"):  # the whole prepare, up front (issue 44)
             report.note(prepare_estimate(body.dim, int(F.shape[1]), workers, chains))
+        mark("rounding")
         rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(report),
                                                                          chains=chains)
         w = PreparedWorkload(body, fp, shape, rnd, F=F)
+        mark("end-point bases")
         w.solve_point_bases(workers)  # on the given workers (save would use one thread per CPU)
         if partial is not None and rnd is not None:
             partial.save_rounding(w)
     if w.rounding is not None and certify:
+        mark("certification: set-up")
         w.certified = certify_walk(w.body, walk=walk, workers=workers, progress=report, chains=chains,
                                    checkpoint=None if partial is None else partial.certify)
         cache_certified(w.body, w.certified)
     if recommend:  # knorm.recommend's ε-free rows, kept in w.rows (ROW_MAKERS: registered by knorm.recommend)
+        mark("recommend's rows")
         noting = hasattr(report, "note")
         if noting:  # minutes at 4,800 cells (p-Identity's strategy search), with no count to show
             report.note("recommend's ε-free rows: every mechanism's expected error (p-Identity's strategy search "
@@ -308,8 +332,7 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
             make_rows(F, w, walk, workers)
         if noting:
             report.note(f"recommend's rows: done in {time.perf_counter() - t_rows:.1f} s")
-    if progress is True:  # the bars made here
-        report.close()
+    mark("file")
     if path is not None:
         w.save(path)
     if partial is not None:

@@ -23,6 +23,7 @@ from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError, ConvergenceWarning
 from .chains import BLOCK, Chain, check_params, check_workers, default_params, run_chains, walk_id
 from .checkpoint import CHAIN_KEYS, Checkpoint, PublicSnapshot, fingerprint
+from .ledger import mark
 from .rounding import Rounding, round_body
 
 
@@ -322,6 +323,8 @@ class Sampler:
     :meth:`to_inference_data`.
     """
 
+    STAGE = ""  # prefix of the stages this sampler marks in an active ledger (knorm.walks.ledger)
+
     @on_one_blas_thread
     def __init__(self, body_or_F: SymmetricHull | ArrayLike, *, walk: str = "billiard", chains: int | None = None,
                  rng: np.random.Generator | int | None = None, min_draws: int = 1000, max_steps: int | None = None,
@@ -512,7 +515,10 @@ class Sampler:
             before = float(snap["seconds"])
         else:
             first = not self.warm
+            if first:
+                mark(self.STAGE + "warm-up")
             used = warmup = self._warm_up(budget) if first else 0
+            mark(self.STAGE + "pool")  # its thinning-1 pilot included
             draws, need, offset = np.empty((nchains, 0, r)), per_chain, self._records
             gauges = np.empty((nchains, 0))
             if first and self.thin > 1 and self._tau_from_rounding:
