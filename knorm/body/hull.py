@@ -284,19 +284,21 @@ class Frame:
                 f"(r={self.r}, n={self.n}, limit {self.max_pivots} pivots)"
             )
 
-    def crash_basis(self, direction=None):
+    def crash_basis(self, direction=None, oracle=False):
         """A dual feasible basis: walk inside the polar ``{λ : |Fᵀλ| <= 1}`` to a vertex.
 
         Starting at λ = 0, move along ``direction`` (frame coordinates; its oracle image,
         projected off the active normals) until a new constraint ``|f_iᵀλ| = 1`` becomes
         tight; r steps give a vertex whose tight columns (with their signs) form the basis
         (the ``crash`` kernel; deterministic). Without a direction (the oracle's (1, …, 1), the same
-        for every frame of the body) it is made once per body and handed out as copies.
+        for every frame of the body) it is made once per body and handed out as copies. ``oracle``:
+        the direction is in the oracle's coordinates already (no BLAS product: threads may call it).
         """
         r = self.r
         if direction is None and self.cols.centre_crash is not None:
             return self.cols.centre_crash.copy()
-        d = np.ones(r) if direction is None else self.to_oracle(direction)
+        d = np.ones(r) if direction is None else (np.asarray(direction, np.float64) if oracle else
+                                                   self.to_oracle(direction))
         state = OracleState(np.empty(r, np.int64), np.empty((r, r)), np.empty(r), np.empty(self.n),
                             np.zeros(4, np.int64))
         unit = np.empty(0)

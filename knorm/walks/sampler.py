@@ -21,7 +21,8 @@ from ..body.hull import SymmetricHull
 from ..diagnostics import ess as _ess
 from ..diagnostics import rhat as _rhat
 from ..errors import ConvergenceError, ConvergenceWarning
-from .chains import BLOCK, Chain, check_params, check_workers, default_params, run_chains, walk_id
+from .chains import (BLOCK, Chain, check_params, check_workers, default_params, run_chains, start_states,
+                     walk_id)
 from .checkpoint import CHAIN_KEYS, Checkpoint, PublicSnapshot, fingerprint
 from .ledger import mark
 from .rounding import Rounding, round_body
@@ -384,7 +385,8 @@ class Sampler:
         self._warm_start = len(rnd.points) >= self.nchains
         starts = rnd.points[: self.nchains] if self._warm_start else _start_points(self.frame, self.nchains,
                                                                                    self._gen)
-        self.chains = [Chain(self.frame, x0, g) for x0, g in zip(starts, child)]
+        states = start_states(self.frame, starts, self.workers)  # each chain's crash and solve, in threads
+        self.chains = [Chain(self.frame, x0, g, st) for x0, g, st in zip(starts, child, states)]
         self._last = np.full((self.nchains, self.frame.r), np.nan)  # each chain's last candidate
 
     def _warm_up(self, budget: int) -> int:
