@@ -694,3 +694,19 @@ def test_regions_release_one_answer_per_row_at_one_answers_epsilon(tmp_path, cap
     assert rc == 2 and "--regions releases one answer per region" in err
     rc, out, err = run(["sample", "--matrix", str(tmp_path / "F.npy"), "--regions"], capsys)
     assert rc == 2 and "--regions applies only with --data" in err
+
+
+def test_the_bank_runs_as_many_chains_as_the_command_names_workers(monkeypatch, capsys):
+    """knorm sample --workers M (M > 8) hands the mechanism M chains, as knorm prepare does; without it
+    the default 8 (never the machine's CPU count: the same bits on any machine)."""
+    seen = []
+    real = cli.sample.build_mechanism
+
+    def spy(name, F, args, rng, sampler_options, prepared=None):
+        seen.append(dict(sampler_options))
+        return real(name, F, args, rng, sampler_options, prepared)
+
+    monkeypatch.setattr(cli.sample, "build_mechanism", spy)
+    for extra in ([], ["--workers", "2"], ["--workers", "12"]):
+        assert run(["sample", *SMALL, "--count", "2", "--quiet", "--mechanism", "knorm", *extra], capsys)[0] == 0
+    assert "chains" not in seen[0] and "chains" not in seen[1] and seen[2]["chains"] == 12

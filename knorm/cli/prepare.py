@@ -28,10 +28,11 @@ def load_prepared_option(args, F, option="--prepared"):
 
 def prepare_chains(args, executor):
     """``--chains``, or its default: ``max(8, N)`` for ``--workers N``, ``max(8, the cluster's threads)``
-    for ``--scheduler``, else 8 (a seeded prepare's file depends on the chain count only)."""
+    for ``--scheduler``, else 8 (a seeded prepare's file depends on the chain count only; ``knorm
+    sample``'s bank runs as many release chains)."""
     from ..walks.sampler import DEFAULT_CHAINS
 
-    if args.chains is not None:
+    if getattr(args, "chains", None) is not None:
         return args.chains
     slots = args.workers or 0
     if executor is not None:

@@ -18,7 +18,7 @@ from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _a
                       _dask_executor, _laplace_draws, _positive_float, _positive_int, _probability, _require_dask,
                       _seed, _warn, check_memory, check_output, check_prepared_file, load_data, load_workload,
                       write_samples)
-from .prepare import load_prepared_option
+from .prepare import load_prepared_option, prepare_chains
 
 
 def _checkpoint(args, F, x):
@@ -240,6 +240,12 @@ def cmd_sample(args):
         if args.scheduler:
             executor = _dask_executor(args.scheduler)
         opts = {**sampler_options, "progress": progress, **({"workers": executor} if executor else {})}
+        # the bank's chains follow the cores the command names (--workers M, a cluster's threads), as
+        # knorm prepare's do: never the machine's CPU count, so a plain command gives the same bits anywhere
+        from ..walks.sampler import DEFAULT_CHAINS
+
+        if (chains := prepare_chains(args, executor)) > DEFAULT_CHAINS:
+            opts["chains"] = chains
         choice = None
         if args.mechanism == "auto":
             choice, mech = _auto_mechanism(F, args, rng, opts, prepared)
