@@ -218,7 +218,10 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
         T = T @ L
         pts = np.linalg.solve(L, np.array([c.x for c in cs]).T).T  # chain states, new frame
         tau = chain_tau(np.linalg.solve(L, Z.T).T.reshape(rec.shape))
-        forgotten = before >= WARMUP_TAUS * tau
+        # τ from chains of few records each (8 at 64 chains) cannot see past a few lags and comes out
+        # near 1: the start counts as forgotten only after WARMUP_TAUS·max(τ, TAU_GUESS) steps (up to 8
+        # chains the first warm-up is that long already: the same bits)
+        forgotten = before >= WARMUP_TAUS * max(tau, TAU_GUESS)
         before += steps
         recorded.append(steps)
         n_eff = len(Z) / tau

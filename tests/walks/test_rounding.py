@@ -170,6 +170,21 @@ def test_rounding_records_count_its_iterations_steps():
     assert few.records[0] == max(8, -(-100 // 8))
 
 
+def test_many_short_chains_forget_the_centre_before_the_rounding_stops():
+    """At 64 chains each iteration records 8 steps per chain, from which τ comes out near 1 (a chain of
+    8 records shows few lags): the rounding still stops only once every chain has run
+    WARMUP_TAUS·max(τ, TAU_GUESS) = 20 steps or more from the centre before its last records (2-way
+    marginals over (2, 3, 4, 5, 6, 7) at 64 chains stopped after 11 such steps, and the certification
+    that followed failed the gauge's exact law, KS p 0.0005)."""
+    from knorm.walks.rounding import TAU_GUESS, WARMUP_CHAINS, WARMUP_TAUS
+
+    K = SymmetricHull(random_pm1(12, 40, rng=3))
+    for chains in (8, 64):
+        rnd = round_body(K.frame, chains=chains)
+        first = int(np.ceil(WARMUP_TAUS * TAU_GUESS * min(1.0, WARMUP_CHAINS / chains)))
+        assert first + sum(rnd.records[:-1]) >= WARMUP_TAUS * max(rnd.tau, TAU_GUESS)
+
+
 def test_symmetric_rounding_is_deterministic_whatever_the_threads_and_progress():
     from knorm.workloads import marginals
 
