@@ -6,24 +6,27 @@ rows shuffled by ``default_rng(--order)``, it measures in this process:
 
 1. ``body``: F's body (structure, span, oracle coordinates): wall and CPU seconds, peak memory;
 2. ``radius``: the first frame's length scale (``body_radius``: 64 solves in 8 groups, on
-   ``--workers`` threads): CPU seconds; every frame the rounding walks solves one, and the
-   certification's final frame another;
+   ``--workers`` threads): CPU seconds (``--radius-solves K``: K of them, scaled to 64); every
+   frame the rounding walks solves one, and the certification's final frame another;
 3. ``start``: a crash basis towards a point and its solve (a chain's start state,
    ``start_states``), CPU seconds, and one warm-started solve (an end-point basis);
-4. ``step``: one billiard chain, ``--skip`` steps from the centre, then ``--steps`` steps timed:
-   CPU seconds and pivots per step, in the first frame (``chol(F Fᵀ/n)``). The rounded frames'
+4. ``step``: ``--workers`` billiard chains on as many threads, ``--skip`` steps from the centre,
+   then ``--steps`` steps timed: CPU seconds and pivots per chain-step, in the first frame
+   (``chol(F Fᵀ/n)``). A pivot is memory-bound: chains side by side slow each other (on a machine
+   of many cores more than here; the projection does not model it). The rounded frames'
    steps took 0.7–1.0× these pivots at ranks 197–332 (docs/benchmarks.md), so this is the dearer
    end.
 
 Then, for each ``--chains`` c, prepare's schedule in steps per chain (knorm's constants; the counts a
 ``knorm prepare --json`` reports per stage, tests/walks/test_ledger.py): the rounding's first
-warm-up ``⌈20·min(1, 8/c)⌉``, ``--iterations`` iterations of ``max(8, ⌈s·r/c⌉)`` records
-(s = 2 with the body's symmetry group, else 10); the certification's warm-up ``⌈20τ⌉`` (``--tau``:
-the rounding's τ, 1.17–1.66 measured at ranks 101–332), ``⌈certify_pool(c)/c⌉`` pool records at
+warm-up ``⌈20·min(1, 8/c)⌉``, ``--iterations`` iterations (at least as many as put
+``20·max(τ, 2)`` steps before the last one's records) of ``max(8, ⌈s·r/c⌉)`` records (s = 2 with
+the body's symmetry group, else 10); the certification's warm-up ``⌈20τ⌉`` (``--tau``:
+the rounding's τ, 1.17–1.66 measured at ranks 101–332), ``⌈certify_pool(c)/c⌉`` pool records (even) at
 thinning 1, ``⌈64/c⌉·2`` steps of states. The projection (not a measurement) on p cores:
 
     T(p) = Σ stages steps·⌈c/p⌉·step_s + body + (iterations + 1)·radius/min(8, p)
-           + c·(start + solve)/min(c, p) + c·solve/min(8, p)
+           + c·(start + solve)/min(c, p) + c·solve/min(8, p)     (iterations: the schedule's)
 
 (chains of equal cost, at most p at once; the radius and end-point solves in 8 groups; the start
 states in threads). Left out: the pool's diagnostics and the file (≤ 0.3 s at rank 101, measured by
@@ -71,8 +74,11 @@ def schedule(r, chains, tau, iterations, symmetric):
     n_points = max((SYMMETRIC_SAMPLES_PER_DIM if symmetric else SAMPLES_PER_DIM) * r, 100)
     per_chain = max(8, -(-n_points // chains))
     first = math.ceil(WARMUP_TAUS * TAU_GUESS * min(1.0, WARMUP_CHAINS / chains))
-    return {"rounding": first + iterations * per_chain, "certification: warm-up": math.ceil(CERT_WARMUP_TAUS * tau),
-            "certification: pool": -(-certify_pool(chains) // chains),
+    # rule (1): the last iteration's records come after WARMUP_TAUS·max(τ, TAU_GUESS) steps per chain
+    need = WARMUP_TAUS * max(tau, TAU_GUESS)
+    iterations = max(iterations, 1 + max(0, math.ceil((need - first) / per_chain)))
+    return iterations, {"rounding": first + iterations * per_chain, "certification: warm-up": math.ceil(CERT_WARMUP_TAUS * tau),
+            "certification: pool": max(4, 2 * -(-certify_pool(chains) // (2 * chains))),  # even, as Sampler.run
             "certification: states": -(-N_STATES // chains) * 2}
 
 
@@ -89,6 +95,8 @@ def main():
     p.add_argument("--chains", type=int, nargs="+", default=[8, 16, 64])
     p.add_argument("--cores", type=int, nargs="+", default=[2, 8, 16, 64])
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--radius-solves", type=int, default=64,
+                   help="time this many of the length scale's 64 solves and scale (default all 64)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     shape = tuple([2] * a.binary if a.binary else a.shape)
@@ -111,8 +119,16 @@ def main():
     Fr = base.Ft.T
     frame = base.mapped(np.linalg.cholesky(Fr @ Fr.T / base.n + 1e-12 * np.eye(r)))  # the rounding's first frame
     t = clocks()
-    C.body_radius(frame, workers=a.workers)
-    out["radius"] = dict(zip(("wall_s", "cpu_s"), since(t)))
+    if a.radius_solves >= C.RADIUS_DIRECTIONS:
+        C.body_radius(frame, workers=a.workers)
+        out["radius"] = dict(zip(("wall_s", "cpu_s"), since(t)))
+    else:  # the first radius_solves of its 64 solves, in its first group's way (warm-started in turn), scaled;
+        # the walk's length scale from their median (an estimate of body_radius's, for the timed steps only)
+        Z = frame.to_oracle(C.radius_directions(r)[: a.radius_solves])
+        bases = frame.optimal_bases(Z, frame.crash_basis(), True)
+        out["radius"] = {"cpu_s": since(t)[1] * C.RADIUS_DIRECTIONS / a.radius_solves, "solves": a.radius_solves}
+        g, _ = frame.gauges_from_bases(Z, bases, True)
+        C._RADII[frame] = (float(np.median(1.0 / g)), bases)
     print(f"radius: {out['radius']['cpu_s']:.1f} CPU s", file=sys.stderr, flush=True)
     params = C.default_params("billiard", frame)
     chain = C.Chain(frame, np.zeros(r), np.random.default_rng(5))
@@ -121,14 +137,19 @@ def main():
     t = clocks()
     st = C.start_states(frame, [x], 1)[0]
     out["start"] = {"cpu_s": since(t)[1]}
+    # the timed steps: --workers chains at once on as many threads (a pivot is memory-bound: chains
+    # side by side slow each other, as they do in a prepare), CPU seconds per chain-step
+    cs = [chain] + [C.Chain(frame, x, np.random.default_rng(6 + i), st.copy()) for i in range(a.workers - 1)]
+    piv0 = sum(c.pivots for c in cs)
     t = clocks()
-    frame.solve(x * 0.9, st)  # a warm-started solve near it (an end-point basis)
-    out["solve"] = {"cpu_s": since(t)[1]}
-    piv0 = chain.pivots
-    t = clocks()
-    chain.run("billiard", a.steps, a.steps, params)
+    C.run_chains(cs, "billiard", a.steps, a.steps, params, a.workers)
     wall, cpu = since(t)
-    out["step"] = {"cpu_s": cpu / a.steps, "pivots": (chain.pivots - piv0) / a.steps, "steps": a.steps}
+    k = a.steps * len(cs)
+    out["step"] = {"cpu_s": cpu / k, "pivots": (sum(c.pivots for c in cs) - piv0) / k, "steps": a.steps,
+                   "chains": len(cs)}
+    t = clocks()
+    frame.solve(chain.x, st)  # a solve warm-started at a point some steps away (an end-point basis)
+    out["solve"] = {"cpu_s": since(t)[1]}
     out["step"]["us_per_pivot"] = 1e6 * out["step"]["cpu_s"] / out["step"]["pivots"]
     print(f"step: {out['step']['cpu_s']:.2f} CPU s, {out['step']['pivots']:.0f} pivots", file=sys.stderr, flush=True)
 
@@ -139,12 +160,12 @@ def main():
     out["release_s"] = math.ceil(CERT_WARMUP_TAUS * a.tau) * s_step
     rows = []
     for c in a.chains:
-        sch = schedule(r, c, a.tau, a.iterations, sym)
+        its, sch = schedule(r, c, a.tau, a.iterations, sym)
         longest = sum(sch.values())
-        row = {"chains": c, "schedule": sch, "longest_chain_steps": longest, "chain_steps": c * longest,
+        row = {"chains": c, "iterations": its, "schedule": sch, "longest_chain_steps": longest, "chain_steps": c * longest,
                "chain_cpu_s": c * longest * s_step, "projected_s": {}}
         for cores in a.cores:
-            serial = body_s + (a.iterations + 1) * rad / min(8, cores) + c * (start + solve) / min(c, cores) + \
+            serial = body_s + (its + 1) * rad / min(8, cores) + c * (start + solve) / min(c, cores) + \
                 c * solve / min(8, cores)
             row["projected_s"][cores] = longest * math.ceil(c / cores) * s_step + serial
             row.setdefault("serial_s", {})[cores] = serial
