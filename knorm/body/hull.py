@@ -109,13 +109,23 @@ def _check_tol(name, value):
     return float(value)
 
 
-def _first_distinct(M):
-    """Indices of the first occurrence of each distinct column of M, in order (exact: the
-    columns' bytes, with -0.0 read as 0.0; a dict of n keys instead of ``np.unique``'s
-    lexicographic sort of n rows of length d, 8.5 s at 521×57,600)."""
+DISTINCT_CHUNK = 4096  # columns compared per piece in _first_distinct (its copies stay this small)
+
+
+def _first_distinct(Fs, cols):
+    """The columns ``cols`` of Fs that are the first of their kind up to sign, in order: K is
+    symmetric, so f and −f are one generator (each column signed to make its first non-zero
+    entry positive; exact: the columns' bytes, with −0.0 read as 0.0; a dict of n keys instead
+    of ``np.unique``'s lexicographic sort of n rows of length d, 8.5 s at 521×57,600). In pieces
+    of ``DISTINCT_CHUNK`` columns: whole-matrix copies took 15.5 GiB for a 2.2 GiB F at rank 697."""
     seen: dict[bytes, int] = {}
-    for j, col in enumerate(np.ascontiguousarray(M.T) + 0.0):
-        seen.setdefault(col.tobytes(), j)
+    for start in range(0, len(cols), DISTINCT_CHUNK):
+        part = cols[start:start + DISTINCT_CHUNK]
+        Fk = Fs[:, part]
+        lead = np.argmax(Fk != 0, axis=0)
+        signs = np.sign(Fk[lead, np.arange(Fk.shape[1])])
+        for j, col in zip(part, np.ascontiguousarray((Fk * signs).T) + 0.0):
+            seen.setdefault(col.tobytes(), int(j))
     return np.fromiter(seen.values(), dtype=np.int64, count=len(seen))
 
 
@@ -476,14 +486,12 @@ class SymmetricHull:
         Fs = np.ldexp(F, -e)  # largest |entry| in [0.5, 1): norms neither overflow nor underflow
         norms = np.linalg.norm(Fs, axis=0)
         norms /= norms.max()
-        cols = np.flatnonzero(norms > SHORT)
-        # K is symmetric: f and -f are the same generator; drop exact duplicates.
-        Fk = Fs[:, cols]
-        lead = np.argmax(Fk != 0, axis=0)
-        signs = np.sign(Fk[lead, np.arange(Fk.shape[1])])
-        cols = cols[_first_distinct(Fk * signs)]
-        Fs = Fs[:, cols]
-        self.F = F[:, cols]
+        # K is symmetric: f and -f are the same generator; drop exact duplicates (and short columns)
+        cols = _first_distinct(Fs, np.flatnonzero(norms > SHORT))
+        if len(cols) < F.shape[1]:
+            Fs, self.F = Fs[:, cols], F[:, cols]
+        else:  # every column kept, in order (cols is increasing): no copies of F's size
+            Fs, self.F = np.ascontiguousarray(Fs), np.ascontiguousarray(F)
         self.ambient_dim = d
         U, S = _left_singular(Fs)
         tol = S[0] * max(Fs.shape) * np.finfo(float).eps

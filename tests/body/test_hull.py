@@ -148,6 +148,24 @@ def test_redundant_columns_change_nothing():
     assert K2.n_columns <= extra.shape[1] - 1 - 5  # zero, duplicate and opposite columns dropped
 
 
+def test_duplicates_are_found_across_the_pieces_the_columns_are_compared_in(monkeypatch):
+    """The columns are compared up to sign in pieces of DISTINCT_CHUNK (memory); a duplicate or an
+    opposite in another piece is dropped all the same, and the first of each kind is kept."""
+    import knorm.body.hull as H
+
+    rng = np.random.default_rng(4)
+    F = rng.choice([-1.0, 0.0, 1.0], size=(6, 10))
+    F[0] = 1.0  # no zero column
+    extra = np.column_stack([F, -F[:, 7], F[:, 2], np.zeros(6), -F[:, 0], F[:, 9]])  # 5 repeats, 1 zero
+    whole = SymmetricHull(extra)
+    monkeypatch.setattr(H, "DISTINCT_CHUNK", 3)
+    pieces = SymmetricHull(extra)
+    expect = np.unique(F * np.sign(F[np.argmax(F != 0, axis=0), np.arange(10)]), axis=1).shape[1]
+    assert pieces.n_columns == whole.n_columns == expect
+    np.testing.assert_array_equal(pieces.F, whole.F)
+    np.testing.assert_array_equal(pieces.frame.Ft, whole.frame.Ft)
+
+
 def test_rank_deficient_body_lives_in_the_span():
     rng = np.random.default_rng(4)
     A = rng.standard_normal((6, 3))
