@@ -165,3 +165,18 @@ def test_symmetric_rounding_with_one_chain_has_no_halves_and_runs_max_iter(recwa
     rnd = round_body(K.frame, chains=1, max_iter=2, symmetry=K.symmetry)
     assert rnd.iterations == 2 and np.all(np.isfinite(rnd.T)) and np.all(np.linalg.eigvalsh(rnd.covariance) > 0)
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_a_workload_of_thousands_of_rows_keeps_its_group():
+    """3-way marginals of 13 binary attributes (2,288 rows, rows shuffled: above the old 2,048-row cap):
+    every attribute is interchangeable and every value flippable, so the orbit of a pair of rows is
+    fixed by k = |C_i ∩ C_j| ∈ {0, 1, 2, 3} and by how many of those k attributes have equal values
+    (0 … k): 1 + 2 + 3 + 4 = 10 classes; and Σ₀ = F Fᵀ/n commutes with the group (R(Σ₀) = Σ₀)."""
+    F = marginals((2,) * 13, 3)
+    F = F[np.random.default_rng(2).permutation(F.shape[0])]
+    K = SymmetricHull(F)
+    sym = K.symmetry
+    assert F.shape[0] == 2288 and sym is not None and sym.n_classes == 10
+    Fr = K.frame.Ft.T
+    S0 = Fr @ Fr.T / K.frame.n
+    assert np.linalg.norm(sym.average_span(S0) - S0) <= 1e-9 * np.linalg.norm(S0)
