@@ -38,26 +38,33 @@ _ACTIVE: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar("knorm_l
 
 @dataclass
 class Stage:
-    """One stage's record (see the module docstring)."""
+    """One stage's record (see the module docstring): its wall and CPU seconds, and its batches
+    ``(chains, steps per chain, wall s, CPU s)`` (the CPU 0 for a batch on a cluster), from which
+    the rest follows."""
 
     name: str
     wall_s: float = 0.0
     cpu_s: float = 0.0
-    batch_wall_s: float = 0.0
-    chain_cpu_s: float = 0.0
-    steps: int = 0
-    chain_steps: int = 0
-    batches: list[tuple[int, int, float]] = field(default_factory=list)  # (chains, steps, cpu s)
+    batches: list[tuple[int, int, float, float]] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        """Steps each chain ran: the stage's critical path."""
+        return sum(s for _, s, _, _ in self.batches)
+
+    @property
+    def chain_cpu_s(self) -> float:
+        return sum(cpu for _, _, _, cpu in self.batches)
 
     @property
     def serial_s(self) -> float:
-        return max(0.0, self.wall_s - self.batch_wall_s)
+        return max(0.0, self.wall_s - sum(wall for _, _, wall, _ in self.batches))
 
     def as_dict(self) -> dict[str, Any]:
         return {"stage": self.name, "wall_s": round(self.wall_s, 3), "serial_s": round(self.serial_s, 3),
                 "serial_cpu_s": round(max(0.0, self.cpu_s - self.chain_cpu_s), 3),
                 "chain_cpu_s": round(self.chain_cpu_s, 3), "steps_per_chain": self.steps,
-                "chain_steps": self.chain_steps}
+                "chain_steps": sum(c * s for c, s, _, _ in self.batches)}
 
 
 class Ledger:
@@ -97,26 +104,21 @@ class Ledger:
         """A :func:`~knorm.walks.chains.run_chains` batch: ``chains`` chains of ``steps`` steps."""
         if self._open is None:
             self.mark("other")
-        st = self._open
-        assert st is not None
-        st.batch_wall_s += wall
-        st.chain_cpu_s += cpu if local else 0.0
-        st.steps += steps
-        st.chain_steps += chains * steps
-        st.batches.append((chains, steps, cpu))
+        assert self._open is not None
+        self._open.batches.append((chains, steps, wall, cpu if local else 0.0))
         self.remote |= not local
 
     def projection(self, cores: int) -> float | None:
         """Projected seconds on ``cores`` cores (module docstring); None if a batch ran remotely."""
         if self.remote:
             return None
-        return sum(cpu * math.ceil(c / cores) / c for s in self.stages for c, _, cpu in s.batches if c) + \
+        return sum(cpu * math.ceil(c / cores) / c for s in self.stages for c, _, _, cpu in s.batches if c) + \
             sum(s.serial_s for s in self.stages)
 
     def summary(self) -> dict[str, Any]:
         """The stages (:meth:`Stage.as_dict`) and totals: wall, CPU, serial seconds and their share of the
-        CPU, the longest chain's steps, the projection to ``PROJECT_CORES``."""
-        self._close_and_reopen()
+        CPU, the longest chain's steps, the projection to ``PROJECT_CORES``; of the stages closed so far
+        (all of them once the ``with`` block is left)."""
         wall = sum(s.wall_s for s in self.stages)
         cpu = sum(s.cpu_s for s in self.stages)
         serial = sum(s.serial_s for s in self.stages)
@@ -125,28 +127,22 @@ class Ledger:
                 "serial_s": round(serial, 3), "serial_share_of_cpu": round(serial / cpu, 4) if cpu > 0 else None,
                 "longest_chain_steps": sum(s.steps for s in self.stages), "projected_s": proj}
 
-    def _close_and_reopen(self) -> None:
-        """Account the open stage's time so far (a summary taken while it is open)."""
-        if self._open is not None:
-            name = self._open.name
-            self._close()
-            self.mark(name)
 
-    def lines(self) -> list[str]:
-        """The summary as progress lines: one per stage, then the totals and the projection."""
-        sm = self.summary()
-        out = []
-        for s in sm["stages"]:
-            steps = f", {s['steps_per_chain']} steps per chain" if s["steps_per_chain"] else ""
-            out.append(f"stage {s['stage']}: {s['wall_s']:.1f} s, serial {s['serial_s']:.1f} s{steps}")
-        share = sm["serial_share_of_cpu"]
-        out.append(f"serial {sm['serial_s']:.1f} s in all" + (f" ({100 * share:.1f}% of {sm['cpu_s']:.0f} CPU s)"
-                                                             if share is not None else "")
-                   + f"; the longest chain ran {sm['longest_chain_steps']} steps")
-        if sm["projected_s"][str(PROJECT_CORES[0])] is not None:
-            out.append("projected (chain CPU over the cores, plus the serial seconds; not a measurement): "
-                       + ", ".join(f"{v:.3g} s on {p} cores" for p, v in sm["projected_s"].items()))
-        return out
+
+def summary_lines(sm: dict[str, Any]) -> list[str]:
+    """A :meth:`Ledger.summary` as progress lines: one per stage, then the totals and the projection."""
+    out = []
+    for s in sm["stages"]:
+        steps = f", {s['steps_per_chain']} steps per chain" if s["steps_per_chain"] else ""
+        out.append(f"stage {s['stage']}: {s['wall_s']:.1f} s, serial {s['serial_s']:.1f} s{steps}")
+    share = sm["serial_share_of_cpu"]
+    out.append(f"serial {sm['serial_s']:.1f} s in all" + (f" ({100 * share:.1f}% of {sm['cpu_s']:.0f} CPU s)"
+                                                         if share is not None else "")
+               + f"; the longest chain ran {sm['longest_chain_steps']} steps")
+    if sm["projected_s"][str(PROJECT_CORES[0])] is not None:
+        out.append("projected (chain CPU over the cores, plus the serial seconds; not a measurement): "
+                   + ", ".join(f"{v:.3g} s on {p} cores" for p, v in sm["projected_s"].items()))
+    return out
 
 
 def active() -> Ledger | None:

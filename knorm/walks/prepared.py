@@ -42,7 +42,7 @@ from .certify import certify as certify_walk
 from .chains import (RADIUS_DIRECTIONS, body_radius, check_workers, grouped_bases, grouped_gauges, radius_bases,
                      walk_id)
 from .checkpoint import PublicSnapshot
-from .ledger import Ledger, mark
+from .ledger import Ledger, mark, summary_lines
 from .rounding import Rounding
 from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
 
@@ -291,7 +291,7 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
         w = _prepare(F, fp, shape, path, partial, chains, workers, report, certify, walk, recommend)
     w.stages = led.summary()
     if hasattr(report, "note"):
-        for line in led.lines():
+        for line in summary_lines(w.stages):
             report.note(line)
     if progress is True:  # the bars made here
         report.close()

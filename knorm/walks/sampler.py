@@ -515,6 +515,7 @@ class Sampler:
             draws = np.array(snap["draws"])
             gauges = np.array(snap["gauges"]) if "gauges" in snap else None  # None: solved if needed
             before = float(snap["seconds"])
+            mark(self.STAGE + "pool")  # resumed past its warm-up
         else:
             first = not self.warm
             if first:

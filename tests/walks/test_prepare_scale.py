@@ -99,8 +99,11 @@ def test_an_interrupted_prepare_resumes_to_the_same_file(reference, tmp_path):
         with pytest.raises(Stop):
             prepare(F, out, chains=CHAINS, workers=1, progress=Interrupt(after), snapshot_every=0)
         assert not out.exists() and set(os.listdir(snapshot_path(out))) == held
-        prepare(F, out, chains=CHAINS, workers=2, snapshot_every=0)  # resumed
+        w = prepare(F, out, chains=CHAINS, workers=2, snapshot_every=0)  # resumed
         assert_same_file(reference[1], out)
+        # its stages: a run resumed past its warm-up counts the rest of its pool as the pool's steps
+        steps = {s["stage"]: s["steps_per_chain"] for s in w.stages["stages"]}
+        assert steps["certification: set-up"] == 0 and steps["certification: pool"] > 0
         assert not snapshot_path(out).exists()
         out.unlink()
 
