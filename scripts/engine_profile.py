@@ -228,7 +228,7 @@ def profile_body(K, label, seconds=0.3, walk_seconds=3.0, seed=0):
     rho = np.empty(r)
     alpha = np.empty(n)
     u = np.empty(r)
-    res = {"d×n": label, "r": r, "structured": int(base.cols.structured), "Ft KiB": Ft.nbytes / 1024, "B⁻¹ KiB": Binv.nbytes / 1024}
+    res = {"d×n": label, "r": r, "structured": base.cols.structured or "dense", "Ft KiB": Ft.nbytes / 1024, "B⁻¹ KiB": Binv.nbytes / 1024}
     res["row"] = _timed(_t_row, Binv, rho, seconds=seconds)[0]
     res["row_alpha"] = _timed(_t_row_alpha, A, RHO, alpha, seconds=seconds)[0]
     res["ratio_test"] = _timed(_t_ratio, ALPHA, g, unit, atol, seconds=seconds)[0]

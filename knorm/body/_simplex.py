@@ -30,6 +30,7 @@ import numpy as np
 
 from .._jit import kernel
 from ._marginal import marginal_dots
+from ._spectral import spectral_dots
 
 OK = 0
 PIVOT_LIMIT = -1
@@ -53,14 +54,15 @@ CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ neve
 
 
 # -- the constraint matrix -----------------------------------------------------------
-# ``A = (ptr, idx, val, dense, rptr, ridx, rval, op)``: the n columns f_j of F (in the
+# ``A = (ptr, idx, val, dense, rptr, ridx, rval, op, spec)``: the n columns f_j of F (in the
 # oracle's coordinates), either dense (``dense`` is (n, r), the rows are the f_j) or,
 # when ``dense`` is (0, 0), compressed twice: by columns (f_j has the entries
 # ``val[ptr[j]:ptr[j+1]]`` at rows ``idx[ptr[j]:ptr[j+1]]``) for single columns, and by
 # rows (row i of F has ``rval[rptr[i]:rptr[i+1]]`` at columns ``ridx[...]``) for Fᵀv,
 # computed as a scatter of the rows: independent adds, no short dependent dot products.
-# ``op`` (``knorm.body._marginal``): for a marginal workload, the data with which Fᵀv is
-# computed from the workload's structure (dense F then serves single columns only).
+# ``op`` (``knorm.body._marginal``) or ``spec`` (``knorm.body._spectral``): for a marginal
+# workload, the data with which Fᵀv is computed from the workload's structure, by its tables
+# or by a product transform (dense F then serves single columns only).
 # Every kernel reads F only through the four functions below, so a pivot costs O(nnz)
 # for sparse F (0/1 workloads) and streams contiguous rows for dense F.
 
@@ -89,7 +91,9 @@ def _col_dot(A, j, v):
 def _all_dots(A, v, out):
     """``out_j = f_jᵀv`` for every column (the pivot's O(nnz) pass)."""
     D = A[3]
-    if A[7][0].shape[1] > 0:
+    if A[8][0].shape[0] > 0:
+        spectral_dots(A[8], v, out)
+    elif A[7][0].shape[1] > 0:
         marginal_dots(A[7], v, out)
     elif D.shape[0] > 0:
         n, r = D.shape

@@ -17,7 +17,8 @@ from .._fingerprint import fingerprint
 from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
-from .marginal import empty_operator, marginal_operator, plan_speedup, recognise
+from .marginal import empty_operator, marginal_operator, plan_ops, recognise
+from .spectral import empty_spectral, spectral_cost, spectral_operator
 from .symmetry import ValueSymmetry, row_tables, value_symmetry
 
 if TYPE_CHECKING:
@@ -184,7 +185,10 @@ def _oracle_coordinates(Fs, U, S, unit, structure=None, e=0):
     power of two (max |F entry| in [0.5, 1)). F is stored compressed where these
     coordinates are sparse (block-structured F, e.g. independent groups of queries).
     ``structure``: the :class:`~knorm.body.marginal.MarginalMatch` of ``F = Fs·2^e`` if it is a marginal
-    workload; its operator computes ``Fzᵀv = Fᵀ(2^-e·U·diag(s)·v)``.
+    workload; its operator computes ``Fzᵀv = Fᵀ(2^-e·U·diag(s)·v)``: by the tables
+    (:mod:`knorm.body.marginal`) or by the product transform (:mod:`knorm.body.spectral`),
+    whichever its cost model predicts cheaper, when that is ``STRUCTURED_ABOVE`` times
+    cheaper than the dense product.
     Returns ``(Columns, T, s)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``, with
     ``T = diag(s·unit)`` (the map is diagonal in the span's basis).
     """
@@ -193,32 +197,41 @@ def _oracle_coordinates(Fs, U, S, unit, structure=None, e=0):
     Fc = U.T @ Fs
     s = np.ldexp(s, -_row_exponents(Fc * s[:, None]))
     Fz = Fc * s[:, None]
-    op = None
-    if structure is not None and plan_speedup(structure.structure, r) >= STRUCTURED_ABOVE:
-        op = marginal_operator(structure.structure, structure.weights(np.ldexp(U * s[None, :], -e)))
-    return Columns(Fz, op), np.diag(s * unit), s
+    op = spec = None
+    if structure is not None:
+        tables, spectral = plan_ops(structure.structure, r), spectral_cost(structure.structure, r)
+        if Fz.size >= STRUCTURED_ABOVE * min(tables, spectral):
+            weights = structure.weights(np.ldexp(U * s[None, :], -e))
+            if spectral < tables:
+                spec = spectral_operator(structure.structure, weights)
+            else:
+                op = marginal_operator(structure.structure, weights)
+    return Columns(Fz, op, spec), np.diag(s * unit), s
 
 
 class Columns:
     """The columns of a full-row-rank ``(r, n)`` matrix in the oracle's coordinates, laid
-    out for the kernels: ``A = (ptr, idx, val, dense, rptr, ridx, rval, operator)`` (see
-    ``knorm.body._simplex``), compressed when at most ``DENSE_ABOVE`` of the entries are
-    non-zero, else dense. ``operator``: for a marginal workload, the kernel data with which
-    the pivots' product ``Fᵀv`` is computed from the workload's structure
-    (:func:`knorm.body.marginal.marginal_operator`; the dense copy then serves single columns).
+    out for the kernels: ``A = (ptr, idx, val, dense, rptr, ridx, rval, operator, spectral)``
+    (see ``knorm.body._simplex``), compressed when at most ``DENSE_ABOVE`` of the entries are
+    non-zero, else dense. ``operator`` or ``spectral``: for a marginal workload, the kernel
+    data with which the pivots' product ``Fᵀv`` is computed from the workload's structure, by
+    its tables (:func:`knorm.body.marginal.marginal_operator`) or by a product transform
+    (:func:`knorm.body.spectral.spectral_operator`); the dense copy then serves single
+    columns. ``structured`` says which (``"tables"``, ``"transform"`` or None).
     Shared by every frame of a body (rounding only changes the frame's map T)."""
 
-    def __init__(self, Fz, operator=None):
+    def __init__(self, Fz, operator=None, spectral=None):
         Fz = np.asarray(Fz, dtype=np.float64)
         self.r, self.n = Fz.shape
         nz = Fz != 0.0
         self.nnz = int(np.count_nonzero(nz))
         none_i, none_f = np.empty(0, np.int64), np.empty(0)
         op = empty_operator() if operator is None else operator
-        self.structured = operator is not None
+        spec = empty_spectral() if spectral is None else spectral
+        self.structured = "tables" if operator is not None else "transform" if spectral is not None else None
         if self.structured or self.nnz > DENSE_ABOVE * Fz.size:
             self.A = (np.zeros(self.n + 1, np.int64), none_i, none_f, np.ascontiguousarray(Fz.T),
-                      np.zeros(self.r + 1, np.int64), none_i, none_f, op)
+                      np.zeros(self.r + 1, np.int64), none_i, none_f, op, spec)
         else:
             cols, rows = np.nonzero(nz.T)  # column-major order: f_j's entries are contiguous
             ptr = np.zeros(self.n + 1, np.int64)
@@ -227,7 +240,7 @@ class Columns:
             rptr = np.zeros(self.r + 1, np.int64)
             np.cumsum(np.bincount(rrows, minlength=self.r), out=rptr[1:])
             self.A = (ptr, rows.astype(np.int64), np.ascontiguousarray(Fz[rows, cols]), np.empty((0, 0)),
-                      rptr, rcols.astype(np.int64), np.ascontiguousarray(Fz[rrows, rcols]), op)
+                      rptr, rcols.astype(np.int64), np.ascontiguousarray(Fz[rrows, rcols]), op, spec)
         self.dense = self.A[3].shape[0] > 0
         self.fmax = float(np.sqrt(np.max(np.einsum("ij,ij->j", Fz, Fz))))
         self._Fz = None if self.dense else Fz  # dense: the kernels' copy is the matrix (transposed)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["MarginalStructure", "MarginalMatch", "marginal_operator", "recognise", "empty_operator", "plan_speedup"]
+__all__ = ["MarginalStructure", "MarginalMatch", "marginal_operator", "recognise", "empty_operator", "plan_ops"]
 
 
 @dataclass(frozen=True)
@@ -207,11 +207,11 @@ def _plan_cost(shape: tuple[int, ...], cliques: tuple[tuple[int, ...], ...], L: 
     return 2 * gather + nblocks * (len(groups) * (B + 8) + outer_only + 8)
 
 
-def plan_speedup(structure: MarginalStructure, r: int) -> float:
-    """Predicted ratio of the dense product's operations (n·r) to the operator's."""
+def plan_ops(structure: MarginalStructure, r: int) -> int:
+    """Predicted operations of the operator's product (``t = W v``, then the cheapest split)."""
     shape, cliques = structure.shape, structure.cliques
-    plan = min(_plan_cost(shape, cliques, L) for L in range(len(shape) + 1))
-    return structure.cells * r / (structure.rows * r + plan)
+    return structure.rows * r + min(_plan_cost(shape, cliques, L) for L in range(len(shape) + 1))
+
 
 
 def empty_operator() -> tuple:

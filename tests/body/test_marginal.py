@@ -161,12 +161,23 @@ def test_product_equals_dense_for_every_split(st):
             np.testing.assert_allclose(out, D @ v, rtol=1e-12, atol=1e-12 * np.abs(D).sum(axis=1).max())
 
 
+def force(monkeypatch, kind):
+    """Make the body take the operator ``kind`` ("tables" or "transform") whatever it costs."""
+    monkeypatch.setattr(hull, "STRUCTURED_ABOVE", 0.0)
+    monkeypatch.setattr(hull, "plan_ops", lambda s, r: 0.0 if kind == "tables" else np.inf)
+    monkeypatch.setattr(hull, "spectral_cost", lambda s, r: 0.0 if kind == "transform" else np.inf)
+
+
+OPERATORS = ["tables", "transform"]
+
+
+@pytest.mark.parametrize("kind", OPERATORS)
 @pytest.mark.parametrize("shape,k", [((4, 4, 4, 4), 2), ((3, 2, 4, 3), 2), ((2, 2, 3, 2), 3)])
-def test_structured_oracle_matches_highs_and_the_dense_layout(shape, k, monkeypatch):
+def test_structured_oracle_matches_highs_and_the_dense_layout(shape, k, kind, monkeypatch):
     F = workloads.marginals(shape, k)
-    monkeypatch.setattr(hull, "STRUCTURED_ABOVE", 0.0)  # always the operator
+    force(monkeypatch, kind)  # always the operator
     K = SymmetricHull(F)
-    assert K.frame.cols.structured
+    assert K.frame.cols.structured == kind
     monkeypatch.setattr(hull, "STRUCTURED_ABOVE", np.inf)  # never
     Kd = SymmetricHull(F)
     assert not Kd.frame.cols.structured
@@ -194,14 +205,15 @@ def test_small_or_non_marginal_workloads_stay_dense():
     assert not SymmetricHull(G).frame.cols.structured
 
 
-def test_every_variant_gets_the_operator_with_the_dense_gauges(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", OPERATORS)
+def test_every_variant_gets_the_operator_with_the_dense_gauges(tmp_path, monkeypatch, kind):
     """Loaded, shuffled, scaled, hand-built: the operator's gauges and chords are the dense
     layout's (the same sums in another order, 1e-12) and HiGHS's (1e-9)."""
     rng = np.random.default_rng(11)
     for name, F, _ in variants(tmp_path):
-        monkeypatch.setattr(hull, "STRUCTURED_ABOVE", 0.0)
+        force(monkeypatch, kind)
         K = SymmetricHull(F)
-        assert K.frame.cols.structured, name
+        assert K.frame.cols.structured == kind, name
         monkeypatch.setattr(hull, "STRUCTURED_ABOVE", np.inf)
         Kd = SymmetricHull(F)
         assert not Kd.frame.cols.structured
@@ -245,15 +257,16 @@ def test_clique_marginals_refuses_matrices_over_the_cap():
         workloads.clique_marginals((2,) * 30, [(0,), (1,)])
 
 
-def test_structured_frame_survives_pickling(monkeypatch):
+@pytest.mark.parametrize("kind", OPERATORS)
+def test_structured_frame_survives_pickling(monkeypatch, kind):
     """Process pools and Dask get the frame pickled: the operator travels with it."""
     import pickle
 
-    monkeypatch.setattr(hull, "STRUCTURED_ABOVE", 0.0)
+    force(monkeypatch, kind)
     F = workloads.marginals((3, 2, 4, 3), 2)
     K = SymmetricHull(F)
     frame = pickle.loads(pickle.dumps(K.frame))
-    assert frame.cols.structured
+    assert frame.cols.structured == kind
     Y = (F @ np.random.default_rng(5).standard_normal((F.shape[1], 10))).T
     Z = K._to_frame(Y)[0]  # the oracle's coordinates (rows scaled by powers of two)
     np.testing.assert_allclose(frame.gauges(Z, oracle=True)[0], K.frame.gauges(Z, oracle=True)[0], rtol=1e-12)
