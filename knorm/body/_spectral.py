@@ -92,17 +92,9 @@ def _mode(x, m, st, h, blocks, tmp):
 
 
 @kernel(fastmath=_FM)
-def spectral_dots(S, v, out):
-    """``out = H·ŝ`` with ``ŝ[pos] = A v`` (see the module docstring): ``Fᵀ(W v)`` over all cells."""
-    A, pos, passes, hptr, hval, bptr, blocks = S
-    out[:] = 0.0
-    rs, r = A.shape
-    for k in range(rs):
-        row = A[k]
-        s = 0.0
-        for i in range(r):
-            s += row[i] * v[i]
-        out[pos[k]] = s
+def _transform(L, out):
+    """In place: ``out ← H·out`` by the passes of the layout ``L = S[1:]`` (see the module docstring)."""
+    pos, passes, hptr, hval, bptr, blocks = L
     big = 0
     for p in range(passes.shape[0]):
         if passes[p, 0] == 0:
@@ -119,3 +111,30 @@ def spectral_dots(S, v, out):
             _wht2(out, st, live)
         else:
             _mode(out, passes[p, 2], st, hval[hptr[p]:hptr[p + 1]], live, tmp)
+
+
+@kernel(fastmath=_FM)
+def spectral_dots(S, v, out):
+    """``out = H·ŝ`` with ``ŝ[pos] = A v`` (see the module docstring): ``Fᵀ(W v)`` over all cells."""
+    A, pos = S[0], S[1]
+    out[:] = 0.0
+    rs, r = A.shape
+    for k in range(rs):
+        row = A[k]
+        s = 0.0
+        for i in range(r):
+            s += row[i] * v[i]
+        out[pos[k]] = s
+    _transform(S[1:], out)
+
+
+@kernel(entry=True)
+def spectral_rows(L, At, out):
+    """``out[i] = H·ŝ_i`` with ``ŝ_i[pos] = At[i]``: the rows of ``AᵀΦ`` (layout ``L = S[1:]``)."""
+    pos = L[0]
+    for i in range(At.shape[0]):
+        row = out[i]
+        row[:] = 0.0
+        for k in range(pos.shape[0]):
+            row[pos[k]] = At[i, k]
+        _transform(L, row)

@@ -18,7 +18,7 @@ from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
 from .marginal import empty_operator, marginal_operator, plan_ops, recognise
-from .spectral import empty_spectral, spectral_cost, spectral_operator
+from .spectral import empty_spectral, span_of, span_rows, spectral_cost, spectral_operator
 from .symmetry import ValueSymmetry, row_tables, value_symmetry
 
 if TYPE_CHECKING:
@@ -172,8 +172,9 @@ DENSE_ABOVE = 0.1
 STRUCTURED_ABOVE = 2.0
 
 
-def _oracle_coordinates(Fs, U, S, unit, structure=None, e=0):
-    """The oracle's coordinates ``z = s ∘ Uᵀy`` (y in the span of the scaled F ``Fs = U·diag(S)·Vᵀ``).
+def _oracle_coordinates(Fc, U, S, unit, structure=None, e=0):
+    """The oracle's coordinates ``z = s ∘ Uᵀy`` (y in the span of the scaled F ``Fs = U·diag(S)·Vᵀ``;
+    ``Fc = UᵀFs``, F's columns in the span's coordinates).
 
     Well-conditioned F (``S_min/S_max >= WHITEN``): the orthonormal span coordinates
     ``z = Uᵀy``. (r rows of y would keep F's own entries and sparsity, but on 0/1
@@ -194,7 +195,6 @@ def _oracle_coordinates(Fs, U, S, unit, structure=None, e=0):
     """
     r = U.shape[1]
     s = np.ones(r) if S[r - 1] >= WHITEN * S[0] else 1.0 / S[:r]
-    Fc = U.T @ Fs
     s = np.ldexp(s, -_row_exponents(Fc * s[:, None]))
     Fz = Fc * s[:, None]
     op = spec = None
@@ -506,7 +506,11 @@ class SymmetricHull:
         else:  # every column kept, in order (cols is increasing): no copies of F's size
             Fs, self.F = np.ascontiguousarray(Fs), np.ascontiguousarray(F)
         self.ambient_dim = d
-        U, S = _left_singular(Fs)
+        # a marginal workload (recognised from F's entries) keeps its structure: its span from the
+        # structure's product basis (an SVD of d × rank, no QR of F), and the pivots' product Fᵀv
+        # a sum of broadcast tables or a product transform, not a dense n·r product
+        structure = recognise(self.F)
+        U, S = _left_singular(Fs) if structure is None else span_of(structure, e)
         tol = S[0] * max(Fs.shape) * np.finfo(float).eps
         r = int(np.sum(S > tol))
         if S[r - 1] < THIN * S[0]:
@@ -519,7 +523,7 @@ class SymmetricHull:
         U = U[:, :r] * np.where(U[np.argmax(np.abs(U[:, :r]), axis=0), np.arange(r)] < 0, -1.0, 1.0)
         _check_short_columns(F, norms, U)
         self.span_basis = U.copy()
-        Fr = self.span_basis.T @ Fs
+        Fr = self.span_basis.T @ Fs if structure is None else span_rows(structure, self.span_basis, e)
         unit = float(np.max(np.linalg.norm(Fr, axis=0)))
         self._exp = e
         self._unit = unit
@@ -529,10 +533,7 @@ class SymmetricHull:
             raise ValueError(f"F has a column of Euclidean norm ≈ 2^{e + np.log2(unit):.1f}, beyond the float64 "
                              "range (points of K could not be represented): rescale F")
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
-        # a marginal workload (recognised from F's entries) keeps its structure: the pivots'
-        # product Fᵀv is then a sum of broadcast tables, not a dense n·r product
-        structure = recognise(self.F)
-        cols, T, self._zscale = _oracle_coordinates(Fs, self.span_basis, S, unit, structure, e)
+        cols, T, self._zscale = _oracle_coordinates(Fr, self.span_basis, S, unit, structure, e)
         self.frame = Frame(cols, T)
         self._structure: Any = False  # not yet detected (else an ExactStructure or None)
         self._match = structure

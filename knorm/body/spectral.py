@@ -16,9 +16,11 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from .marginal import MarginalStructure
+from ._spectral import spectral_rows
+from .marginal import MarginalMatch, MarginalStructure
 
-__all__ = ["attribute_basis", "spectrum", "spectral_operator", "spectral_cost", "empty_spectral"]
+__all__ = ["attribute_basis", "spectrum", "spectrum_norms", "spectral_weights", "spectral_operator", "spectral_cost",
+           "empty_spectral", "transform_rows", "span_of", "span_rows"]
 
 
 def attribute_basis(m: int) -> NDArray[np.float64]:
@@ -104,29 +106,48 @@ def empty_spectral() -> tuple:
     return (np.zeros((0, 0)), z, np.zeros((0, 3), np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(1, np.int64), z)
 
 
-def spectral_operator(structure: MarginalStructure, W: NDArray[np.float64]) -> tuple:
-    """The kernel layout ``S`` of ``knorm.body._spectral`` for ``Fᵀ(W v)`` (W: rows of the
-    marginal tables × r, :meth:`~knorm.body.marginal.MarginalMatch.weights`).
+def spectral_weights(structure: MarginalStructure, W: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``A`` (``r_Φ × k``) with ``Mᵀ W = Φᵀ A`` for the structure's matrix M (rows of its tables ×
+    cells) and ``W`` (rows × k): Φ's rows are the spectrum's product vectors (:func:`spectrum`'s order).
 
-    Per clique C the block ``W_C`` (C's table × r) is taken into C's spectrum by the inverse
+    Per clique C the block ``W_C`` (C's table × k) is taken into C's spectrum by the inverse
     bases ``H_i⁻¹ = diag(1/‖h_a‖²)·H_iᵀ`` along its attributes; ``A`` sums the cliques'
     blocks at their spectral positions."""
     shape, cliques = structure.shape, structure.cliques
     W = np.asarray(W, dtype=np.float64)
-    r = W.shape[1]
+    k = W.shape[1]
     bases = [attribute_basis(m) for m in shape]
     inverse = [H.T / np.einsum("ij,ij->j", H, H)[:, None] for H in bases]
     pos = spectrum(structure)
-    A = np.zeros((len(pos), r))
+    A = np.zeros((len(pos), k))
     off = 0
     for c in cliques:
         sizes = [shape[a] for a in c]
-        T = W[off:off + math.prod(sizes)].reshape(*sizes, r)
+        T = W[off:off + math.prod(sizes)].reshape(*sizes, k)
         off += math.prod(sizes)
         for axis, a in enumerate(c):
             T = np.moveaxis(np.tensordot(inverse[a], T, axes=([1], [axis])), 0, axis)
-        np.add.at(A, np.searchsorted(pos, _clique_positions(shape, c)), T.reshape(-1, r))
-    passes = _passes(shape)
+        at = np.searchsorted(pos, _clique_positions(shape, c))
+        np.add.at(A, at, T.reshape(len(at), k))
+    return A
+
+
+def spectrum_norms(structure: MarginalStructure) -> NDArray[np.float64]:
+    """``‖φ_a‖²`` of the spectrum's product vectors (Φ's rows are orthogonal: ``ΦΦᵀ`` is this diagonal)."""
+    shape = structure.shape
+    pos = spectrum(structure)
+    out = np.ones(len(pos))
+    for a, st in enumerate(_strides(shape)):
+        H = attribute_basis(shape[a])
+        out *= np.einsum("ij,ij->j", H, H)[(pos // st) % shape[a]]
+    return out
+
+
+def _layout(structure: MarginalStructure) -> tuple:
+    """``S[1:]`` of the kernels' layout: the spectrum's positions, the passes, their bases and
+    their live blocks (see ``knorm.body._spectral``)."""
+    pos = spectrum(structure)
+    passes = _passes(structure.shape)
     mats = [attribute_basis(m).reshape(-1) if k == 0 else np.zeros(0) for k, _, m in passes]
     hptr = np.zeros(len(passes) + 1, np.int64)
     np.cumsum([len(h) for h in mats], out=hptr[1:])
@@ -134,6 +155,43 @@ def spectral_operator(structure: MarginalStructure, W: NDArray[np.float64]) -> t
     bptr = np.zeros(len(passes) + 1, np.int64)
     np.cumsum([len(b) for b in live], out=bptr[1:])
     i64 = np.int64
-    return (np.ascontiguousarray(A), pos.astype(i64), np.array(passes, i64).reshape(len(passes), 3), hptr,
+    return (pos.astype(i64), np.array(passes, i64).reshape(len(passes), 3), hptr,
             np.concatenate(mats) if mats else np.zeros(0), bptr,
             np.concatenate(live).astype(i64) if live else np.zeros(0, i64))
+
+
+def spectral_operator(structure: MarginalStructure, W: NDArray[np.float64]) -> tuple:
+    """The kernel layout ``S`` of ``knorm.body._spectral`` for ``Fᵀ(W v)`` (W: rows of the
+    marginal tables × r, :meth:`~knorm.body.marginal.MarginalMatch.weights`): ``A`` of
+    :func:`spectral_weights`, then :func:`_layout`."""
+    return (np.ascontiguousarray(spectral_weights(structure, W)),) + _layout(structure)
+
+
+def transform_rows(structure: MarginalStructure, A: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``AᵀΦ`` (``k × cells``) for ``A`` (``r_Φ × k``): row i is the transform of A's column i,
+    ``n·(passes)`` operations each instead of ``r_Φ·n``."""
+    A = np.asarray(A, dtype=np.float64)
+    out = np.empty((A.shape[1], structure.cells))
+    spectral_rows(_layout(structure), np.ascontiguousarray(A.T), out)
+    return out
+
+
+def span_of(match: MarginalMatch, e: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(U, S)`` of the thin SVD of ``F·2^-e`` for the marginal workload ``F = scale·M[rows]``,
+    without F: ``F = L·Φ`` with ``L = scale·G[rows]`` (d × r_Φ, ``Mᵀ = ΦᵀGᵀ`` by
+    :func:`spectral_weights`) and Φ's rows orthogonal (norms² N), so F's left singular
+    vectors and values are those of ``L·diag(√N)``: an SVD of d × r_Φ instead of a QR of
+    F's n × d transpose."""
+    st = match.structure
+    G = spectral_weights(st, np.eye(st.rows)).T  # rows of M × r_Φ
+    live = match.rows >= 0
+    L = np.zeros((len(match.rows), G.shape[1]))
+    L[live] = G[match.rows[live]] * np.ldexp(match.scale, -e)
+    U, S, _ = np.linalg.svd(L * np.sqrt(spectrum_norms(st))[None, :], full_matrices=False)
+    return U, S
+
+
+def span_rows(match: MarginalMatch, U: NDArray[np.float64], e: int) -> NDArray[np.float64]:
+    """``Uᵀ·F·2^-e`` (k × cells) for the marginal workload F of ``match``: the transforms of
+    ``Lᵀ U 2^-e`` (:func:`transform_rows`), without F."""
+    return transform_rows(match.structure, spectral_weights(match.structure, match.weights(np.ldexp(U, -e))))
