@@ -36,6 +36,7 @@ states in threads). Left out: the pool's diagnostics and the file (≤ 0.3 s at 
     python scripts/prepare_projection.py --binary 16 --k 3 --steps 3          # rank 697
     python scripts/prepare_projection.py --shape 2 2 3 4 5 5 6 8 --k 2          # census, rank 332
     python scripts/prepare_projection.py --shape 2 3 4 5 6 --k 2 --tau 1.2      # check against a prepare
+    python scripts/prepare_projection.py --binary 12 --k 3 --operator dense     # the dense product's step
 """
 
 import argparse
@@ -51,6 +52,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's knorm
 
+from knorm.body import hull  # noqa: E402
 from knorm.body.hull import SymmetricHull  # noqa: E402
 from knorm.body.marginal import MarginalStructure  # noqa: E402
 from knorm.walks import chains as C  # noqa: E402
@@ -97,8 +99,14 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--radius-solves", type=int, default=64,
                    help="time this many of the length scale's 64 solves and scale (default all 64)")
+    p.add_argument("--operator", choices=["auto", "dense", "tables", "transform"], default="auto",
+                   help="the pivot's product: the body's choice (default), or forced (a comparison of paths)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
+    if a.operator != "auto":  # the body's cost model, overridden
+        hull.STRUCTURED_ABOVE = np.inf if a.operator == "dense" else 0.0
+        hull.plan_ops = lambda st, r: 0.0 if a.operator == "tables" else np.inf
+        hull.spectral_cost = lambda st, r: 0.0 if a.operator == "transform" else np.inf
     shape = tuple([2] * a.binary if a.binary else a.shape)
     out = {"shape": shape, "k": a.k}
 
@@ -110,10 +118,11 @@ def main():
     body = SymmetricHull._of(F, workload_fingerprint(F))
     out["body"] = dict(zip(("wall_s", "cpu_s"), since(t)), rank=body.dim,
                        peak_rss_GiB=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-                       marginal_operator=body._match is not None, symmetric=body.symmetry is not None)
+                       marginal_operator=body.frame.cols.structured or "dense", symmetric=body.symmetry is not None)
     del F
     r = body.dim
-    print(f"body: rank {r}, {out['body']['wall_s']:.1f} s, peak RSS {out['body']['peak_rss_GiB']:.1f} GiB",
+    print(f"body: rank {r}, {out['body']['wall_s']:.1f} s, peak RSS {out['body']['peak_rss_GiB']:.1f} GiB, "
+          f"product {out['body']['marginal_operator']}",
           file=sys.stderr, flush=True)
     base = body.frame
     Fr = base.Ft.T
