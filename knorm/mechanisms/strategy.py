@@ -39,7 +39,7 @@ from .._validate import as_real_array, check_flag, check_memory, positive_int, s
 from ..body.hull import validate_matrix
 from ..implicit import ImplicitWorkload, _kron_all, _matmul_along
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
-                    check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
+                    check_magnitude, check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
 from ._grid import grid_exponent_of, snap, snap_sum
 
@@ -174,6 +174,10 @@ class _Strategy(Mechanism):
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         return self._one_or_many(check_finite_output(self._answers(self._solve(z)), "the noise"), m)
 
+    def _entry_bound(self) -> float:
+        """``max|F_ij|``: an implicit F's bound ``2^(e+1)`` from its power-of-two scale."""
+        return super()._entry_bound() if self.workload is None else float(np.ldexp(1.0, self._exp + 1))
+
     def _grid_k_of(self) -> int | None:
         """An explicit F: ``min_i max_j |F_ij| / ε`` (:meth:`Mechanism._grid_k_of`); an implicit one:
         ``2^(e−1)/ε`` from its power-of-two scale ``2^e``."""
@@ -207,6 +211,8 @@ class _Strategy(Mechanism):
         ``f·x̂`` (``release`` returns ``F x̂``). Counted and charged exactly as ``release``."""
         x = self.check_x(x, allow_noncounts)
         m = check_size(size, max(self.n, 2 * self._rows))
+        self._check_grid()
+        check_magnitude(float(np.sum(np.abs(x))), self._estimate_grid_k(), "x", "‖x‖₁")  # x̂ = x + A⁺z
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         with np.errstate(over="ignore", invalid="ignore"):  # on the estimate's own public grid (design §10.1)
@@ -224,6 +230,8 @@ class _Strategy(Mechanism):
         m = check_size(size, self.d + self.n + 2 * self._rows)
         self._check_answers(m)
         self.workload.apply(x)  # a ValueError if Fx overflows: nothing drawn
+        self._check_grid()
+        self._check_magnitude(x, "x")
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         with np.errstate(over="ignore", invalid="ignore"):  # F x̂ rounded to the public grid (design §10.1)
