@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator, noise_source
-from .._validate import check_flag, check_memory, is_real, positive_int, short_repr
+from .._validate import as_real_array, check_flag, check_memory, is_real, positive_int, short_repr
 from ..data import RegionHistograms
 from ..privacy import BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
@@ -367,6 +367,23 @@ class Accounted:
                                   claim=self.privacy_per_answer.parallel(datasets, basis).composed(k))
 
 
+def _vectors(name: str, value: ArrayLike, width: int) -> NDArray[np.float64]:
+    """``value`` as finite float64 of shape (width,) or (m, width), else a ValueError naming ``name``."""
+    arr = as_real_array(name, value)
+    if arr.ndim not in (1, 2) or arr.shape[-1] != width:
+        raise ValueError(f"{name} must have shape ({width},) or (m, {width}), got {arr.shape}")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return arr
+
+
+def _finite(name: str, out: NDArray[np.float64]) -> NDArray[np.float64]:
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{name} is too large: the result overflows float64")
+    return out
+
+
 def _real_array(x: ArrayLike, message: str) -> NDArray[Any]:
     """``x`` as a real numeric numpy array, else a ValueError with ``message`` (never numpy's own, which
     would state a ragged input's shape: the data's)."""
@@ -460,6 +477,8 @@ class Mechanism(Accounted, ABC):
 
     def _entry_bound(self) -> float:
         """``max|F_ij|`` (public, computed once; no |F| copy of F)."""
+        if getattr(self, "workload", None) is not None:  # an implicit F (strategies): 2^(e+1) from its scale 2^e
+            return float(np.ldexp(1.0, self._exp + 1))  # type: ignore[attr-defined]
         top = getattr(self, "_f_top", None)
         if top is None:
             top = self._f_top = float(max(self.F.max(), -self.F.min())) if self.F.size else 0.0
