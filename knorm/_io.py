@@ -26,3 +26,34 @@ def atomic_write(path, write, *, private=False):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def npz_headers(z):
+    """``{name: (shape, dtype)}`` of every array in an open ``numpy.lib.npyio.NpzFile``, read from its
+    ``.npy`` header alone (no array is made). A ValueError where a header cannot be read."""
+    import numpy as np
+    from numpy.lib import format as npformat
+
+    names = set(z.zip.namelist())
+    out = {}
+    for name in z.files:
+        with z.zip.open(name + ".npy" if name + ".npy" in names else name) as f:
+            version = npformat.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = npformat.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = npformat.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"{name}: an .npy header of version {version}")
+        out[name] = (tuple(int(s) for s in shape), np.dtype(dtype))
+    return out
+
+
+def check_npz_memory(headers, name):
+    """Refuse (:func:`knorm._validate.check_memory`, a ValueError naming ``name``) arrays whose headers
+    (:func:`npz_headers`) declare more bytes than this machine allows, before any is read."""
+    import math
+
+    from ._validate import check_memory
+
+    check_memory(name, None, sum(math.prod(shape) * dtype.itemsize for shape, dtype in headers.values()))

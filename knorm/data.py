@@ -349,8 +349,36 @@ def histogram(table: Any, domain: Domain, *, columns: Sequence[Any] | Mapping[st
     return np.bincount(cells, minlength=domain.size).astype(np.int64)
 
 
+class RegionHistograms(np.ndarray):
+    """The histograms :func:`histograms` makes: an int64 ndarray (regions, cells) that carries the
+    fact that its rows are disjoint data sets (every record counted in one row), so
+    :meth:`~knorm.mechanisms.Mechanism.release_each` may use parallel composition.
+
+    ``disjoint`` is True on the array :func:`histograms` returns and on its row slices ``X[a:b]``,
+    ``X[a:b:s]`` (s > 0: a subset of the regions, each once); anything else made from it (fancy
+    indexing, which may repeat a row, arithmetic, ``np.asarray``, a copy) is a plain array or has
+    ``disjoint`` False: then the rows count as answers on the same data.
+    """
+
+    disjoint: bool = False
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.disjoint = False  # views, ufunc results, copies: not known to be disjoint
+
+    def __getitem__(self, key: Any) -> Any:
+        out = super().__getitem__(key)
+        rows = key[0] if isinstance(key, tuple) and len(key) == 2 and key[1] == slice(None) else key
+        if (self.disjoint and isinstance(out, RegionHistograms) and out.ndim == 2 and isinstance(rows, slice)
+                and (rows.step is None or rows.step > 0) and out.shape[1] == self.shape[1]):
+            out.disjoint = True
+        return out
+
+    def __reduce__(self) -> Any:  # a pickle is a plain array: nothing vouches for it once it left this process
+        return np.asarray(self).__reduce__()
+
+
 def histograms(table: Any, domain: Domain, *, by: Attribute, columns: Mapping[str, Any] | None = None,
-               clip: bool = False) -> tuple[NDArray[np.int64], tuple[str, ...]]:
+               clip: bool = False) -> tuple[RegionHistograms, tuple[str, ...]]:
     """One histogram per region: ``(X, labels)``, X (regions, ``domain.size``) int64, row r counting
     the records whose ``by`` value is its r-th declared value, in declared order; ``labels`` =
     ``by.labels``. For :meth:`~knorm.mechanisms.Mechanism.release_each` (one answer per region,
@@ -382,7 +410,9 @@ def histograms(table: Any, domain: Domain, *, by: Attribute, columns: Mapping[st
     if codes.shape[0]:
         cells = np.ravel_multi_index(codes[:, :-1].T, domain.shape) if len(domain) else np.zeros(len(codes), int)
         counts = np.bincount(codes[:, -1] * domain.size + cells, minlength=by.size * domain.size).astype(np.int64)
-    return counts.reshape(by.size, domain.size), tuple(by.labels or ())
+    X = counts.reshape(by.size, domain.size).view(RegionHistograms)
+    X.disjoint = True  # every record has one value of by: counted in one row
+    return X, tuple(by.labels or ())
 
 
 def _k(domain: Domain, k: int) -> int:

@@ -331,20 +331,22 @@ class PrivacyClaim:
         return replace(self, epsilon=k * self.epsilon, delta=min(1.0, k * self.delta), answers=k,
                        composition=how)
 
-    def parallel(self, k: int) -> PrivacyClaim:
+    def parallel(self, k: int, basis: str = "") -> PrivacyClaim:
         """The claim of one answer on each of ``k`` disjoint data sets at once (parallel composition).
 
         The data is the tuple ``X = (x_1, …, x_k)``; neighbours differ in one data set by
         ``‖x_i − x'_i‖₁ ≤ 1`` (one record added or removed in one region, every record in one region).
         Answer i uses x_i alone and its own noise, so only one answer's law changes between
         neighbours: the batch is ``(ε, δ)``-DP with the ε, δ of one answer (McSherry 2009). Its
-        DpEvent is one answer's. ``k`` an integer in [1, 2^53]."""
+        DpEvent is one answer's. ``k`` an integer in [1, 2^53]; ``basis``: why the data sets are
+        known to be disjoint (said in ``composition``)."""
         if not is_int(k) or not 1 <= k <= MAX_ANSWERS:
             raise ValueError(f"k must be an integer in [1, 2^53] (the number of data sets), got {short_repr(k)}")
+        check_str("basis", basis)
         k = int(k)
         if k == 1:
             return self
-        how = f"parallel composition over {k} disjoint data sets, one answer each"
+        how = f"parallel composition over {k} disjoint data sets{f' ({basis})' if basis else ''}, one answer each"
         if self.composition:
             how += f" (each: {self.composition})"
         return replace(self, datasets=k, composition=how, neighbours=f"{self.neighbours} in one of {k} disjoint data sets")

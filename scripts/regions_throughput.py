@@ -39,7 +39,7 @@ X = np.random.default_rng(0).poisson(5.0, (R, F.shape[1]))
 m = knorm.KNormMechanism(F, epsilon=1.0, prepared=w)
 t1 = time.perf_counter()
 if how == "batch":
-    a = m.release_each(X)
+    a = m.release_each(X, disjoint=True)  # simulated regions: disjoint by declaration
 else:
     a = np.empty((R, F.shape[0]))
     for i, x in enumerate(X):

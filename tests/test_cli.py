@@ -669,25 +669,35 @@ def test_speed_line_of_few_answers():
 
 
 def test_regions_release_one_answer_per_row_at_one_answers_epsilon(tmp_path, capsys):
-    """Issue 44: --data with one histogram per row and --regions: one answer per region, the claim
-    of one answer (parallel composition); a 2-D --data without --regions is refused, saying why."""
+    """Issue 44: --data with one histogram per row and --regions --disjoint: one answer per region, the
+    claim of one answer (parallel composition, by the caller's declaration); --regions alone: the rows
+    compose as answers on the same data (issue 51); a 2-D --data without --regions is refused."""
     from knorm import workloads as W
     F = W.marginals([2, 3, 4], 2)
     X = np.random.default_rng(0).integers(0, 30, (40, F.shape[1]))
     np.save(tmp_path / "F.npy", F)
     np.save(tmp_path / "X.npy", X)
     base = ["sample", "--matrix", str(tmp_path / "F.npy"), "--data", str(tmp_path / "X.npy")]
-    rc, out, err = run([*base, "--regions", "--mechanism", "laplace", "--epsilon", "0.5", "--json"], capsys)
+    rc, out, err = run([*base, "--regions", "--disjoint", "--mechanism", "laplace", "--epsilon", "0.5", "--json"],
+                       capsys)
     assert rc == 0, err
     s = json.loads(out)
     a = np.array(s["answers"])
     assert a.shape == (40, F.shape[0]) and s["regions"] == 40
     assert s["privacy"]["epsilon"] == 0.5 and s["privacy"]["datasets"] == 40
-    assert "parallel composition over 40 disjoint data sets" in s["privacy"]["composition"]
+    assert "parallel composition over 40 disjoint data sets (disjoint by the caller's declaration)" \
+        in s["privacy"]["composition"]
     assert np.abs(a - X @ F.T).max() < 40 * 3 / 0.5  # Laplace(Δ₁/ε), Δ₁ = 3 (a cell in 3 tables): 40 scales
-    rc, out, err = run([*base, "--regions", "--out", str(tmp_path / "a.npz")], capsys)
-    assert rc == 0 and "one answer on each of 40 disjoint regions, parallel composition" in out, err
+    rc, out, err = run([*base, "--regions", "--disjoint", "--out", str(tmp_path / "a.npz")], capsys)
+    assert rc == 0 and "one answer on each of 40 disjoint regions by your declaration" in out, err
     assert np.load(tmp_path / "a.npz")["samples"].shape == (40, F.shape[0])
+    # issue 51: rows not declared disjoint count as 40 answers on the same data, said before the release
+    rc, out, err = run([*base, "--regions", "--mechanism", "laplace", "--epsilon", "0.5", "--json"], capsys)
+    s = json.loads(out)
+    assert rc == 0 and s["privacy"]["epsilon"] == 20.0 and s["privacy"]["datasets"] == 1 and s["disjoint"] is False
+    assert "releasing 40 answers on the same data (one per row of --data: not declared disjoint" in err
+    rc, out, err = run([*base, "--disjoint", "--count", "1", "--json"], capsys)
+    assert rc == 2 and "--disjoint applies only with --regions" in err
     rc, out, err = run([*base, "--count", "1", "--json"], capsys)
     assert rc == 1 and "pass --regions to release one answer per row" in err
     rc, out, err = run([*base, "--regions", "--count", "3", "--json"], capsys)

@@ -171,6 +171,8 @@ def _check_sample_args(args):
         raise UsageError("--resume needs --checkpoint DIR")
     if args.regions and not args.data:
         raise UsageError("--regions applies only with --data (one histogram per row)")
+    if args.disjoint and not args.regions:
+        raise UsageError("--disjoint applies only with --regions (it declares the rows of --data disjoint)")
     if args.regions and args.count not in (None, 1):
         raise UsageError("--regions releases one answer per region: give --count 1 (or leave it out); run again "
                          "for more answers on the same regions (they compose: k runs cost k·ε)")
@@ -253,9 +255,11 @@ def cmd_sample(args):
             mech = build_mechanism(args.mechanism, F, args, rng, opts, prepared)
         if x is not None and args.count > 1:  # said before anything is released, --quiet or not
             _announce_total(mech, args.count)
+        elif x is not None and args.regions and not args.disjoint and len(x) > 1:
+            _announce_total(mech, len(x), "one per row of --data: not declared disjoint (--disjoint)")
         t0, compile_before = time.perf_counter(), compiling.seconds
-        if x is not None and args.regions:  # one answer per region: parallel composition
-            samples = mech.release_each(x, allow_noncounts=args.allow_noncounts)
+        if x is not None and args.regions:  # one answer per row: parallel composition only if declared disjoint
+            samples = mech.release_each(x, allow_noncounts=args.allow_noncounts, disjoint=bool(args.disjoint))
         elif x is not None:
             samples = np.atleast_2d(mech.release(x, size=args.count, allow_noncounts=args.allow_noncounts))
         else:
@@ -291,6 +295,7 @@ def cmd_sample(args):
         "n": int(F.shape[1]),
         "count": int(args.count),
         "regions": len(x) if args.regions else None,
+        "disjoint": bool(args.disjoint) if args.regions else None,
         "output": "answers Fx + noise" if x is not None else "noise",
         "data_touched": x is not None,
         "private": total["private"],
@@ -343,12 +348,13 @@ def cmd_sample(args):
 NOISE_COUNT = 1000  # --count without --data (noise only: nothing spent)
 
 
-def _announce_total(mech, count):
+def _announce_total(mech, count, why=""):
     """Before a release of ``count`` > 1 answers on the data: their total claim, on stderr."""
     p = mech.privacy_per_answer
     tot = p.composed(count)
     per = f"ε = {p.epsilon:g}" + (f", δ = {p.delta:g}" if p.delta else "")
-    sys.stderr.write(f"knorm: releasing {count} answers on the same data: total ε = {tot.epsilon:g}"
+    sys.stderr.write(f"knorm: releasing {count} answers on the same data{f' ({why})' if why else ''}: total ε = "
+                     f"{tot.epsilon:g}"
                      + (f", δ = {tot.delta:g}" if tot.delta else "")
                      + f" ({count} × {per}, basic composition)\n")
 
@@ -366,9 +372,12 @@ def _privacy_lines(s):
     lines = []
     if not s["private"]:
         lines.append("NOT PRIVATE: the noise came from --nonprivate-seed and is reproducible from it")
-    if s["data_touched"] and s.get("regions"):
-        lines.append(f"privacy (total, one answer on each of {s['regions']} disjoint regions, parallel composition): "
-                     + _claim_terms(tot))
+    if s["data_touched"] and s.get("regions") and s.get("disjoint"):
+        lines.append(f"privacy (total, one answer on each of {s['regions']} disjoint regions by your declaration "
+                     "(--disjoint), parallel composition): " + _claim_terms(tot))
+    elif s["data_touched"] and s.get("regions"):
+        lines.append(f"privacy (total, {s['regions']} answers, one per row, on the same data: rows not declared "
+                     "disjoint (--disjoint), basic composition): " + _claim_terms(tot))
     elif s["data_touched"]:
         k = tot["answers"]
         lines.append(f"privacy (total, {k} answer{'s' if k != 1 else ''} on the same data, basic composition): "
@@ -470,8 +479,12 @@ def add_parser(sub):
     s.add_argument("--data", help="x as a .npy vector of n counts: release Fx + noise (default: noise only); "
                                   "needs --count and --out or --json")
     s.add_argument("--regions", action="store_true",
-                   help="with --data: its rows are the histograms of disjoint regions (every record in one row); "
-                        "release one answer per row, all at the ε of one answer (parallel composition)")
+                   help="with --data: its rows are histograms, one per region (regions × cells); "
+                        "release one answer per row; the rows count as answers on the same data (rows·ε) unless "
+                        "--disjoint")
+    s.add_argument("--disjoint", action="store_true",
+                   help="with --regions: declare the rows of --data disjoint data sets (every record in exactly one "
+                        "row): all rows at the ε of one answer (parallel composition, by your declaration)")
     s.add_argument("--allow-noncounts", action="store_true",
                    help="with --data: accept an x with negative or non-integer entries (refused by default: a "
                         "histogram holds counts)")

@@ -3,6 +3,8 @@ claim itself is :class:`knorm.privacy.PrivacyClaim`)."""
 
 from __future__ import annotations
 
+import functools
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from collections.abc import Callable
@@ -12,10 +14,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._rng import as_generator, noise_source
-from .._validate import check_flag, check_memory, is_real, positive_int, short_repr
+from .._validate import as_real_array, check_flag, check_memory, is_real, positive_int, short_repr
+from ..data import RegionHistograms
 from ..privacy import BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
-from ._grid import grid_details, grid_exponent_of, row_extent, snap_sum
+from ._grid import GRID_BITS, RANGE_BITS, grid_details, grid_exponent_of, row_extent, snap_sum
 
 MAX_N_SAMPLES = 10**7  # Monte-Carlo draws one error estimate may ask for
 TINY = float(np.finfo(np.float64).tiny)  # below this a float64 has lost precision (subnormal) or is 0
@@ -206,6 +209,21 @@ def mc_norm_estimate(draws: ArrayLike, factor: float = 1.0, ess: float | None = 
     check_finite_output([value, stderr], "the expected error")
     return ErrorEstimate(value, stderr, False, method)
 
+# the methods that draw noise or change a mechanism's state: one call at a time per mechanism (a lock)
+SERIALISED = ("release", "release_each", "release_estimate", "sample_noise", "sample_uniform", "expected_error",
+              "expected_squared_error", "pool_moments", "noise_variances", "reset")
+
+
+def _serialised(method: Callable[..., _V]) -> Callable[..., _V]:
+    """``method`` run while holding its mechanism's (re-entrant) lock."""
+    @functools.wraps(method)
+    def locked(self: Any, *args: Any, **kwargs: Any) -> _V:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    locked._serialised = True  # type: ignore[attr-defined]
+    return locked
+
+
 class Accounted:
     """Privacy accounting shared by every mechanism (docs/design.md §1, §7, §10; basic composition).
 
@@ -224,17 +242,52 @@ class Accounted:
 
     Noise drawn with ``sample_noise`` touches no data and is never counted: adding it to
     data yourself is a release the library cannot see.
+
+    One mechanism may be shared by threads: its releases, noise draws and error estimates
+    (``SERIALISED``, in every subclass) run one at a time under its lock, so each draw is used
+    once and every answer is counted. A mechanism whose noise is not from a known seed cannot be
+    copied or pickled (a TypeError): the copy would replay its noise (:meth:`__reduce_ex__`).
     """
 
     _claim: PrivacyClaim
     _grid_k: int | None = None  # the exponent of the release grid 2^k (None: releases are not floats)
+    _lock: threading.RLock
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in SERIALISED:  # every subclass's own definition too: overrides are locked as well
+            f = cls.__dict__.get(name)
+            if callable(f) and not getattr(f, "_serialised", False):
+                setattr(cls, name, _serialised(f))
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Copies and pickles of a seeded mechanism only: the copy of one drawing OS entropy (or a
+        caller's Generator) would continue from the same generator and chain states and replay
+        the original's noise (``b − a = F(x' − x)`` on two releases): refused with a TypeError."""
+        if getattr(self, "noise_source", "seed") != "seed":
+            raise TypeError(f"a {type(self).__name__} whose noise comes from {self.noise_source} cannot be copied or "
+                            "pickled: the copy would replay its noise; make a new mechanism in each process (rng=None), "
+                            "or pass an int seed for reproducible, NOT private noise")
+        return super().__reduce_ex__(protocol)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A seeded mechanism's state, less its lock (a copy gets its own)."""
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     def _init_accounting(self, rng: np.random.Generator | int | None,
                          accountant: BudgetAccountant | None) -> None:
+        self._lock = threading.RLock()
         self.noise_source = noise_source(rng)
         self.accountant = check_accountant(accountant)
         self.answers = 0
         self.datasets = 1  # the most disjoint data sets one batch (release_each) answered at once
+        self._disjoint_by = ""  # why those data sets are known to be disjoint (release_each)
         self._certified = True
 
     @property
@@ -282,8 +335,9 @@ class Accounted:
         """The claim covering every answer released since the last :meth:`reset` (basic composition
         of the answers per data set; with batches over disjoint data sets, parallel composition
         across them: every release counted as one more answer on each data set)."""
-        return self.privacy_per_answer.parallel(self.datasets).composed(self.answers)
+        return self.privacy_per_answer.parallel(self.datasets, self._disjoint_by).composed(self.answers)
 
+    @_serialised
     def reset(self) -> None:
         """Start accounting for new data: the answer count returns to 0.
 
@@ -292,6 +346,7 @@ class Accounted:
         """
         self.answers = 0
         self.datasets = 1
+        self._disjoint_by = ""
         self._certified = True
 
     def _check_budget(self, k: int) -> None:
@@ -300,14 +355,33 @@ class Accounted:
         if self.accountant is not None:
             self.accountant.check(k * self._claim.epsilon, k * self._claim.delta)
 
-    def _spend(self, k: int, datasets: int = 1) -> None:
+    def _spend(self, k: int, datasets: int = 1, basis: str = "") -> None:
         """Count k answers on each of ``datasets`` disjoint data sets (1: one data set; more: one
-        batch of :meth:`Mechanism.release_each`, parallel composition) and spend them."""
+        batch of :meth:`Mechanism.release_each`, parallel composition, disjoint by ``basis``) and spend them."""
         self.answers += k
         self.datasets = max(self.datasets, datasets)
+        if basis and basis not in self._disjoint_by:
+            self._disjoint_by = f"{self._disjoint_by}; {basis}" if self._disjoint_by else basis
         if self.accountant is not None:
             self.accountant.spend(k * self._claim.epsilon, k * self._claim.delta, label=self._claim.mechanism,
-                                  claim=self.privacy_per_answer.parallel(datasets).composed(k))
+                                  claim=self.privacy_per_answer.parallel(datasets, basis).composed(k))
+
+
+def _vectors(name: str, value: ArrayLike, width: int) -> NDArray[np.float64]:
+    """``value`` as finite float64 of shape (width,) or (m, width), else a ValueError naming ``name``."""
+    arr = as_real_array(name, value)
+    if arr.ndim not in (1, 2) or arr.shape[-1] != width:
+        raise ValueError(f"{name} must have shape ({width},) or (m, {width}), got {arr.shape}")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite entries")
+    return arr
+
+
+def _finite(name: str, out: NDArray[np.float64]) -> NDArray[np.float64]:
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{name} is too large: the result overflows float64")
+    return out
 
 
 def _real_array(x: ArrayLike, message: str) -> NDArray[Any]:
@@ -331,6 +405,42 @@ def _finite_counts(arr: NDArray[Any], name: str, allow_noncounts: bool, why: str
     if not allow_noncounts and not (np.all(arr >= 0) and np.all(arr == np.floor(arr))):
         raise ValueError(f"{name} has negative or non-integer entries, and {why}")
     return arr
+
+
+def magnitude_limit(k: int) -> float:
+    """``2^(k+52)``: the answers' magnitude below which float64's spacing is at most ``2^(k−1)``, half
+    the public grid ``γ = 2^k <= s·2^-10`` (s the noise scale): no coarser than ``s·2^-11``."""
+    return float(np.ldexp(1.0, k + RANGE_BITS - 1)) if k + RANGE_BITS - 1 <= 1023 else float("inf")
+
+
+def check_magnitude(bound: float, k: int, name: str, what: str = "max|F|·‖x‖₁") -> None:
+    """Refuse (a one-line ValueError naming ``name``) answers whose magnitude ``bound`` (a bound on
+    |Fx| computed from the data: ``what``) reaches :func:`magnitude_limit`: there float64's spacing
+    is not far below the noise and the answers would carry less noise than the claim says (a
+    neighbour's answer told apart by its rounding). The message names the limit, a public number,
+    never the data's value. Called before anything is drawn or counted."""
+    limit = magnitude_limit(k)
+    if not bound < limit:
+        raise ValueError(f"{name}: the answers' magnitude ({what}) reaches 2^{k + RANGE_BITS - 1}, where float64's "
+                         f"spacing exceeds 1/{2 ** (GRID_BITS + 1)} of the noise scale: such answers would lose their "
+                         "noise; refused before anything was drawn (rescale the counts or use a smaller epsilon; "
+                         "docs/privacy.md, 'Huge counts')")
+
+
+DECLARED = "disjoint by the caller's declaration"
+MADE_DISJOINT = "disjoint: rows of knorm.data.histograms(by=...), every record in one row"
+
+
+def disjoint_basis(X: Any, disjoint: Any) -> str:
+    """Why the rows of ``X`` are known to be disjoint data sets, for the claim; "" where they are not
+    known to be (rows then compose as answers on the same data). ``disjoint``: True (the caller's
+    declaration), False (not disjoint, whatever X is) or None (known only of the histograms
+    :func:`knorm.data.histograms` makes, :class:`~knorm.data.RegionHistograms`)."""
+    if disjoint is not None and not isinstance(disjoint, (bool, np.bool_)):
+        raise ValueError(f"disjoint must be None, True or False, got {short_repr(disjoint)}")
+    if disjoint is not None:
+        return DECLARED if disjoint else ""
+    return MADE_DISJOINT if isinstance(X, RegionHistograms) and X.disjoint else ""
 
 
 class Mechanism(Accounted, ABC):
@@ -365,6 +475,24 @@ class Mechanism(Accounted, ABC):
                               "to release another real vector (the claim covers any x whose neighbours differ by "
                               "‖x − x'‖₁ ≤ 1)")
 
+    def _entry_bound(self) -> float:
+        """``max|F_ij|`` (public, computed once; no |F| copy of F)."""
+        if getattr(self, "workload", None) is not None:  # an implicit F (strategies): 2^(e+1) from its scale 2^e
+            return float(np.ldexp(1.0, self._exp + 1))  # type: ignore[attr-defined]
+        top = getattr(self, "_f_top", None)
+        if top is None:
+            top = self._f_top = float(max(self.F.max(), -self.F.min())) if self.F.size else 0.0
+        return top
+
+    def _check_magnitude(self, X: NDArray[np.float64], name: str, k: int | None = None) -> None:
+        """:func:`check_magnitude` of ``max|F|·max_i ‖x_i‖₁`` (X one vector or rows of them; a bound on
+        every ``|(F x_i)_j|`` and on each term and partial sum of it), on the release grid (or ``k``)."""
+        k = self._release_grid() if k is None else k
+        with np.errstate(over="ignore", invalid="ignore"):
+            l1 = float(np.max(np.sum(np.abs(X), axis=-1))) if X.size else 0.0
+            bound = self._entry_bound() * l1
+        check_magnitude(bound if np.isfinite(bound) else float("inf"), k, name)
+
     @abstractmethod
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         """Noise vector(s) of the mechanism: (d,) or (size, d)."""
@@ -386,6 +514,8 @@ class Mechanism(Accounted, ABC):
             fx = self.F @ x
         if not np.all(np.isfinite(fx)):
             raise ValueError("x is too large: Fx overflows float64")
+        self._check_grid()
+        self._check_magnitude(x, "x")
         self._check_budget(m or 1)
         if self._checkpoint is not None:  # a resumed session may only repeat its releases on the same data
             self._checkpoint.note("release", x, m)
@@ -409,29 +539,40 @@ class Mechanism(Accounted, ABC):
         return _finite_counts(arr, "X", allow_noncounts, "histograms hold counts of records (non-negative integers); "
                               "pass allow_noncounts=True to release other real vectors")
 
-    def release_each(self, X: ArrayLike, *, allow_noncounts: bool = False) -> NDArray[np.float64]:
+    def release_each(self, X: ArrayLike, *, allow_noncounts: bool = False,
+                     disjoint: bool | None = None) -> NDArray[np.float64]:
         """One answer ``F x_i + noise_i`` per row of ``X`` (regions, n): (regions, d), on the public grid.
 
-        The rows are the histograms of **disjoint** data sets (regions: every record in one row).
-        Each row gets its own noise, drawn as consecutive single releases would be (for K-norm
-        and NIM from the bank, no draw used twice, consecutive rows from different chains), and
-        the batch costs one answer's ε and δ (parallel composition: :meth:`PrivacyClaim.parallel`;
-        :attr:`privacy` then says ``datasets``). Releasing on the same regions again composes as
-        usual: k batches cost kε. Rows that share records are not disjoint data sets: release them
-        with :meth:`release`, one answer each on the same data. ``X`` holds counts unless
-        ``allow_noncounts=True``.
+        Each row gets its own noise, drawn as consecutive single releases would be (for K-norm and
+        NIM from the bank, no draw used twice, consecutive rows from different chains). What the
+        batch costs depends on what is known of the rows:
+
+        * **disjoint** data sets (regions: every record in one row) cost one answer's ε and δ
+          (parallel composition: :meth:`PrivacyClaim.parallel`; :attr:`privacy` then says
+          ``datasets`` and why they are disjoint). The library knows it of the histograms
+          :func:`knorm.data.histograms` makes (``by=``: they carry the fact, as do their row
+          slices ``X[a:b]``), and takes the caller's word for ``disjoint=True`` (the claim says
+          "disjoint by the caller's declaration").
+        * otherwise (a plain array, or ``disjoint=False``) the rows count as R answers on the same
+          data: R·ε, checked against the accountant before anything is drawn.
+
+        Releasing on the same regions again composes as usual: k batches cost kε. ``X`` holds
+        counts unless ``allow_noncounts=True``.
         """
+        basis = disjoint_basis(X, disjoint)
         X = self.check_regions(X, allow_noncounts)
         R = len(X)
         with np.errstate(over="ignore", invalid="ignore"):
             fx = self._answers_of(X)
         if not np.all(np.isfinite(fx)):
             raise ValueError("X is too large: its answers F x overflow float64")
-        self._check_budget(1)
+        self._check_grid()
+        self._check_magnitude(X, "X")
+        self._check_budget(1 if basis else R)
         if self._checkpoint is not None:  # a resumed session may only repeat its releases on the same data
             self._checkpoint.note("release_each", X)
         out = check_finite_output(self._noisy_rows(fx, X), "the answer")
-        self._spend(1, datasets=R)
+        self._spend(1, datasets=R, basis=basis) if basis else self._spend(R)
         return out
 
     def _answers_of(self, X: NDArray[np.float64]) -> NDArray[np.float64]:

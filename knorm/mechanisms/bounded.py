@@ -9,8 +9,8 @@ from ..privacy import BudgetAccountant
 from .._rng import as_generator
 from .._validate import as_real_array, check_flag, short_repr
 from ..body.hull import validate_matrix
-from ._base import (Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_noise_scale,
-                    check_positive, check_size, finite_real)
+from ._base import (Accounted, PrivacyClaim, check_delta, check_epsilon, check_finite_output, check_magnitude,
+                    check_noise_scale, check_positive, check_size, finite_real)
 from ._grid import grid_exponent, snap_sum
 
 
@@ -65,6 +65,8 @@ class BoundedLaplaceMechanism(Accounted):
         if not (self.lower <= v <= self.upper):
             raise ValueError(f"value lies outside the domain [{self.lower}, {self.upper}] (not shown: it is private)")
         m = check_size(size, 1)
+        self._check_grid()  # the domain is public: its bound, not the value, decides (no data-dependent refusal)
+        check_magnitude(max(abs(self.lower), abs(self.upper)), self._release_grid(), "value", "max(|lower|, |upper|)")
         self._check_budget(m or 1)
         noise = self._rng.laplace(0.0, self.scale, size=m or 1)
         out = check_finite_output(snap_sum(v, noise, self._release_grid()), "the answer")  # on the grid (§10.1)
@@ -141,6 +143,8 @@ class CovarianceGaussianMechanism(Accounted):
         if a.shape != (self.M.shape[0],) or not np.all(np.isfinite(a)):
             raise ValueError(f"answer must be a finite vector of length {self.M.shape[0]}")
         m = check_size(size, self.M.shape[0])
+        self._check_grid()
+        check_magnitude(float(np.max(np.abs(a))), self._release_grid(), "answer", "max|answer|")
         self._check_budget(m or 1)
         out = check_finite_output(snap_sum(a, self.sample_noise(size), self._release_grid()), "the answer")
         self._spend(m or 1)

@@ -244,6 +244,7 @@ class NIMechanism(Mechanism):
             mech = KNormMechanism(Fl, epsilon=float(e), walk=walk, rng=self._rng, body=st.body,
                                   bank_size=bank_size, sampler_options=sampler_options,
                                   accept_uncertified=accept_uncertified)
+            mech.noise_source = self.noise_source  # its generator is this mechanism's: copied (seeded) or refused alike
             kept = st.vec[:, st.split:] if st.split else st.vec
             with np.errstate(over="ignore", under="ignore", divide="ignore"):  # only the report may leave float64
                 ev = st.lam * np.square(scale)

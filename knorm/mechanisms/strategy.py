@@ -38,8 +38,8 @@ from .._rng import as_generator
 from .._validate import as_real_array, check_flag, check_memory, positive_int, short_repr
 from ..body.hull import validate_matrix
 from ..implicit import ImplicitWorkload, _kron_all, _matmul_along
-from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output,
-                    check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
+from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, _finite, _vectors, check_epsilon,
+                    check_finite_output, check_magnitude, check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
 from ._grid import grid_exponent_of, snap, snap_sum
 
@@ -54,23 +54,6 @@ MAX_BRANCHING = 8192  # without the root, b in 2..min(n, MAX_BRANCHING) and b = 
 def _branchings(n: int) -> list[int]:
     """The b tried without the root: every b in 2..min(n, MAX_BRANCHING), and n (the identity)."""
     return list(range(2, min(max(2, n), MAX_BRANCHING) + 1)) + ([n] if n > MAX_BRANCHING else [])
-
-
-def _vectors(name: str, value: ArrayLike, width: int) -> NDArray[np.float64]:
-    """``value`` as finite float64 of shape (width,) or (m, width), else a ValueError naming ``name``."""
-    arr = as_real_array(name, value)
-    if arr.ndim not in (1, 2) or arr.shape[-1] != width:
-        raise ValueError(f"{name} must have shape ({width},) or (m, {width}), got {arr.shape}")
-    arr = arr.astype(np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite entries")
-    return arr
-
-
-def _finite(name: str, out: NDArray[np.float64]) -> NDArray[np.float64]:
-    if not np.all(np.isfinite(out)):
-        raise ValueError(f"{name} is too large: the result overflows float64")
-    return out
 
 
 def _rows_or_gram(F: NDArray[np.float64]) -> tuple[NDArray[np.float64], bool]:
@@ -207,6 +190,8 @@ class _Strategy(Mechanism):
         ``f·x̂`` (``release`` returns ``F x̂``). Counted and charged exactly as ``release``."""
         x = self.check_x(x, allow_noncounts)
         m = check_size(size, max(self.n, 2 * self._rows))
+        self._check_grid()
+        check_magnitude(float(np.sum(np.abs(x))), self._estimate_grid_k(), "x", "‖x‖₁")  # x̂ = x + A⁺z
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         with np.errstate(over="ignore", invalid="ignore"):  # on the estimate's own public grid (design §10.1)
@@ -224,6 +209,8 @@ class _Strategy(Mechanism):
         m = check_size(size, self.d + self.n + 2 * self._rows)
         self._check_answers(m)
         self.workload.apply(x)  # a ValueError if Fx overflows: nothing drawn
+        self._check_grid()
+        self._check_magnitude(x, "x")
         self._check_budget(m or 1)
         z = self._rng.laplace(0.0, self.scale, size=(m or 1, self._rows))
         with np.errstate(over="ignore", invalid="ignore"):  # F x̂ rounded to the public grid (design §10.1)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._fingerprint import fingerprint
-from .._io import atomic_write
+from .._io import atomic_write, check_npz_memory, npz_headers
 from .._validate import is_real, short_repr
 from ..errors import CheckpointConflict
 
@@ -82,6 +82,7 @@ def read_run(path: Path, skip: tuple[str, ...] = _META) -> dict[str, Any]:
     """A snapshot written by :func:`write_run`, less the ``skip`` keys, with ``chains``: the chains'
     state dicts (for :meth:`~knorm.walks.chains.Chain.load_state_dict`)."""
     with np.load(path, allow_pickle=False) as z:
+        check_npz_memory(npz_headers(z), f"{str(path)!r}: its arrays")  # every size, before any array is made
         snap = {k: z[k] for k in z.files if k not in skip}
     snap["chains"] = [
         {**{k: snap[f"chain_{k}"][j] for k in CHAIN_KEYS}, "rng": json.loads(str(snap["chain_rng"][j]))}

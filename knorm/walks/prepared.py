@@ -31,9 +31,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 
 from .._blas import on_one_blas_thread
-from .._io import atomic_write
+from .._io import atomic_write, check_npz_memory, npz_headers
 from .._progress import as_progress
-from .._validate import check_flag, check_path, is_int, is_real, positive_int, short_repr
+from .._validate import check_flag, check_memory, check_path, is_int, is_real, positive_int, short_repr
 from ..body.hull import SymmetricHull, validate_matrix
 from . import cache
 from .certify import (ON_CERTIFIED, PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified,
@@ -390,11 +390,49 @@ def _read(path: Path) -> dict[str, NDArray[Any]]:
         raise bad from None
     if not isinstance(z, np.lib.npyio.NpzFile):  # a .npy array
         raise bad
-    try:
-        with z:
+    with z:
+        try:
+            headers = npz_headers(z)
+        except (ValueError, OSError, EOFError, KeyError, SyntaxError, zipfile.BadZipFile, zlib.error):
+            raise bad from None
+        _check_headers(headers, path)  # every size checked before any array is made
+        try:
             return {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error):  # truncated, or a bad CRC
-        raise bad from None
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error):  # truncated, or a bad CRC
+            raise bad from None
+
+
+# fields whose shape the header must give: (ndim, the dtype kinds allowed); sizes are checked against
+# `shape` (F's d × n) before the dense F is made (_stored_matrix)
+_FIELDS = {"shape": (1, "iu"), "matrix_shape": (1, "iu"), "matrix_indptr": (1, "iu"), "matrix_indices": (1, "iu"),
+           "matrix_data": (1, "iuf"), "T": (2, "f"), "points": (2, "f"), "span_basis": (2, "f"),
+           "states": (2, "f"), "pool_second": (2, "f")}
+
+
+def _check_headers(headers: dict[str, Any], path: Path) -> None:
+    """The arrays' headers against what the format declares and this machine's memory, before any
+    is read: a one-line ValueError naming the field."""
+    try:
+        check_npz_memory(headers, f"prepared: {str(path)!r}: its arrays")
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    for name, (ndim, kinds) in _FIELDS.items():
+        if name in headers:
+            shape, dtype = headers[name]
+            if len(shape) != ndim or dtype.kind not in kinds or (name.endswith("shape") and shape != (2,)):
+                raise ValueError(f"prepared: {str(path)!r} is damaged (its {name} has shape {shape} and dtype "
+                                 f"{dtype}, not what the format declares)")
+
+
+def _declared_shape(z: dict[str, NDArray[Any]], path: Path, field: str = "shape") -> tuple[int, int]:
+    """The file's ``shape`` (or ``matrix_shape``): two positive whole numbers (checked by its header's
+    dtype in :func:`_check_headers`), else a one-line ValueError naming it."""
+    if field not in z:
+        raise ValueError(f"prepared: {str(path)!r} is damaged (it has no {field})")
+    d, n = (int(v) for v in z[field])
+    if d < 1 or n < 1:
+        raise ValueError(f"prepared: {str(path)!r} is damaged (its {field} is not two positive whole numbers)")
+    return d, n
 
 
 def _nonsingular(T: NDArray[Any]) -> bool:
@@ -499,7 +537,13 @@ def _current(path: str | os.PathLike[str]) -> tuple[Path, dict[str, NDArray[Any]
 def _matrix_of(z: dict[str, NDArray[Any]], path: Path, F: ArrayLike | None) -> tuple[NDArray[np.float64], str]:
     """``(F, its fingerprint)``: the given F, or (None) the one the file holds; refused unless the
     file was prepared for it."""
-    F = _stored_matrix(z, path) if F is None else validate_matrix(F)
+    shape = _declared_shape(z, path)
+    if F is not None:
+        F = validate_matrix(F)
+        if F.shape != shape:
+            raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (its shape {shape}), not for "
+                             f"this F {F.shape}: prepare this F")
+    F = _stored_matrix(z, path, shape) if F is None else F
     fp = workload_fingerprint(F)
     if str(z["fingerprint"]) != fp:
         raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (shape "
@@ -527,15 +571,25 @@ def sparse_matrix(F: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
             "matrix_indices": m.indices.astype(kind), "matrix_data": m.data.astype(np.int8 if small else np.float64)}
 
 
-def _stored_matrix(z: dict[str, NDArray[Any]], path: Path) -> NDArray[np.float64]:
-    """The F a file holds (:func:`sparse_matrix`), validated; the caller checks its fingerprint."""
+def _stored_matrix(z: dict[str, NDArray[Any]], path: Path, shape: tuple[int, int]) -> NDArray[np.float64]:
+    """The F a file holds (:func:`sparse_matrix`), validated; the caller checks its fingerprint. Its
+    ``matrix_shape`` must be the file's ``shape``, its CSR arrays of the sizes that shape declares,
+    and the dense F must fit in memory, before F is made."""
     keys = ("matrix_shape", "matrix_indptr", "matrix_indices", "matrix_data")
     if not all(k in z for k in keys):
         raise ValueError(f"prepared: {str(path)!r} holds no F (written before F was kept in the file): give F, "
                          "or prepare it again")
-    damaged = ValueError(f"prepared: {str(path)!r} is damaged (its F cannot be read)")
+    d, n = _declared_shape(z, path, "matrix_shape")
+    where = f"prepared: {str(path)!r} is damaged"
+    if (d, n) != shape:
+        raise ValueError(f"{where} (its matrix_shape is not its shape)")
+    nnz = len(z["matrix_indices"])
+    if z["matrix_indptr"].shape != (d + 1,) or len(z["matrix_data"]) != nnz or nnz > d * n:
+        raise ValueError(f"{where} (its matrix_indptr, matrix_indices or matrix_data do not have the sizes its "
+                         "matrix_shape declares)")
+    check_memory(f"prepared: {str(path)!r}: its matrix_shape", None, 8 * 3 * d * n)  # F, its copy, the body's
+    damaged = ValueError(f"{where} (its F cannot be read)")
     try:
-        d, n = (int(v) for v in z["matrix_shape"])
         m = sparse.csr_matrix((z["matrix_data"].astype(np.float64), z["matrix_indices"].astype(np.int64),
                                z["matrix_indptr"]), shape=(d, n))
         m.check_format(full_check=True)  # pointers, index range and order: scipy's own checks

@@ -1,5 +1,6 @@
 """One workload, many regions (issue 44): ``release_each(X)`` gives one answer per row of X, each
-with its own noise, accounted by parallel composition over disjoint data sets."""
+with its own noise, accounted by parallel composition over data sets known to be disjoint (issue 51:
+histograms(by=...) or disjoint=True; tests/mechanisms/test_magnitude_disjoint.py)."""
 
 from __future__ import annotations
 
@@ -67,14 +68,15 @@ def test_a_batch_over_disjoint_regions_costs_one_answer(make):
     acc = knorm.privacy.BudgetAccountant(epsilon=1.0, delta=1e-5)
     m = make(acc)
     eps, delta = m.privacy_per_answer.epsilon, m.privacy_per_answer.delta
-    out = m.release_each(X)
+    out = m.release_each(X, disjoint=True)  # a plain array: disjoint by the caller's word (issue 51)
     assert out.shape == (60, F.shape[0])
     p = m.privacy
     assert (p.epsilon, p.delta, p.answers, p.datasets) == (eps, delta, 1, 60)
-    assert "parallel composition over 60 disjoint data sets" in p.composition and "in one of 60 disjoint" in p.neighbours
+    assert "parallel composition over 60 disjoint data sets (disjoint by the caller's declaration)" in p.composition
+    assert "in one of 60 disjoint" in p.neighbours
     assert "on each of 60 disjoint data sets" in str(p)
     assert acc.total == pytest.approx((eps, delta)) and acc.spends[0].claim.datasets == 60
-    m.release_each(X)
+    m.release_each(X, disjoint=True)
     assert (m.privacy.epsilon, m.privacy.answers) == (2 * eps, 2)
     with pytest.raises(knorm.privacy.BudgetExceededError):
         m.release(X[0])  # a third answer on a region passes the budget of 1.0 (3 × 0.5)
@@ -86,7 +88,7 @@ def test_the_dp_event_of_a_batch_is_one_answers():
     pytest.importorskip("dp_accounting")
     from dp_accounting.pld import pld_privacy_accountant as pld
     m = knorm.LaplaceMechanism(F, epsilon=0.5)  # OS entropy: a private claim (a seed's is NonPrivateDpEvent)
-    m.release_each(X)
+    m.release_each(X, disjoint=True)
     one = knorm.LaplaceMechanism(F, epsilon=0.5)
     one.release(X[0])
     assert m.privacy.to_dp_event() == one.privacy.to_dp_event()

@@ -71,12 +71,18 @@ def check_release(name: str, epsilon: float, counts: list[float]) -> None:
         x = np.arange(F.shape[1], dtype=float) % 2 * c + c  # c and 2c: no two answers alike
         try:
             a = m.release(x, size=3)
-        except ValueError as e:  # the clear error: a noise scale with no grid in float64, named
+        except ValueError as e:  # the clear errors: counts where float64's spacing reaches the grid, or no grid
+            if "the answers' magnitude" in str(e):  # refused where spacing(max|F|·‖x‖₁) >= γ (issue 51)
+                assert str(e).startswith("x: ") and "\n" not in str(e), (name, e)
+                assert np.spacing(np.abs(F).max() * np.abs(x).sum()) >= 2.0**m.grid_exponent, (name, epsilon, c)
+                assert m.privacy.answers == 3 * counts.index(c)  # nothing counted for it
+                return
             assert str(e).startswith(f"epsilon={epsilon:.3g} gives a noise scale") and "\n" not in str(e), (name, e)
             assert epsilon > 1e250, (name, epsilon, e)  # only where the noise scale is below 2^-990
             assert m.privacy.answers == 0  # nothing released, nothing counted
             return
         fx = F @ x
+        assert np.spacing(np.abs(F).max() * np.abs(x).sum()) < 2.0**m.grid_exponent  # answered below the limit
         gap = float(np.max(np.abs(a - fx)))
         assert gap <= bound(F, epsilon, fx), (name, epsilon, c, gap)
         assert m.privacy.epsilon == pytest.approx(3 * epsilon * (counts.index(c) + 1))
@@ -104,9 +110,9 @@ def test_bounded_and_covariance_gaussian_answers_are_never_clamped():
     v = b.release(1e12 + 0.5, size=200)
     assert np.all(np.abs(v - (1e12 + 0.5)) <= 40 * b.scale)  # Laplace(b): beyond 40b with probability e^-40
     g = knorm.CovarianceGaussianMechanism(np.eye(2), 1.0, epsilon=0.5, delta=1e-6, rng=0)
-    a = g.release([1e14, -3e15], size=50)
+    a = g.release([1e12, -3e13], size=50)  # below 2^45, where float64's spacing reaches its grid 2^-7 (issue 51)
     sigma = g.c  # σ of each coordinate (M = I): beyond 40σ with probability below e^-800
-    assert np.all(np.abs(a - [1e14, -3e15]) <= 40 * sigma + 2.0**-50 * 3e15)
+    assert np.all(np.abs(a - [1e12, -3e13]) <= 40 * sigma + 2.0**-50 * 3e13)
 
 
 def test_a_noise_scale_without_a_grid_is_refused_before_anything_is_drawn():
@@ -125,7 +131,8 @@ def test_a_noise_scale_without_a_grid_is_refused_before_anything_is_drawn():
                 release(np.arange(8.0))
         assert m._rng.bit_generator.state == state and acc.total == (0.0, 0.0) and m.privacy.answers == 0
         assert "grid" not in m.privacy.details and np.isfinite(float(m.expected_error()))
-    m = knorm.LaplaceMechanism(P8, epsilon=1e295, rng=0)  # just above: answered
-    a, fx = m.release(np.arange(8.0)), P8 @ np.arange(8.0)
-    assert np.array_equal(a[1:], fx[1:])  # noise ≈ 10⁻²⁹⁵ is far below float64's spacing at Fx >= 1
-    assert 0 < abs(a[0]) <= 40 * m.scale  # and at Fx = 0 the noise itself, on its grid
+    m = knorm.LaplaceMechanism(P8, epsilon=1e295, rng=0)  # just above: a grid, but counts of 1 are huge to it
+    with pytest.raises(ValueError, match=r"^x: the answers' magnitude"):  # noise ≈ 10⁻²⁹⁵ is far below float64's
+        m.release(np.arange(8.0))  # spacing at Fx >= 1: refused (issue 51), no longer answered as Fx exactly
+    a = m.release(np.zeros(8))
+    assert np.all(np.abs(a) <= 40 * m.scale) and np.any(a != 0)  # at Fx = 0 the noise itself, on its grid
