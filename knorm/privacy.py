@@ -409,6 +409,8 @@ class PrivacyClaim:
             s += " (approximate: MCMC sampling" + ("" if self.certified else ", UNCERTIFIED run accepted")
             if self.details.get("stationary_start"):  # what a release from a certified body rests on
                 s += f", {self.details['stationary_start']}"
+            if self.details.get("spacing"):  # the per-run path's draws: not W apart along a chain (issue 51)
+                s += f", {self.details['spacing']}"
         if "grid_exponent" in self.details:  # every released number a multiple of 2^k (design §10.1)
             k = int(self.details["grid_exponent"])
             s += f"; answers on the grid 2^{k}" + (f" up to ±2^{k + 53}, float64's spacing beyond" if k + 53 < 1024 else "")

@@ -445,8 +445,9 @@ def _print_sample_summary(s):
         print(f"mixing: the walk certified once for this body (knorm {c['version']}): max R-hat "
               f"{max(x['max_rhat'] for x in dg['certificates']):.4f}, min bulk ESS "
               f"{min(x['min_ess'] for x in dg['certificates']):.0f} of {c['pool']} records, gauge KS p "
-              f"{min(x['gauge_ks_p'] for x in dg['certificates']):.3f}; each release chain ran W = "
-              f"{max(x['warmup'] for x in dg['certificates'])} steps from a public stationary state")
+              f"{min(x['gauge_ks_p'] for x in dg['certificates']):.3f}; each vector W = "
+              f"{max(x['warmup'] for x in dg['certificates'])} steps after its chain's public stationary start "
+              "or its previous vector")
     elif dg:
         print(f"mixing: max R-hat {dg['max_rhat']:.4f}, min bulk ESS {dg['min_ess']:.0f} over {dg['draws']} draws "
               f"({dg['runs']} sampler run(s)), {'certified' if dg['converged'] else 'NOT certified'}")

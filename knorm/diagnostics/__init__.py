@@ -7,6 +7,8 @@
 * :func:`rhat_nested` -- nested R-hat over superchains, for many short chains (Margossian,
   Hoffman, Sountsov, Riou-Durand, Vehtari and Gelman, Bayesian Analysis 2024; posterior's
   ``rhat_nested``).
+* :func:`stationary_tau` -- integrated autocorrelation time of chains started from the stationary
+  law, with an upper bound: its bias does not grow with the number of chains (issue 51).
 
 Both take finite real draws shaped ``(chains, draws)`` or ``(chains, draws, k)`` (one
 value per coordinate ``k``), at least 4 draws per chain; anything else is a ValueError.
@@ -21,7 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._validate import as_real_array, short_repr
 
-__all__ = ["rhat", "rhat_nested", "ess", "autocorrelation_time"]
+__all__ = ["rhat", "rhat_nested", "ess", "autocorrelation_time", "stationary_tau"]
 
 
 def _as_chains(x: ArrayLike, min_draws: int = 4) -> NDArray[np.float64]:
@@ -228,3 +230,53 @@ def rhat_nested(draws: ArrayLike, superchains: object) -> float | NDArray[np.flo
     if a.ndim == 2:
         return float(_rhat_nested_all(a[:, :, None], ids)[0])
     return _rhat_nested_all(a, ids)
+
+
+# one-sided 95% normal quantile: stationary_tau's bound lies below the true τ in about 5% of pools
+TAU_BOUND_Z = 1.645
+TAU_CHUNK = 256  # coordinates per piece of stationary_tau
+
+
+def stationary_tau(draws: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Integrated autocorrelation time per draw of chains started from the stationary law, and an
+    upper bound of it; one value per coordinate (``(k,)`` arrays; ``(1,)`` for ``(chains, draws)``).
+
+    The draws are rank-normalised over all chains together (as :func:`ess`'s bulk version, not
+    split), and the autocovariance at lag t is averaged over every pair t apart in every chain
+    about the **pooled** mean, divided by the number of such pairs. :func:`ess` centres each
+    (split) chain on its own mean, which takes out about ``σ²τ/n`` of every lag's covariance: with
+    many short chains τ reads low (AR(1) with τ = 2 at 64 chains of 32: median 1.62), so the
+    warm-up W = ⌈20τ⌉ shrank with the chain count. About the pooled mean nothing is taken out
+    (chains that disagree only add to τ: conservative). ``τ = −1 + 2·Σ P_t`` over Geyer's initial
+    positive, monotone sequence of pair sums ``P_t = ρ̂_{2t} + ρ̂_{2t+1}``; the bound is
+    ``τ·(1 + 1.645·√(2(2K+3)/N))``, K the last lag summed and N the draws in all (the variance of
+    the windowed estimate, Madras and Sokal 1988, one lag pair wider). On simulated AR(1) chains
+    (τ 1, 2, 5; 8 × 250 and 64 × 32) τ's median is within 10% of the truth and the bound below it in
+    at most 5% of pools (tests/diagnostics/test_stationary_tau.py).
+    """
+    from scipy import stats  # here, not at import (≈ 1 s)
+
+    a = _as_chains(draws)
+    a = a[:, :, None] if a.ndim == 2 else a
+    if a.shape[2] > TAU_CHUNK:  # in pieces of coordinates: the FFT's work space stays small at any width
+        parts = [stationary_tau(a[:, :, i:i + TAU_CHUNK]) for i in range(0, a.shape[2], TAU_CHUNK)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    m, n, k = a.shape
+    flat = a.reshape(m * n, k)
+    rank = stats.rankdata(flat, method="average", axis=0)
+    z = stats.norm.ppf((rank - 0.375) / (m * n + 0.25)).reshape(m, n, k)
+    z = z - z.mean(axis=(0, 1))
+    size = 1 << int(np.ceil(np.log2(2 * n)))
+    f = np.fft.rfft(z, n=size, axis=1)
+    acov = np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :n].sum(axis=0) / (m * (n - np.arange(n)))[:, None]
+    constant = acov[0] <= 0.0  # every draw equal (after ranking): nothing to correlate
+    rho = acov / np.where(constant, 1.0, acov[0])
+    pairs = n // 2
+    P = rho[: 2 * pairs : 2] + rho[1 : 2 * pairs : 2]  # (pairs, k)
+    P = np.minimum.accumulate(P, axis=0)
+    positive = np.cumprod(P > 0.0, axis=0).astype(bool)  # initial positive sequence
+    tau = np.maximum(-1.0 + 2.0 * np.sum(np.where(positive, P, 0.0), axis=0), 1.0 / np.log10(m * n))
+    last = 2 * np.sum(positive, axis=0) - 1  # the last lag summed
+    bound = tau * (1.0 + TAU_BOUND_Z * np.sqrt(2.0 * (2.0 * np.maximum(last, 0) + 3.0) / (m * n)))
+    tau[constant], bound[constant] = 1.0, 1.0
+    return tau, bound

@@ -24,6 +24,10 @@ from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check
 
 SAMPLER_OPTIONS = ("chains", "min_draws", "max_steps", "workers", "progress", "checkpoint")
 PER_RUN_OPTIONS = ("min_draws", "max_steps", "checkpoint")  # options of a per-run certification (Sampler.run)
+# what an answer from the per-run path rests on: its pool's draws are 2·thin steps apart along a chain, so only
+# each chain's first draw is W from anything public (docs/design.md §3.5.1, "What the W argument covers")
+PER_RUN_SPACING = ("per-run pool: W before each chain's first draw only, later draws 2·thin steps after the previous "
+                   "one of their chain (not covered by the W argument)")
 
 
 def check_sampler_options(sampler_options: dict[str, Any] | None, name: str = "sampler_options") -> dict[str, Any]:
@@ -132,6 +136,10 @@ class KNormMechanism(Mechanism):
         self._bank = np.empty((0, self.d))
         self._banked = 0  # draws banked so far (a function of the releases asked for: public)
         self._bank_certified = np.empty(0, dtype=bool)  # per banked draw: from a certified run?
+        # per banked draw: (chain, step from its chain's public start) on the stationary path, (chain, −1) on
+        # the per-run path; ``last_sources``: those of the draws the last sample_uniform used (issue 51)
+        self._bank_sources = np.empty((0, 2), np.int64)
+        self.last_sources: NDArray[np.int64] | None = None
 
     def sample_uniform(self, size: int) -> NDArray[np.float64]:
         """``size`` draws of z ~ Uniform(K) (exact or MCMC), ambient coordinates.
@@ -149,6 +157,7 @@ class KNormMechanism(Mechanism):
         if len(self._bank) < size:
             self._refill(size - len(self._bank))
         z, self._bank = self._bank[:size], self._bank[size:]
+        self.last_sources, self._bank_sources = self._bank_sources[:size], self._bank_sources[size:]
         if not np.all(self._bank_certified[:size]):
             self._certified = False  # the claim says UNCERTIFIED (until reset(); banked draws keep their flag)
         self._bank_certified = self._bank_certified[size:]
@@ -192,6 +201,7 @@ class KNormMechanism(Mechanism):
         else:
             want = max(short, self.bank_size)
             fresh, info = self._sampler.run(want)
+            self._claim = replace(self._claim, details={**self._claim.details, "spacing": PER_RUN_SPACING})
         self.last_info = info
         info.extra["banked"] = want
         if not info.converged and not self.accept_uncertified:
@@ -203,6 +213,10 @@ class KNormMechanism(Mechanism):
         self._banked += want
         self._bank = np.vstack([self._bank, fresh[:want]])  # the few extra draws are never used
         self._bank_certified = np.concatenate([self._bank_certified, np.full(want, info.converged)])
+        src = info.extra["sources"][:want].astype(np.int64)
+        if stationary is None:  # per-run path: (chain, record), draws 2·thin steps apart, not W (design §3.5.1)
+            src = np.column_stack([src[:, 0], np.full(len(src), -1)])
+        self._bank_sources = np.vstack([self._bank_sources, src])
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size)

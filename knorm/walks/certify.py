@@ -29,7 +29,7 @@ from .._rng import as_generator
 from .._validate import check_memory, is_int, positive_int, short_repr
 from ..body.hull import Frame, OracleState, SymmetricHull
 from ..diagnostics import ess as _ess
-from ..diagnostics import rhat_nested
+from ..diagnostics import rhat_nested, stationary_tau
 from ..errors import ConvergenceError
 from .chains import WALKS, Chain, grouped_gauges, local_map, run_chains
 from .ledger import mark
@@ -71,10 +71,13 @@ class Certificate:
     :func:`rhat_limit` of ``2·chains`` groups); ``min_ess``: min bulk ESS over the ambient
     coordinates, ``|z|²`` and ``‖z‖_K``; ``repeat_fraction``: candidates dropped as
     repeats; ``gauge_ks_p``: KS p-value of the candidates' ``‖z‖_K^r`` against U(0, 1);
-    ``tau``: per-step integrated autocorrelation time from ``min_ess`` (AR(1),
-    :func:`~knorm.walks.rounding.per_step_tau`, at least 1); ``warmup``: ``W = ⌈20τ⌉``
-    steps before a release chain's first record; ``thin``: its record spacing
-    (:func:`~knorm.walks.sampler.thinning_for`); ``version`` and ``date`` of the run.
+    ``tau``: per-step integrated autocorrelation time, the max over the same functionals of
+    :func:`~knorm.diagnostics.stationary_tau` (about the pooled mean: no bias that grows with
+    the chain count; per step by AR(1), :func:`~knorm.walks.rounding.per_step_tau`, at least 1),
+    ``tau_bound`` its upper bound (one-sided 95%); ``warmup``: ``W = ⌈20·tau_bound⌉`` steps
+    before a release chain's first candidate and between a chain's candidates (issue 51);
+    ``thin``: the pool's record spacing for τ (:func:`~knorm.walks.sampler.thinning_for`),
+    which spaces the public states; ``version`` and ``date`` of the run.
     """
 
     walk: str
@@ -86,6 +89,7 @@ class Certificate:
     repeat_fraction: float
     gauge_ks_p: float
     tau: float
+    tau_bound: float
     warmup: int
     thin: int
     version: str
@@ -113,13 +117,13 @@ class Certificate:
         out += pool_failures(self.max_rhat, self.min_ess, self.pool, self.gauge_ks_p, 2 * self.chains)
         if not self.repeat_fraction <= MAX_REPEAT_FRACTION:
             out.append(f"repeats {self.repeat_fraction:.2%} > {MAX_REPEAT_FRACTION:.0%}")
-        tau = implied_tau(self.pool, self.min_ess, self.pool_thin) if self.min_ess > 0 else np.inf
-        if not (self.tau >= tau - 1e-12 and self.tau >= 1.0):
-            out.append(f"τ {self.tau:.3g} below the {tau:.3g} its ESS implies")
-        if not self.warmup >= warmup_steps(max(self.tau, tau)):
-            out.append(f"warm-up {self.warmup} < ⌈{WARMUP_TAUS}τ⌉ = {warmup_steps(max(self.tau, tau))} steps")
-        if not self.thin >= thinning_for(max(self.tau, tau)):
-            out.append(f"thinning {self.thin} < {thinning_for(max(self.tau, tau))} (0.6 ESS per record at τ)")
+        if not (self.tau >= 1.0 and self.tau_bound >= self.tau):
+            out.append(f"τ {self.tau:.3g} below 1 or above its bound {self.tau_bound:.3g}")
+        bound = max(self.tau, self.tau_bound) if np.isfinite(self.tau_bound) else np.inf
+        if not self.warmup >= warmup_steps(bound):
+            out.append(f"warm-up {self.warmup} < ⌈{WARMUP_TAUS}τ⌉ = {warmup_steps(bound)} steps at τ's bound")
+        if not self.thin >= thinning_for(max(self.tau, 1.0)):
+            out.append(f"thinning {self.thin} < {thinning_for(max(self.tau, 1.0))} (0.6 ESS per record at τ)")
         return out
 
     @property
@@ -133,7 +137,8 @@ class Certificate:
         return (f"certified {self.date} by knorm {self.version} ({self.walk}, seed {self.seed}): max R-hat "
                 f"{self.max_rhat:.4f} (nested, of split chains; bound {self.rhat_limit:.4f}), min bulk ESS {self.min_ess:.0f} of {self.pool} records ({self.chains} chains, "
                 f"thin {self.pool_thin}), gauge KS p {self.gauge_ks_p:.3f}, repeats {self.repeat_fraction:.2%}; "
-                f"τ {self.tau:.2f} per step, warm-up W = {self.warmup} steps, release thinning {self.thin}")
+                f"τ {self.tau:.2f} per step (bound {self.tau_bound:.2f}), W = {self.warmup} steps before and "
+                f"between a release chain's draws")
 
 
 def certify_pool(chains: int) -> int:
@@ -191,6 +196,11 @@ def pool_failures(max_rhat: float, min_ess: float, pool: int, gauge_ks_p: float,
     return out
 
 
+def step_tau(tau_records: float, thin: int) -> float:
+    """Per-step τ of records ``thin`` steps apart with τ ``tau_records`` (AR(1), at least 1)."""
+    return max(1.0, per_step_tau(tau_records, thin))
+
+
 def implied_tau(pool: int, min_ess: float, pool_thin: int) -> float:
     """Per-step τ implied by ``min_ess`` of ``pool`` records thinned by ``pool_thin`` (at least 1)."""
     return max(1.0, per_step_tau(pool / min_ess, pool_thin))
@@ -198,6 +208,8 @@ def implied_tau(pool: int, min_ess: float, pool_thin: int) -> float:
 
 def warmup_steps(tau: float) -> int:
     """``W = ⌈20τ⌉`` steps, at least ``WARMUP_FLOOR``."""
+    if not np.isfinite(tau):
+        raise ValueError(f"τ must be finite, got {tau}")
     return max(WARMUP_FLOOR, int(np.ceil(WARMUP_TAUS * tau)))
 
 
@@ -305,7 +317,8 @@ def certify(body: SymmetricHull, *, walk: str = "billiard", rng: np.random.Gener
     cert = Certificate(
         walk=walk, chains=records.shape[0], pool=m["pool"], pool_thin=int(info.thin), max_rhat=m["max_rhat"],
         min_ess=m["min_ess"], repeat_fraction=info.extra["repeats_dropped"] / max(1, m["pool"] // 2),
-        gauge_ks_p=m["gauge_ks_p"], tau=m["tau"], warmup=warmup_steps(m["tau"]), thin=thinning_for(m["tau"]),
+        gauge_ks_p=m["gauge_ks_p"], tau=m["tau"], tau_bound=m["tau_bound"], warmup=warmup_steps(m["tau_bound"]),
+        thin=thinning_for(m["tau"]),
         version=__version__, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         seed=int(rng) if isinstance(rng, (int, np.integer)) else -1)
     bad = cert.failures()
@@ -402,18 +415,22 @@ def pool_measures(body: SymmetricHull, rounding: Rounding, records: NDArray[np.f
         extra.append(block_energies(amb, tables))
     source = amb if ambient is None else ambient
     assert source is not None
-    return judge_pool(source, g, r, thin, extra)
+    # τ over the ambient coordinates where they were mapped here, else over the walk's own (rounded frame)
+    return judge_pool(source, g, r, thin, extra, coords=records if amb is None else amb)
 
 
 def judge_pool(ambient: NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]],
                gauges: NDArray[np.float64], r: int, thin: int,
-               functionals: Sequence[NDArray[np.float64]] = ()) -> dict[str, Any]:
+               functionals: Sequence[NDArray[np.float64]] = (), *,
+               coords: NDArray[np.float64] | None = None) -> dict[str, Any]:
     """The certificate's measures and verdict of a pool: ``ambient`` records ``(chains, k, d)`` (or
     their ESS and :func:`split_nested_rhat`, measured already), the records' exact gauges
     ``(chains, k)`` in an r-dimensional K, the thinning, and further ``(chains, k, m)`` functionals
     whose ESS counts (``|z|²``, block energies). Returns ``pool``, ``max_rhat``, ``min_ess`` (over
-    coordinates, gauges and functionals), ``gauge_ks_p`` (odd records), ``tau`` and ``failures``
-    (:func:`pool_failures`: empty when the pool passes)."""
+    coordinates, gauges and functionals), ``gauge_ks_p`` (odd records), ``tau`` and ``tau_bound``
+    (per step: the max over the ambient records, or ``coords`` ``(chains, k, m)`` where only their
+    ESS was given, the gauges and the functionals of :func:`~knorm.diagnostics.stationary_tau`) and
+    ``failures`` (:func:`pool_failures`: empty when the pool passes)."""
     if isinstance(ambient, tuple):
         e_amb, rh = ambient
         nch, k = np.shape(gauges)
@@ -424,8 +441,13 @@ def judge_pool(ambient: NDArray[np.float64] | tuple[NDArray[np.float64], NDArray
     pool = nch * k
     min_ess = min(float(np.min(e_amb)), float(np.min(_ess(g[..., None]))),
                   *(float(np.min(_ess(f))) for f in functionals))
+    taus = [stationary_tau(x) for x in (ambient if coords is None else coords, g, *functionals)
+            if not isinstance(x, tuple)]
+    tau = max(float(np.max(t)) for t, _ in taus)
+    bound = max(float(np.max(b)) for _, b in taus)
     m = {"pool": pool, "max_rhat": float(np.max(rh)), "min_ess": min_ess,
-         "gauge_ks_p": uniform_gauge_ks(g[:, 1::2].ravel(), r), "tau": implied_tau(pool, min_ess, thin)}
+         "gauge_ks_p": uniform_gauge_ks(g[:, 1::2].ravel(), r), "tau": step_tau(tau, thin),
+         "tau_bound": max(step_tau(tau, thin), step_tau(bound, thin))}
     m["failures"] = pool_failures(m["max_rhat"], m["min_ess"], pool, m["gauge_ks_p"], 2 * nch)
     return m
 
@@ -483,14 +505,17 @@ class StationarySampler:
     ``DEFAULT_CHAINS``; the count depends on ``size`` and the certificate only, never on
     ``workers``, so seeded draws are the same on any number of cores) and those already started. A chain that does not exist yet starts at
     one of the certificate's public stationary states, picked with ``rng``, with its own
-    generator spawned from ``rng``, and its first candidate is its state ``W`` steps later
-    (the certificate's warm-up: ``W − 2·thin`` steps, then two records); chains then
-    continue from run to run, never restarted. Records are
-    every ``thin``-th state; as for :class:`~knorm.walks.sampler.Sampler`, only odd records
-    are candidates (no two released draws are neighbours in a chain), a candidate equal to
-    its chain's previous one is dropped, and draws come round-robin over the chains. Every
-    state is checked inside K by the exact oracle as the walk moves. ``run`` returns
-    ``(draws, info)`` like :meth:`Sampler.run`; ``info.converged`` is the certificate's.
+    generator spawned from ``rng``. **Every candidate is at least W steps after anything
+    public or released from its chain** (issue 51): records every :attr:`spacing` =
+    ``⌈W/2⌉`` steps, and only odd records are candidates, so a chain's first candidate is
+    ``2·⌈W/2⌉ ≥ W`` steps after its public start and each later one as far after the
+    previous candidate (a release's noise forgets an earlier released draw of its chain, as
+    it forgets the public start: the Markov property, design §3.5.1); chains continue from
+    run to run, never restarted. A candidate equal to its chain's previous one is dropped,
+    and draws come round-robin over the chains. Every state is checked inside K by the
+    exact oracle as the walk moves. ``run`` returns ``(draws, info)`` like
+    :meth:`Sampler.run`; ``info.converged`` is the certificate's; ``info.extra["sources"]``
+    holds each draw's chain and step (steps from its chain's public start).
     """
 
     def __init__(self, body: SymmetricHull, rounding: Rounding, certified: Certified, *,
@@ -509,23 +534,23 @@ class StationarySampler:
         self.params = default_params(self.walk, self.frame, self.workers)
         self.chains: list[Chain] = []
         self.records = np.zeros(0, np.int64)  # records per chain so far (always even: odd ones are candidates)
+        # steps between records: odd records (the candidates) are 2·⌈W/2⌉ ≥ W steps apart (issue 51)
+        self.spacing = max(1, -(-self.cert.warmup // 2))
         self._last = np.empty((0, self.frame.r))
         self._next = 0  # the chain whose candidate comes first in the next run (round-robin across runs)
         self._pivots_new: list[int] = []
         self.last_info: SamplingInfo | None = None
 
     def chains_for(self, size: int) -> int:
-        """Chains for ``size`` draws: ``min(chains, ⌈2·thin·size/W⌉)``, at least 1. A new chain
-        costs W steps and saves ``2·thin`` steps of one chain's continuation per draw it takes
-        over, so it pays once it takes over about a warm-up's worth: one chain for a few draws
-        (W + 2·thin·(size − 1) steps in all), 8 from ``size ≥ 4W/thin`` on. A function of
-        ``size`` and the certificate only, never of ``workers``."""
-        cert = self.cert
-        return max(1, min(self.max_chains, -(-2 * cert.thin * size // cert.warmup) if cert.warmup else self.max_chains))
+        """Chains for ``size`` draws: ``min(chains, size)``. Every draw costs W steps of its chain
+        (a new chain's first from its public start, a continuing chain's from its previous
+        candidate), so more chains cost no more steps and run in parallel. A function of
+        ``size`` and the maximum only, never of ``workers``."""
+        return max(1, min(self.max_chains, size))
 
     def _start(self, c: int) -> int:
         """Start chains until there are ``c``, each at a public state picked with the rng, and
-        run ``W − 2·thin`` steps on each new one. Returns how many were started."""
+        run ``W − 2·spacing`` steps (none: W ≤ 2·⌈W/2⌉) on each new one. Returns how many were started."""
         new = []
         for _ in range(c - len(self.chains)):
             i = int(self._gen.integers(len(self.certified.states)))
@@ -533,19 +558,24 @@ class StationarySampler:
             new.append(Chain(self.frame, self.certified.states[i], self._gen.spawn(1)[0], state=start))
         self._pivots_new = [ch.pivots for ch in new]  # their counters before the warm-up
         if new:
-            # W steps from the start to the first candidate (record 1, 2·thin steps after the warm-up)
-            advance(new, self.walk, max(0, self.cert.warmup - 2 * self.cert.thin), self.params, self.workers,
-                    self.progress)
+            # at least W steps from the start to the first candidate (record 1, 2·spacing steps after this)
+            advance(new, self.walk, self._lead(), self.params, self.workers, self.progress)
             self.chains += new
             self.records = np.concatenate([self.records, np.zeros(len(new), np.int64)])
             self._last = np.vstack([self._last, np.full((len(new), self.frame.r), np.nan)])
         return len(new)
 
+    def _lead(self) -> int:
+        """Steps a new chain runs before its first record: ``max(0, W − 2·spacing)``."""
+        return max(0, self.cert.warmup - 2 * self.spacing)
+
     @on_one_blas_thread
     def run(self, size: int, min_chains: int = 0) -> tuple[NDArray[np.float64], SamplingInfo]:
         """At least ``size`` draws fit for release, ambient coordinates, in release order; and
-        a :class:`~knorm.walks.sampler.SamplingInfo` (``extra["sources"]``: chain and record
-        index of each draw; ``rhat``/``ess``: the certificate's, ESS scaled to these records).
+        a :class:`~knorm.walks.sampler.SamplingInfo` (``extra["sources"]``: chain and step of
+        each draw, steps counted from its chain's public start, consecutive ones of a chain at
+        least W apart and the first at least W; ``rhat``/``ess``: the certificate's, ESS
+        scaled to these records).
         ``min_chains``: run at least that many chains (at most ``chains``), even for few draws
         (a mechanism's bank after its first release: consecutive releases from different chains)."""
         t0 = time.perf_counter()
@@ -558,7 +588,7 @@ class StationarySampler:
         stats0 = sum((ch.stats for ch in self.chains), np.zeros(3, np.int64))
         pivots0 = sum(ch.pivots for ch in self.chains)
         started = self._start(max(len(self.chains), self.chains_for(size), min(int(min_chains), self.max_chains)))
-        cs, thin, c = self.chains, self.cert.thin, len(self.chains)
+        cs, thin, c = self.chains, self.spacing, len(self.chains)
         pivots0 += sum(self._pivots_new)
         need = 2 * -(-size // c)  # an even number of records per chain: odd records stay the candidates
         draws = np.empty((c, 0, self.frame.r))
@@ -582,27 +612,29 @@ class StationarySampler:
         # round-robin from the chain after the one that gave the last draw used (the first ``size``)
         keep = keep[np.lexsort(((keep[:, 0] - self._next) % c, keep[:, 1]))]
         self._next = int(keep[size - 1, 0]) + 1
-        sources = np.column_stack([keep[:, 0], keep[:, 1] + self.records[keep[:, 0]]])
+        # (chain, step): record j of a chain is (j + 1)·spacing steps after its lead-in from its public start
+        sources = np.column_stack([keep[:, 0], self._lead() + (keep[:, 1] + self.records[keep[:, 0]] + 1) * thin])
         self.records = self.records + draws.shape[1]
         amb = self.body.to_ambient(self.rounding.to_span(draws[keep[:, 0], keep[:, 1]]))
         st = sum(ch.stats for ch in cs) - stats0
         cert, total = self.cert, c * draws.shape[1]
         self.last_info = SamplingInfo(
-            walk=self.walk, chains=c, steps=total * thin + started * max(0, cert.warmup - 2 * thin), thin=thin,
+            walk=self.walk, chains=c, steps=total * thin + started * self._lead(), thin=thin,
             warmup=cert.warmup if started else 0, draws=total, rhat=np.array([cert.max_rhat]),
             ess=np.array([cert.min_ess / cert.pool * total]), seconds=time.perf_counter() - t0,
             converged=cert.passed, pivots=sum(ch.pivots for ch in cs) - pivots0,
             rounding_iterations=self.rounding.iterations,
             extra={"rejected": int(st[0]), "reflections": int(st[1]), "tau": cert.tau, "released": len(amb),
                    "repeats_dropped": dropped, "sources": sources, "chains_started": started,
-                   "stationary_start": True, "certificate": cert.as_dict()})
+                   "stationary_start": True, "spacing": 2 * thin, "certificate": cert.as_dict()})
         return amb, self.last_info
 
 
 def certificate_claim(cert: Certificate) -> str:
     """What a release from a certified body rests on, in one phrase (the privacy claim's; the
     certificate itself, with its date, is the claim's ``details["certificate"]``)."""
-    return (f"W = {cert.warmup} steps from a stationary state of chains certified once for this workload "
+    return (f"each draw W = {cert.warmup} steps after its chain's public stationary start or its previous "
+            f"released draw, chains certified once for this workload "
             f"(max R-hat {cert.max_rhat:.4f}, min ESS {cert.min_ess:.0f}/{cert.pool}, gauge KS p "
             f"{cert.gauge_ks_p:.3f}; knorm {cert.version})")
 

@@ -46,7 +46,7 @@ from .ledger import Ledger, mark, summary_lines
 from .rounding import Rounding
 from .sampler import DEFAULT_CHAINS, cache_rounding, rounding_of, rounding_progress
 
-FORMAT = "knorm-prepared-workload/3"
+FORMAT = "knorm-prepared-workload/4"  # 4: τ about the pooled mean, its bound, W from it (issue 51)
 ROW_ARRAY = "row_array:"  # prefix of the saved arrays of recommend's rows
 _ROUNDING_KEYS = ("T", "points", "tau", "iterations", "eigen_spread", "span_basis", "unit")
 

@@ -770,7 +770,10 @@ def sample_uniform(body_or_F: SymmetricHull | ArrayLike, size: int, *, walk: str
 
     Returns an array (size, d) in ambient coordinates (in the span of F), in release
     order (round-robin over chains; see :class:`Sampler` for warm-up, thinning, which
-    records are returned and certification). Warns (:class:`ConvergenceWarning`) if the
+    records are returned and certification). Draws of one chain are ``2·thin`` steps apart
+    (``info.extra["sources"]``), W only before each chain's first: noise for answers made from
+    more than one of them rests on that spacing, not on the W argument of a mechanism's
+    release (docs/design.md §3.5.1; mechanisms space every released draw W apart). Warns (:class:`ConvergenceWarning`) if the
     run was not certified. MCMC draws are approximately, not exactly, uniform.
     """
     size = positive_int("size", size)

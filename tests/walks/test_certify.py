@@ -54,8 +54,8 @@ def test_certificate_passes_and_is_consistent(small):
     cert = c.certificate
     assert cert.passed and cert.failures() == []
     assert cert.pool >= MIN_POOL and cert.max_rhat < cert.rhat_limit < 1.04 and cert.min_ess >= cert.pool / 2
-    assert cert.tau >= implied_tau(cert.pool, cert.min_ess, cert.pool_thin) - 1e-12 and cert.tau >= 1.0
-    assert cert.warmup == warmup_steps(cert.tau) >= WARMUP_FLOOR
+    assert cert.tau_bound >= cert.tau >= 1.0
+    assert cert.warmup == warmup_steps(cert.tau_bound) >= WARMUP_FLOOR
     assert c.states.shape == (N_STATES, K.dim)
     assert np.all(rounding_of(K).frame.gauges(c.states)[0] <= 1.0)  # the states lie in K
     # public and deterministic: the same seed, the same certificate and states
@@ -154,8 +154,9 @@ def test_first_release_is_one_warm_up_and_the_bank_refills_with_chains(small):
     info = m.last_info
     W_ = c.certificate.warmup
     assert info.chains == 1 and info.extra["chains_started"] == 1 and info.extra["released"] == 1
-    assert info.steps == W_ - 2 * c.certificate.thin + 2 * c.certificate.thin  # W steps to the first draw
-    assert "W = %d steps from a stationary state" % W_ in str(m.privacy)
+    assert info.steps == 2 * -(-W_ // 2) >= W_  # W steps (rounded up to even) to the first draw
+    assert info.extra["sources"][0, 1] == info.steps  # its (chain, step): W after the public start
+    assert "W = %d steps after its chain's public stationary start or its previous released draw" % W_ in str(m.privacy)
     assert "approximate" in str(m.privacy)
     m.release(np.ones(20))  # the bank doubles what was drawn (1), a draw per chain: 8, on all 8 (round-robin)
     assert m.last_info.chains == 8 and m.last_info.extra["chains_started"] == 7
@@ -204,7 +205,7 @@ def test_prepared_file_carries_the_certificate(tmp_path, small):
     assert back.certificate == w.certificate and np.array_equal(back.certified.states, w.certified.states)
     m = KNormMechanism(F, epsilon=1.0, prepared=back)
     m.release(np.ones(20))
-    assert m.last_info.extra["stationary_start"] and m.last_info.steps == back.certificate.warmup
+    assert m.last_info.extra["stationary_start"] and m.last_info.steps == 2 * -(-back.certificate.warmup // 2)
 
 
 @pytest.mark.parametrize("change", ["warmup0", "rhat", "version", "outside", "few_states", "json", "tau_only",
