@@ -113,8 +113,17 @@ def _check_tol(name, value):
 DISTINCT_CHUNK = 4096  # columns compared per piece in _first_distinct (its copies stay this small)
 
 
-def _first_distinct(Fs, cols):
-    """The columns ``cols`` of Fs that are the first of their kind up to sign, in order: K is
+def _column_norms(F, e):
+    """Euclidean norms of ``F·2^-e``'s columns, by pieces of ``DISTINCT_CHUNK`` columns (no scaled
+    copy of F; each column's sum runs over its rows in order, as on the whole matrix)."""
+    out = np.empty(F.shape[1])
+    for start in range(0, F.shape[1], DISTINCT_CHUNK):
+        out[start:start + DISTINCT_CHUNK] = np.linalg.norm(np.ldexp(F[:, start:start + DISTINCT_CHUNK], -e), axis=0)
+    return out
+
+
+def _first_distinct(F, cols):
+    """The columns ``cols`` of F that are the first of their kind up to sign, in order: K is
     symmetric, so f and −f are one generator (each column signed to make its first non-zero
     entry positive; exact: the columns' bytes, with −0.0 read as 0.0; a dict of n keys instead
     of ``np.unique``'s lexicographic sort of n rows of length d, 8.5 s at 521×57,600). In pieces
@@ -122,7 +131,7 @@ def _first_distinct(Fs, cols):
     seen: dict[bytes, int] = {}
     for start in range(0, len(cols), DISTINCT_CHUNK):
         part = cols[start:start + DISTINCT_CHUNK]
-        Fk = Fs[:, part]
+        Fk = F[:, part]
         lead = np.argmax(Fk != 0, axis=0)
         signs = np.sign(Fk[lead, np.arange(Fk.shape[1])])
         for j, col in zip(part, np.ascontiguousarray((Fk * signs).T) + 0.0):
@@ -496,22 +505,20 @@ class SymmetricHull:
         self._source = self._source_hash(F) if fingerprint is None else fingerprint
         d = F.shape[0]
         e = _exponent(F)
-        Fs = np.ldexp(F, -e)  # largest |entry| in [0.5, 1): norms neither overflow nor underflow
-        norms = np.linalg.norm(Fs, axis=0)
+        # F·2^-e (largest |entry| in [0.5, 1)): norms neither overflow nor underflow; by pieces
+        norms = _column_norms(F, e)
         norms /= norms.max()
         # K is symmetric: f and -f are the same generator; drop exact duplicates (and short columns)
-        cols = _first_distinct(Fs, np.flatnonzero(norms > SHORT))
-        if len(cols) < F.shape[1]:
-            Fs, self.F = Fs[:, cols], F[:, cols]
-        else:  # every column kept, in order (cols is increasing): no copies of F's size
-            Fs, self.F = np.ascontiguousarray(Fs), np.ascontiguousarray(F)
+        cols = _first_distinct(F, np.flatnonzero(norms > SHORT))
+        self.F = F[:, cols] if len(cols) < F.shape[1] else np.ascontiguousarray(F)  # all kept: no copy
         self.ambient_dim = d
         # a marginal workload (recognised from F's entries) keeps its structure: its span from the
-        # structure's product basis (an SVD of d × rank, no QR of F), and the pivots' product Fᵀv
-        # a sum of broadcast tables or a product transform, not a dense n·r product
+        # structure's product basis (an SVD of d × rank, no QR of F, no scaled copy of F), and the
+        # pivots' product Fᵀv a sum of broadcast tables or a product transform, not a dense n·r product
         structure = recognise(self.F)
-        U, S = _left_singular(Fs) if structure is None else span_of(structure, e)
-        tol = S[0] * max(Fs.shape) * np.finfo(float).eps
+        Fs = np.ldexp(self.F, -e) if structure is None else None
+        U, S = _left_singular(Fs) if Fs is not None else span_of(structure, e)
+        tol = S[0] * max(self.F.shape) * np.finfo(float).eps
         r = int(np.sum(S > tol))
         if S[r - 1] < THIN * S[0]:
             raise ValueError(f"F spans a direction {S[r - 1] / S[0]:.1e} times thinner than its widest (singular "
@@ -523,7 +530,7 @@ class SymmetricHull:
         U = U[:, :r] * np.where(U[np.argmax(np.abs(U[:, :r]), axis=0), np.arange(r)] < 0, -1.0, 1.0)
         _check_short_columns(F, norms, U)
         self.span_basis = U.copy()
-        Fr = self.span_basis.T @ Fs if structure is None else span_rows(structure, self.span_basis, e)
+        Fr = self.span_basis.T @ Fs if Fs is not None else span_rows(structure, self.span_basis, e)
         unit = float(np.max(np.linalg.norm(Fr, axis=0)))
         self._exp = e
         self._unit = unit
