@@ -85,7 +85,7 @@ def test_prepare_prints_the_certificate_and_info_shows_it(prepared, tmp_path, ca
     out = tmp_path / "w.knorm"
     rc, stdout, err = run(["prepare", *WORKLOAD, "--out", str(out)], capsys)
     assert rc == 0, err
-    assert "certified" in stdout and "max R-hat" in stdout and "gauge KS p" in stdout and "warm-up W = " in stdout
+    assert "certified" in stdout and "max R-hat" in stdout and "gauge KS p" in stdout and "W = " in stdout and "before and between a release chain" in stdout
     rc, stdout, err = run(["info", *WORKLOAD, "--prepared", str(prepared), "--json"], capsys)
     assert rc == 0, err
     f = json.loads(stdout)
@@ -104,7 +104,7 @@ def test_sample_from_a_prepared_file_reports_its_certificate(prepared, capsys):
     rc, stdout, err = run(["sample", *WORKLOAD, "--nonprivate-seed", "2", "--count", "5", "--prepared",
                            str(prepared)], capsys)
     assert rc == 0, err
-    assert "certified once for this body" in stdout and "from a public stationary state" in stdout
+    assert "certified once for this body" in stdout and "public stationary start" in stdout
     assert "W = " in stdout and "approximate" in stdout
 
 
