@@ -1,4 +1,4 @@
-"""Post-processing of released answers that costs no privacy (issue 10).
+"""Post-processing of released answers that costs no privacy (issues 10, 42, 50).
 
 Every function here reads only the released answers and the public workload F (and, for
 :func:`project_to_total`, a total count N that the caller declares public), so by
@@ -15,17 +15,25 @@ farther from ``Fx``: ``‖P(a) − Fx‖ <= ‖a − Fx‖`` for every draw of t
   Zhang 2013).
 
 Answers are one vector (d,) or a batch (m, d); the result has the same shape (an empty
-batch (0, d) gives an empty result).
+batch (0, d) gives an empty result). Rows are projected independently, each scaled by its own
+power of two: a batch gives each row's own result, to the bit.
 
-Released answers lie on the public grid (docs/design.md §10.1), a hair off F's range. For a
-workload of small integer entries (times one power of two: marginals, ranges, counts),
-:func:`least_squares` and :func:`nonnegative` return answers that are exactly ``F x̂`` in float64
-(:func:`exact_grid`): tables agree to the last bit. For other F they agree within float rounding.
+Exactly consistent tables where that is free. For a workload of small integer entries (times
+one power of two: marginals, ranges, counts) x̂ can be rounded to a power-of-two grid on which
+``F x̂`` is exact in float64 (:func:`exact_grid`): tables then agree to the last bit. The
+rounding moves answer i by at most ``Σ_j |F_ij|·2^(j−1)``, which grows with the row's largest
+count; it is used only where that is at most ``2^-GRID_BITS`` (2⁻¹⁰) of the row's grain, the
+largest power of two dividing all its answers. For knorm's releases that is the public grid
+``γ <= s·2⁻¹⁰`` (docs/design.md §10.1) or a multiple of it, so almost always at most 2⁻²⁰ of
+the noise scale s; a row of exact integers (noise below the answers' float spacing, say
+counts of 10⁸ at ε = 10¹²) has grain 1 and may move by 2⁻¹⁰. Elsewhere
+(a count of 10¹³ at ε = 10⁴, raw float noise, other F) the answers are the plain float
+projection, consistent to float rounding only.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -87,41 +95,65 @@ def least_squares(F: ArrayLike, answers: ArrayLike, *, covariance: ArrayLike | N
     factor L (``L⁻¹a``, ``L⁻¹F``) and projected: for rank(F) = n, ``F x̂`` is the best linear
     unbiased estimate of Fx (Gauss–Markov), with covariance ``F (FᵀΣ⁻¹F)⁻¹ Fᵀ``.
 
+    Never farther from the truth: for every x, ``‖F x̂ − Fx‖_Σ <= ‖a − Fx‖_Σ + η`` (``‖v‖_Σ = ‖L⁻¹v‖``),
+    η the computed residual's component along F's range (0 for the exact projection). x̂ comes
+    from one SVD of ``L⁻¹F`` and one step of iterative refinement, and η is checked: at most
+    :data:`RANGE_ULPS` float spacings of the largest magnitude involved (``|L⁻¹a|``,
+    ``|L⁻¹F||x̂|``), else ValueError. Add the exactness grid's rounding where it is used (at
+    most ``2^-GRID_BITS`` of the row's grain per answer; module docstring).
+
     ``x̂`` (minimum-norm when F is rank deficient) is returned too with ``return_x=True``.
+    Rows of a batch are projected independently (each row's result, to the bit).
     """
     F = validate_matrix(F)
     a, one = _answers(F, answers)
     check_flag("return_x", return_x)
     L = _whitener(covariance, F.shape[0])
-    Fs, As, e_f, e_a = _scaled(F, a)
-    if L is None:
-        Fw, aw = Fs, As.T
-    elif L.ndim == 1:
-        Fw, aw = Fs / L[:, None], As.T / L[:, None]
-    else:
-        Fw, aw = linalg.solve_triangular(L, Fs, lower=True), linalg.solve_triangular(L, As.T, lower=True)
-    # rank cut-off as numpy's matrix_rank: scipy's default (eps) keeps singular values of
-    # ≈ 1e-15 relative, i.e. directions off the column space of a rank-deficient F
-    if not (np.all(np.isfinite(Fw)) and np.all(np.isfinite(aw))):
-        raise ValueError("covariance is too ill-conditioned: whitening F and the answers leaves float64")
-    cond = max(Fw.shape) * np.finfo(np.float64).eps
-    # (m, n), minimum norm; an empty batch (m = 0) is an empty result (LAPACK refuses no right-hand side)
-    x = linalg.lstsq(Fw, aw, cond=cond, lapack_driver="gelsd")[0].T if len(a) else np.zeros((0, F.shape[1]))
-    out, x = _unscaled(x, Fs, e_f, e_a, return_x)
-    if one:
-        out, x = out[0], x[0]
-    return (out, x) if return_x else out
+    e_f = _exponent(F)
+    Fs = np.ldexp(F, -e_f)
+
+    def white(v: NDArray[np.float64]) -> NDArray[np.float64]:
+        if L is None:
+            return v
+        w = v / (L if v.ndim == 1 else L[:, None]) if L.ndim == 1 else linalg.solve_triangular(L, v, lower=True)
+        if not np.all(np.isfinite(w)):
+            raise ValueError("covariance is too ill-conditioned: whitening F and the answers leaves float64")
+        return w
+
+    Fw = white(Fs)
+    # F's range in Σ's metric from one SVD (the same for every row); rank cut-off as numpy's
+    # matrix_rank: LAPACK's default (eps) keeps directions of ≈ 1e-15 off a rank-deficient F's range
+    U, s, Vt = linalg.svd(Fw, full_matrices=False, lapack_driver="gesdd")
+    keep = s > (s[0] if s.size else 0.0) * max(Fw.shape) * np.finfo(np.float64).eps
+    U, s, V = U[:, keep], s[keep], Vt[keep].T
+    spread = np.abs(Fs).sum(axis=1)
+
+    def fit(row: NDArray[np.float64]) -> NDArray[np.float64]:
+        b = white(row)
+        x = V @ ((U.T @ b) / s)  # minimum-norm solution of Fw x ≈ b
+        x = x + V @ ((U.T @ (b - white(Fs @ x))) / s)  # one step of iterative refinement
+        eta = float(np.linalg.norm(U.T @ (b - white(Fs @ x))))
+        if not eta <= RANGE_ULPS * float(np.spacing(max(np.abs(b).max(), (np.abs(Fw) @ np.abs(x)).max()))):
+            raise ValueError("F and covariance: the least-squares residual is not orthogonal to F's range within "
+                             f"{RANGE_ULPS} float spacings of the answers (the whitened F is too ill-conditioned)")
+        return _on_grid(x, Fs, row, spread)
+
+    return _rows(a, Fs, e_f, fit, return_x, one)
 
 
-def _scaled(F: NDArray[np.float64], a: NDArray[np.float64]
-            ) -> tuple[NDArray[np.float64], NDArray[np.float64], int, int]:
-    """F and the answers scaled exactly by powers of two to max |·| in [0.5, 1), and the
-    exponents: the projections are scale-free, and nothing overflows in between."""
-    e_f, e_a = _exponent(F), _exponent(a)
-    return np.ldexp(F, -e_f), np.ldexp(a, -e_a), e_f, e_a
-
-
+RANGE_ULPS = 64  # least squares: the residual's component along F's range, in float spacings of max(|L⁻¹a|, |L⁻¹F||x̂|)
+GRID_BITS = 10  # the exactness grid moves an answer by at most 2^-GRID_BITS of its row's grain
 EXACT_BITS = 20  # F exactly consistent when its entries are integers below 2^20 times one power of two
+
+
+def _lowest_bit(v: NDArray[np.float64]) -> int | None:
+    """The largest k with every entry of ``v`` an integer multiple of ``2^k`` (None when v is all zero)."""
+    nz = np.abs(v[v != 0])
+    if not nz.size:
+        return None
+    mant, e = np.frexp(nz)  # nz = mant·2^e, mant·2^53 an integer: its lowest set bit is 2^(e−53+tz)
+    M = np.ldexp(mant, 53).astype(np.int64)
+    return int(np.min(e - 53 + np.log2(M & -M).astype(np.int64)))
 
 
 def exact_grid(Fs: NDArray[np.float64], xs: NDArray[np.float64]) -> int | None:
@@ -135,14 +167,11 @@ def exact_grid(Fs: NDArray[np.float64], xs: NDArray[np.float64]) -> int | None:
     ``S = Σ_i Σ_j |F_ij|·|x_j|`` plus the rounding's growth in size; ``j`` is chosen so that
     ``S < 2^(u+j+52)`` (and d·n < 2^32 entries, so the growth stays below 2^(u+j+51)): every such sum
     is exact, in any order (BLAS, FMA, numpy's pairwise sums). The rounding moves x by at most
-    ``2^(j−1) ≈ 2⁻⁵² S/2^u``, far below the release grid's step."""
-    nz = np.abs(Fs[Fs != 0])
-    if not nz.size or not xs.size:
+    ``2^(j−1) ≈ 2⁻⁵² S/2^u``: whether that is small enough is :func:`_on_grid`'s test."""
+    u = _lowest_bit(Fs)  # every entry an integer multiple of 2^u
+    if u is None or not xs.size:
         return None
-    mant, e = np.frexp(nz)  # nz = mant·2^e, mant·2^53 an integer: its lowest set bit is 2^(e−53+tz)
-    M = np.ldexp(mant, 53).astype(np.int64)
-    u = int(np.min(e - 53 + np.log2(M & -M).astype(np.int64)))  # every entry an integer multiple of 2^u
-    if float(np.max(nz)) >= np.ldexp(1.0, u + EXACT_BITS) or Fs.size >= 2 ** (52 - EXACT_BITS):
+    if float(np.max(np.abs(Fs))) >= np.ldexp(1.0, u + EXACT_BITS) or Fs.size >= 2 ** (52 - EXACT_BITS):
         return None
     with np.errstate(over="ignore"):
         S = float(np.sum(np.abs(xs) @ np.abs(Fs).T, axis=-1).max())
@@ -152,31 +181,40 @@ def exact_grid(Fs: NDArray[np.float64], xs: NDArray[np.float64]) -> int | None:
     return int(np.frexp(S)[1]) - u - 52
 
 
-def _exact(xs: NDArray[np.float64], Fs: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``xs`` on the grid of :func:`exact_grid` (unchanged where F has none): ``xs @ Fs.T`` is then
-    the exact product, so the answers are exactly those of the returned x̂ (exactly consistent)."""
-    j = exact_grid(Fs, xs)
-    if j is None:
+def _on_grid(xs: NDArray[np.float64], Fs: NDArray[np.float64], row: NDArray[np.float64],
+             spread: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``xs`` on :func:`exact_grid`'s grid (``Fs @ x`` then exact: exactly consistent answers) when that
+    moves no answer by more than ``2^-GRID_BITS`` of ``row``'s grain (the largest power of two dividing
+    all its answers), else ``xs`` unchanged. ``spread``: the row sums of ``|Fs|``; answer i moves by
+    at most ``spread_i·2^(j−1)``."""
+    j, g = exact_grid(Fs, xs), _lowest_bit(row)
+    if j is None or g is None or float(spread.max()) * np.ldexp(1.0, j - 1) > np.ldexp(1.0, g - GRID_BITS):
         return xs
     with np.errstate(over="ignore", under="ignore"):
         return np.ldexp(np.rint(np.ldexp(xs, -j)), j) + 0.0
 
 
-def _unscaled(xs: NDArray[np.float64], Fs: NDArray[np.float64], e_f: int, e_a: int, need_x: bool
-              ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(F x̂, x̂)`` from the solution ``xs`` of the scaled problem (x̂ = xs·2^(e_a − e_f)), with
-    ``xs`` first put on :func:`exact_grid`'s grid: for integer-like F the answers are then exactly
-    ``F x̂`` (exactly consistent tables); a result past float64 is refused."""
-    xs = _exact(xs, Fs)
-    with np.errstate(over="ignore"):
-        out = np.ldexp(xs @ Fs.T, e_a)
-        x = np.ldexp(xs, e_a - e_f)
+def _rows(a: NDArray[np.float64], Fs: NDArray[np.float64], e_f: int,
+          fit: Callable[[NDArray[np.float64]], NDArray[np.float64]], need_x: bool, one: bool
+          ) -> NDArray[np.float64] | tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(F x̂, x̂)`` row by row: each row scaled exactly by its own power of two to max |·| in
+    [0.5, 1), ``xs = fit(row)`` solved for the scaled F ``Fs`` (x̂ = xs·2^(e_a − e_f)); the same
+    operations on every row, so a batch gives each row's own result to the bit. A result past
+    float64 is refused."""
+    out, X = np.zeros(a.shape), np.zeros((len(a), Fs.shape[1]))
+    for i, row in enumerate(a):
+        e_a = _exponent(row)
+        xs = fit(np.ldexp(row, -e_a))
+        with np.errstate(over="ignore"):
+            out[i], X[i] = np.ldexp(Fs @ xs, e_a), np.ldexp(xs, e_a - e_f)
     if not np.all(np.isfinite(out)):
         raise ValueError("answers: the projected answers exceed float64 (about 1.8e308)")
-    if need_x and not np.all(np.isfinite(x)):
+    if need_x and not np.all(np.isfinite(X)):
         raise ValueError("F and answers: x̂ exceeds float64 (F is tiny next to the answers); "
                          "use return_x=False")
-    return out, x
+    if one:
+        out, X = out[0], X[0]
+    return (out, X) if need_x else out
 
 
 def _nnls(A: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -189,18 +227,18 @@ def nonnegative(F: ArrayLike, answers: ArrayLike, *, return_x: bool = False
     """Consistent answers ``F x̂`` with ``x̂ = argmin_{x >= 0} ‖a − Fx‖₂`` (a histogram of counts).
 
     The projection of ``a`` onto the convex cone ``{Fx : x >= 0}``, which contains the true
-    answers of any histogram: ``‖F x̂ − Fx‖ <= ‖a − Fx‖`` for every draw. ``F x̂`` is unique;
-    ``x̂`` (``return_x=True``) need not be when F is rank deficient.
+    answers of any histogram: ``‖F x̂ − Fx‖ <= ‖a − Fx‖`` for every draw and every x >= 0
+    (NNLS's solution, up to its float rounding and the exactness grid's, at most
+    ``2^-GRID_BITS`` of the row's grain per answer). ``F x̂`` is unique; ``x̂``
+    (``return_x=True``) need not be when F is rank deficient. Rows are independent.
     """
     F = validate_matrix(F)
     a, one = _answers(F, answers)
     check_flag("return_x", return_x)
-    Fs, As, e_f, e_a = _scaled(F, a)
-    xs = np.array([_nnls(Fs, row) for row in As]).reshape(len(As), Fs.shape[1])  # (0, n) for an empty batch
-    out, x = _unscaled(xs, Fs, e_f, e_a, return_x)
-    if one:
-        out, x = out[0], x[0]
-    return (out, x) if return_x else out
+    e_f = _exponent(F)
+    Fs = np.ldexp(F, -e_f)
+    spread = np.abs(Fs).sum(axis=1)
+    return _rows(a, Fs, e_f, lambda row: _on_grid(_nnls(Fs, row), Fs, row, spread), return_x, one)
 
 
 def project_to_total(F: ArrayLike, answers: ArrayLike, total: float, *, nonnegative: bool = True,

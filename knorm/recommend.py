@@ -68,7 +68,8 @@ from .mechanisms._base import (CHUNK_BYTES, rms_from_draws, check_accountant, ch
 from .mechanisms.knorm_mechanism import check_sampler_options
 from .walks.certify import known_moments
 from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism, gaussian_mu, marginal_plan
-from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism, _check_starts, _factor_pays
+from .mechanisms._p_identity import _check_starts, _factor_pays
+from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism
 from .implicit import ImplicitWorkload, from_matrix
 from .walks.chains import check_workers, walk_id
 from .privacy import gdp_delta

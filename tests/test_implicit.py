@@ -152,17 +152,40 @@ def test_kronecker_strategy_error_and_sensitivity():
 
 def test_kronecker_p_identity_on_a_product_and_a_union():
     """Unit sensitivity per attribute; the error is the dense one of its strategy; never worse than the
-    identity (Θ = 0 is a candidate in each coordinate step and a step is kept only when it lowers the total)."""
+    identity, exactly (`<=`, no slack): the result's exact error is compared with the identity's and the
+    identity kept unless strictly better (with OPENBLAS_CORETYPE=Haswell or Zen the search's own objective
+    said better while the exact error was 4128.0024 against 4128.0)."""
     for imp in (I.ranges((8, 6)), I.union(I.kron(I.prefix(8), I.all_range(6)), I.kron(I.identity(8), I.total(6)))):
         m = KroneckerPIdentityMechanism(imp, epsilon=1.0, starts=1)
         A = m.strategy_matrix()
         assert np.allclose(np.abs(A).sum(axis=0), 1.0)
         want = 2 * dense_error_factor(imp.matrix(), A)
         assert m.expected_squared_error() == pytest.approx(want, rel=1e-9)
-        assert m.expected_squared_error() <= IdentityMechanism(imp, epsilon=1.0).expected_squared_error() * (1 + 1e-12)
+        assert m.expected_squared_error() <= IdentityMechanism(imp, epsilon=1.0).expected_squared_error()
     theta = np.random.default_rng(4).random((2, 8))
     A1 = np.vstack([np.eye(8), theta]) / (1 + theta.sum(axis=0))
     assert np.allclose(p_identity_inverse(theta), np.linalg.inv(A1.T @ A1))
+
+
+
+@pytest.mark.parametrize("make,payload", [
+    (lambda imp: KroneckerPIdentityMechanism(imp, epsilon=1.0, starts=1), lambda s: np.full((1, s), 5.0)),
+    (lambda imp: KroneckerHierarchicalMechanism(imp, epsilon=1.0), lambda s: Hierarchy(s, 2, root=False))])
+def test_a_kronecker_search_worse_than_the_identity_falls_back_to_it(make, payload, monkeypatch):
+    """A descent that returns a strategy worse than the identity (forced here: every attribute's p-Identity
+    Θ = 5, every tree binary, on a workload of cells and their row totals) gives the identity instead,
+    with IdentityMechanism's exact error to the bit."""
+    from knorm.mechanisms import strategy
+    imp = I.union(I.kron(I.identity(8), I.identity(6)), I.kron(I.identity(8), I.total(6)))
+    descent = strategy._kron_descent
+
+    def worse(terms, rounds, choose):
+        _, total, done = descent(terms, rounds, choose)
+        return [payload(8), payload(6)], total, done
+    monkeypatch.setattr(strategy, "_kron_descent", worse)
+    m = make(imp)
+    assert m.expected_squared_error() == IdentityMechanism(imp, epsilon=1.0).expected_squared_error()
+    assert np.array_equal(m.strategy_matrix(), np.eye(48)) and m.sensitivity == 1.0
 
 
 def test_one_attribute_kronecker_strategies_are_the_plain_ones():
@@ -199,7 +222,7 @@ def test_kronecker_hierarchical_is_exact_and_its_branchings_minimise_one_product
     A = u.strategy_matrix()
     assert u.expected_squared_error() == pytest.approx(2 * u.sensitivity**2 * dense_error_factor(union.matrix(), A),
                                                        rel=1e-9)
-    assert u.expected_squared_error() <= IdentityMechanism(union, epsilon=1.0).expected_squared_error() * (1 + 1e-12)
+    assert u.expected_squared_error() <= IdentityMechanism(union, epsilon=1.0).expected_squared_error()
 
 
 def test_monte_carlo_agrees_with_the_exact_error_on_an_implicit_workload():

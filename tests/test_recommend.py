@@ -318,7 +318,7 @@ def test_row_cost_orders_the_rows():
     # p-Identity: starts·maxiter·(npm + 6p²n + p³) + 5n³ + 2dn² flops (PIdentityMechanism's default
     # number of starts at this n, p = n/16 = 16), m = n; m = 2·rank where the search works on the
     # Gram's factor (rank <= n/3): a d = 500 F of rank 40
-    from knorm.mechanisms.strategy import _check_starts
+    from knorm.mechanisms._p_identity import _check_starts
 
     starts = _check_starts(None, n)
     flops = starts * 500 * (n * 16 * n + 6 * 16 * 16 * n + 16**3) + 5 * n**3 + 2 * d * n * n

@@ -220,7 +220,7 @@ def test_p_identity_search_on_a_low_rank_gram_uses_its_factor_and_the_same_objec
     the Gram to rounding, and (f, ∇f) through it equal those through the Gram to 1e-12 relative
     (the test above pins the Gram's against a dense pinv and finite differences); a full-rank
     Gram gets no factor."""
-    from knorm.mechanisms.strategy import _low_rank_factor, _p_identity_fg
+    from knorm.mechanisms._p_identity import _low_rank_factor, _p_identity_fg
     G = W.marginals((4, 4, 4, 4), 1)
     gram = G.T @ G
     L = _low_rank_factor(gram)
@@ -278,8 +278,22 @@ def test_p_identity_beats_hierarchical_on_prefix_and_never_loses_to_identity():
     assert pid.expected_squared_error() < IdentityMechanism(F, epsilon=eps).expected_squared_error() / 2
     eye = PIdentityMechanism(np.eye(10), epsilon=1.0)
     ident = IdentityMechanism(np.eye(10), epsilon=1.0)
-    assert eye.expected_squared_error() <= ident.expected_squared_error() * (1 + 1e-12)
+    assert eye.expected_squared_error() <= ident.expected_squared_error()
 
+
+
+def test_a_p_identity_search_worse_than_the_identity_falls_back_to_it(monkeypatch):
+    """A search whose Θ is worse than the identity (forced: Θ = 5 everywhere on F = I) leaves Θ = 0,
+    with IdentityMechanism's exact error to the bit and x̂ = the identity's noisy cells."""
+    from knorm.mechanisms import strategy
+    monkeypatch.setattr(strategy, "_search_p_identity", lambda gram, p, maxiter, starts: (
+        np.full((p, gram.shape[0]), 5.0), 0.0, {"iterations": 1, "converged": True, "message": "forced",
+                                                "start_objectives": []}))
+    m = PIdentityMechanism(np.eye(10), epsilon=1.0, p=2)
+    assert m.expected_squared_error() == IdentityMechanism(np.eye(10), epsilon=1.0).expected_squared_error()
+    assert np.array_equal(m.theta, np.zeros((2, 10))) and m.sensitivity == 1.0
+    z = np.random.default_rng(0).normal(size=(3, 12))
+    assert np.array_equal(m._solve(z), z[:, :10])
 
 # ---- privacy ----------------------------------------------------------------------------------
 
