@@ -19,13 +19,21 @@ from numba import njit
 from knorm import ReferenceOracle, SymmetricHull, workloads
 from knorm.body import hull
 from knorm.body._marginal import marginal_dots as _marginal_dots
+from knorm.body._spectral import spectral_dots as _spectral_dots
 from knorm.body.marginal import MarginalStructure, marginal_operator, recognise
+from knorm.body.spectral import spectral_operator
 
 
 @njit
 def marginal_dots(M, v, out):
     """The kernel, which only kernels call (it has no Python wrapper of its own)."""
     _marginal_dots(M, v, out)
+
+
+@njit
+def spectral_dots(S, v, out):
+    """The transform's kernel, which only kernels call."""
+    _spectral_dots(S, v, out)
 
 STRUCTURES = [
     MarginalStructure((2, 2, 2, 2, 2), tuple(itertools.combinations(range(5), 2))),
@@ -225,16 +233,19 @@ def test_every_variant_gets_the_operator_with_the_dense_gauges(tmp_path, monkeyp
         np.testing.assert_allclose((tm, tp), Kd.chord(0.5 * Y[0] / g[0], Y[1]), rtol=1e-9, err_msg=name)
 
 
-def test_operator_of_a_match_is_the_product_with_f(tmp_path):
-    """``Fᵀ(W v)`` from the match's weights equals the dense product for every variant."""
+@pytest.mark.parametrize("kind", OPERATORS)
+def test_operator_of_a_match_is_the_product_with_f(tmp_path, kind):
+    """``Fᵀ(W v)`` from the match's weights equals the dense product for every variant (shuffled,
+    scaled, partial, relabelled), by the tables and by the product transform."""
     rng = np.random.default_rng(2)
+    build, dots = (marginal_operator, marginal_dots) if kind == "tables" else (spectral_operator, spectral_dots)
     for name, F, _ in variants(tmp_path):
         m = recognise(F)
         W = rng.standard_normal((F.shape[0], 5))
         D = (W.T @ F).T
         v = rng.standard_normal(5)
         out = np.empty(F.shape[1])
-        marginal_dots(marginal_operator(m.structure, m.weights(W)), v, out)
+        dots(build(m.structure, m.weights(W)), v, out)
         np.testing.assert_allclose(out, D @ v, rtol=1e-12, atol=1e-12 * np.abs(D).sum(axis=1).max(), err_msg=name)
 
 

@@ -11,22 +11,14 @@ import math
 
 import numpy as np
 import pytest
-from numba import njit
 from scipy import stats
 
 from knorm import ReferenceOracle, SymmetricHull, sample_uniform, workloads
 from knorm.body import hull
-from knorm.body._spectral import spectral_dots as _spectral_dots
-from knorm.body.marginal import MarginalStructure, plan_ops, recognise
+from knorm.body.marginal import MarginalStructure, plan_ops
 from knorm.body.spectral import attribute_basis, spectral_cost, spectral_operator, spectrum
 
-from test_marginal import STRUCTURES, force, variants  # tests/body is on the path (pytest prepend)
-
-
-@njit
-def spectral_dots(S, v, out):
-    """The kernel, which only kernels call (it has no Python wrapper of its own)."""
-    _spectral_dots(S, v, out)
+from test_marginal import STRUCTURES, force, spectral_dots  # tests/body is on the path (pytest prepend)
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 7])
@@ -60,20 +52,6 @@ def test_transform_is_the_dense_product(st):
         spectral_dots(S, v, out)
         want = M.T @ (W @ v)
         np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12 * np.abs(W).sum(axis=0).max() * 6)
-
-
-def test_transform_of_a_match_is_the_product_with_f(tmp_path):
-    """Every variant a user may hand over (shuffled, scaled, partial, relabelled): the match's
-    weights make the transform's product the dense ``Fᵀ(W v)``."""
-    rng = np.random.default_rng(2)
-    for name, F, _ in variants(tmp_path):
-        m = recognise(F)
-        W = rng.standard_normal((F.shape[0], 5))
-        D = (W.T @ F).T
-        v = rng.standard_normal(5)
-        out = np.empty(F.shape[1])
-        spectral_dots(spectral_operator(m.structure, m.weights(W)), v, out)
-        np.testing.assert_allclose(out, D @ v, rtol=1e-12, atol=1e-12 * np.abs(D).sum(axis=1).max(), err_msg=name)
 
 
 def test_the_cheaper_operator_is_chosen():
