@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["MarginalStructure", "MarginalMatch", "marginal_operator", "recognise", "empty_operator", "plan_ops"]
+__all__ = ["MarginalStructure", "MarginalMatch", "marginal_operator", "recognise", "empty_operator", "plan_ops",
+           "match_arrays", "match_from_arrays"]
 
 
 @dataclass(frozen=True)
@@ -282,3 +283,48 @@ def marginal_operator(structure: MarginalStructure, W: np.ndarray, outer: int | 
             np.concatenate(mem_outoff).astype(i64) if mem_outoff else np.zeros(0, i64),
             np.array(mem_inmap, i64).reshape(len(mem_inmap), B), g_vptr, g_nout, codes,
             np.array(oo, i64).reshape(len(oo), nblocks), int(B))
+
+
+def match_arrays(match: MarginalMatch) -> dict[str, np.ndarray]:
+    """A match as a file's arrays (``marginal_sizes``, ``marginal_cliques`` as JSON,
+    ``marginal_scale``, ``marginal_rows``): a few kilobytes where F's non-zero entries take
+    ``d·n/(table size)`` (110 MB for the 3-way marginals of 16 binary attributes)."""
+    import json
+
+    return {"marginal_sizes": np.array(match.structure.shape, dtype=np.int64),
+            "marginal_cliques": np.array(json.dumps([list(c) for c in match.structure.cliques])),
+            "marginal_scale": np.array(match.scale, dtype=np.float64), "marginal_rows": np.asarray(match.rows, np.int64)}
+
+
+def match_from_arrays(z: dict[str, np.ndarray], d: int, n: int, where: str) -> MarginalMatch:
+    """The match of :func:`match_arrays`, checked against F's declared ``(d, n)`` before anything of
+    F's size is made: ``ValueError(f"{where} (its marginal_… …)")`` naming the field. The caller
+    builds F (:meth:`MarginalMatch.matrix`) and checks its fingerprint."""
+    import json
+
+    def bad(field: str, why: str) -> ValueError:
+        return ValueError(f"{where} (its {field} {why})")
+
+    shape = z["marginal_sizes"]
+    if shape.ndim != 1 or shape.dtype.kind not in "iu" or not len(shape) or np.any(shape < 1):
+        raise bad("marginal_sizes", "is not a list of positive whole numbers")
+    sizes = tuple(int(s) for s in shape)
+    if math.prod(sizes) != n:
+        raise bad("marginal_sizes", "does not multiply to F's number of cells")
+    try:
+        cl = json.loads(str(z["marginal_cliques"]))
+        cliques = tuple(tuple(int(a) for a in c) for c in cl)
+        ok = all(all(isinstance(a, int) for a in c) for c in cl)
+    except (ValueError, TypeError):
+        raise bad("marginal_cliques", "is not a JSON list of attribute lists") from None
+    if not ok or not cliques or len(cliques) > d or any(
+            list(c) != sorted(set(c)) or any(not 0 <= a < len(sizes) for a in c) for c in cliques):
+        raise bad("marginal_cliques", "is not a list of increasing attribute indices of marginal_sizes")
+    scale = float(z["marginal_scale"])
+    if not np.isfinite(scale) or scale == 0.0:
+        raise bad("marginal_scale", "is not a finite non-zero number")
+    structure = MarginalStructure(sizes, cliques)
+    rows = z["marginal_rows"]
+    if rows.shape != (d,) or rows.dtype.kind not in "iu" or np.any(rows < -1) or np.any(rows >= structure.rows):
+        raise bad("marginal_rows", "is not one row index of the marginal tables (or −1) per row of F")
+    return MarginalMatch(structure, scale, rows.astype(np.int64))

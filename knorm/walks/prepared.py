@@ -35,6 +35,7 @@ from .._io import atomic_write, check_npz_memory, npz_headers
 from .._progress import as_progress
 from .._validate import check_flag, check_memory, check_path, is_int, is_real, positive_int, short_repr
 from ..body.hull import SymmetricHull, validate_matrix
+from ..body.marginal import match_arrays, match_from_arrays
 from . import cache
 from .certify import (ON_CERTIFIED, PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified,
                       check_states)
@@ -149,7 +150,8 @@ class PreparedWorkload:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the file (numpy ``.npz``, no pickles), atomically; returns its path.
 
-        It holds the format, the knorm version, F itself (public; its non-zero entries, so that
+        It holds the format, the knorm version, F itself (public; its non-zero entries, or for a
+        marginal workload recognised from its entries its structure, a few kilobytes, so that
         ``load_prepared(path)`` needs no other file) with its fingerprint and shape, (unless K has
         exact structure) the rounding: T, its chains' end points, τ, iterations, eigenvalue
         spread, and the span basis and unit it was computed in; and the ε-free rows of
@@ -162,7 +164,8 @@ class PreparedWorkload:
                                   "fingerprint": np.array(self.fingerprint), "shape": np.array(self.shape),
                                   "has_rounding": np.array(self.rounding is not None)}
         if self.F is not None:
-            arrays.update(sparse_matrix(self.F))
+            match = self.body._match if self.body.n_columns == self.F.shape[1] else None  # of F itself
+            arrays.update(sparse_matrix(self.F) if match is None else match_arrays(match))
         if self.rounding is not None:
             rnd = self.rounding
             self.solve_point_bases()
@@ -405,6 +408,8 @@ def _read(path: Path) -> dict[str, NDArray[Any]]:
 # fields whose shape the header must give: (ndim, the dtype kinds allowed); sizes are checked against
 # `shape` (F's d × n) before the dense F is made (_stored_matrix)
 _FIELDS = {"shape": (1, "iu"), "matrix_shape": (1, "iu"), "matrix_indptr": (1, "iu"), "matrix_indices": (1, "iu"),
+           "marginal_sizes": (1, "iu"), "marginal_rows": (1, "iu"), "marginal_scale": (0, "f"),
+           "marginal_cliques": (0, "U"),
            "matrix_data": (1, "iuf"), "T": (2, "f"), "points": (2, "f"), "span_basis": (2, "f"),
            "states": (2, "f"), "pool_second": (2, "f")}
 
@@ -572,10 +577,16 @@ def sparse_matrix(F: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
 
 
 def _stored_matrix(z: dict[str, NDArray[Any]], path: Path, shape: tuple[int, int]) -> NDArray[np.float64]:
-    """The F a file holds (:func:`sparse_matrix`), validated; the caller checks its fingerprint. Its
+    """The F a file holds (its marginal structure, :func:`~knorm.body.marginal.match_arrays`, or
+    :func:`sparse_matrix`), validated; the caller checks its fingerprint. Its
     ``matrix_shape`` must be the file's ``shape``, its CSR arrays of the sizes that shape declares,
     and the dense F must fit in memory, before F is made."""
     keys = ("matrix_shape", "matrix_indptr", "matrix_indices", "matrix_data")
+    marginal = ("marginal_sizes", "marginal_cliques", "marginal_scale", "marginal_rows")
+    if all(k in z for k in marginal):  # a marginal workload: its structure (match_arrays)
+        d, n = shape
+        check_memory(f"prepared: {str(path)!r}: its shape", None, 8 * 3 * d * n)  # F, M, the body's copy
+        return validate_matrix(match_from_arrays(z, d, n, f"prepared: {str(path)!r} is damaged").matrix())
     if not all(k in z for k in keys):
         raise ValueError(f"prepared: {str(path)!r} holds no F (written before F was kept in the file): give F, "
                          "or prepare it again")

@@ -24,7 +24,8 @@ def test_the_file_holds_only_public_f_derived_data(saved):
         assert keys == {"format", "knorm", "fingerprint", "shape", "has_rounding", "T", "points", "point_bases", "radius_bases", "tau",
                         "iterations", "eigen_spread", "span_basis", "unit", "certificate", "states", "state_bases",
                         "public", "pool_moments", "pool_second",
-                        "matrix_shape", "matrix_indptr", "matrix_indices", "matrix_data"}  # F itself: public
+                        "marginal_sizes", "marginal_cliques", "marginal_scale", "marginal_rows"}  # F itself
+        # (public), a marginal workload by its structure
         assert "public" in str(z["public"]) and "no data" in str(z["public"])
         assert str(z["fingerprint"]) == w.fingerprint == P.workload_fingerprint(F)
         assert str(z["knorm"]) == knorm.__version__ and str(z["format"]) == P.FORMAT
@@ -297,15 +298,13 @@ def test_the_saved_point_bases_are_optimal_and_the_same_on_any_number_of_threads
 
 
 def test_the_file_holds_f_and_load_prepared_needs_nothing_else(tmp_path):
-    """Issue 44: F is kept in the file (public; its non-zero entries), so load_prepared(path) and
-    `knorm info --prepared FILE` need no other file; the stored F is checked against the file's
-    fingerprint; a user's F with shuffled rows is another matrix (refused as before)."""
-    from knorm import workloads as W
-
-    F = W.marginals([2, 3, 4], 2)
-    F = F[np.random.default_rng(1).permutation(len(F))]
+    """Issue 44: F is kept in the file (public; its non-zero entries, here of a matrix that is no
+    marginal workload), so load_prepared(path) and `knorm info --prepared FILE` need no other file;
+    the stored F is checked against the file's fingerprint; a user's F with shuffled rows is another
+    matrix (refused as before)."""
+    F = np.random.default_rng(1).choice([-1.0, 0.0, 0.0, 1.0], size=(8, 40))
     path = tmp_path / "m.knorm"
-    knorm.prepare(F, path)
+    knorm.prepare(F, path, recommend=False)
     w = knorm.load_prepared(path)
     assert np.array_equal(w.F, F) and w.fingerprint == knorm.load_prepared(path, F).fingerprint
     with np.load(path) as z:
