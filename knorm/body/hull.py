@@ -517,7 +517,7 @@ class SymmetricHull:
         # pivots' product Fᵀv a sum of broadcast tables or a product transform, not a dense n·r product
         structure = recognise(self.F)
         Fs = np.ldexp(self.F, -e) if structure is None else None
-        U, S = _left_singular(Fs) if Fs is not None else span_of(structure, e)
+        U, S = _left_singular(Fs) if structure is None else span_of(structure, e)
         tol = S[0] * max(self.F.shape) * np.finfo(float).eps
         r = int(np.sum(S > tol))
         if S[r - 1] < THIN * S[0]:
@@ -530,7 +530,7 @@ class SymmetricHull:
         U = U[:, :r] * np.where(U[np.argmax(np.abs(U[:, :r]), axis=0), np.arange(r)] < 0, -1.0, 1.0)
         _check_short_columns(F, norms, U)
         self.span_basis = U.copy()
-        Fr = self.span_basis.T @ Fs if Fs is not None else span_rows(structure, self.span_basis, e)
+        Fr = self.span_basis.T @ Fs if structure is None else span_rows(structure, self.span_basis, e)
         unit = float(np.max(np.linalg.norm(Fr, axis=0)))
         self._exp = e
         self._unit = unit
