@@ -235,7 +235,8 @@ def _two_stage(M: sparse.csr_array, a: NDArray[np.float64], limit: float,
     return _controlled_rounding(x, base, frac), lower, "two-stage, controlled rounding"
 
 
-def _controlled_rounding(x: NDArray[np.float64], base: NDArray[np.float64], frac: NDArray[np.intp]) -> NDArray[np.int64]:
+def _controlled_rounding(x: NDArray[np.float64], base: NDArray[np.float64],
+                         frac: NDArray[np.intp]) -> NDArray[np.int64]:
     """Floors, plus one unit on the ``round(Σ(x − base))`` cells of largest fractional part (ties by
     index): the total ``Σx̃ = round(Σx)`` kept, every cell within 1 of x."""
     parts = x[frac] - base[frac]
