@@ -37,6 +37,6 @@ class BudgetExceededError(ValueError):
 
 
 class LargeEpsilonWarning(UserWarning):
-    """A mechanism built with ε > 20 (:data:`knorm.privacy.LARGE_EPSILON`): its noise is so small next to
+    """A mechanism built with ε > 20 (``knorm.privacy.LARGE_EPSILON``): its noise is so small next to
     the answers that they are essentially exact, and the claim, though true, promises no meaningful
     privacy (an adversary's odds move by up to e^20 ≈ 5·10^8). Its claims say so."""

@@ -14,7 +14,7 @@ How it never loses or over-counts a release, with any number of processes at onc
   ledger (``<ledger>.lock``), and re-reads the whole ledger under that lock: no process decides on a
   stale total;
 * a spend appends its one line with a single ``write`` to a descriptor opened ``O_APPEND`` and
-  ``fsync``\\ s it before it returns; mechanisms spend after drawing and before returning the answers,
+  fsyncs it before it returns; mechanisms spend after drawing and before returning the answers,
   so every answer ever returned is on disk first (a release whose spend is refused returns nothing);
 * a process killed mid-write leaves at most a torn last line (no newline): reading ignores it (its
   release never returned answers) and the next spend cuts it off before appending;
@@ -106,7 +106,7 @@ class FileAccountant(BudgetAccountant):
     def __init__(self, path: str | os.PathLike[str], *, epsilon: float | None = None,
                  delta: float | None = None) -> None:
         check_path("path", path)
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # bound to its file, not to the working folder
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         eps = None if epsilon is None else _nonneg("epsilon", epsilon)
         dl = None if delta is None else _prob("delta", delta)

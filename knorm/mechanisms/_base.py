@@ -50,7 +50,7 @@ def check_positive(name: str, value: Any) -> float:
 
 def check_epsilon(epsilon: float) -> float:
     """ε as a positive finite float (else a ValueError naming epsilon); past
-    :data:`~knorm.privacy.LARGE_EPSILON` (20) a :class:`~knorm.errors.LargeEpsilonWarning`: the answers
+    ``knorm.privacy.LARGE_EPSILON`` (20) a ``knorm.errors.LargeEpsilonWarning``: the answers
     would be essentially exact."""
     eps = check_positive("epsilon", epsilon)
     if eps > LARGE_EPSILON:
