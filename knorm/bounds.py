@@ -36,7 +36,7 @@ from scipy.linalg import qr
 from ._rng import as_generator
 from ._validate import positive_int, short_repr
 from .diagnostics import ess as _ess
-from .mechanisms._base import check_epsilon, check_positive, finite_real
+from .mechanisms._base import check_positive, finite_real
 from .walks.chains import BILLIARD_LENGTH, Chain, body_radius, check_workers, run_chains
 from .body.hull import SymmetricHull
 from .walks.sampler import as_body, rounding_of
@@ -274,7 +274,7 @@ def vol_lower_bound(F: SymmetricHull | ArrayLike, epsilon: float, *, rel_error: 
 
     The volume's relative error enters divided by r, so a loose ``rel_error`` suffices.
     """
-    eps = check_epsilon(epsilon)
+    eps = check_positive("epsilon", epsilon)  # a bound, not a release: no LargeEpsilonWarning
     _real("rel_error", rel_error, 0.0, 1.0)
     if volume_estimate is None:
         est = volume(F, rel_error=rel_error, rng=rng)
@@ -301,7 +301,7 @@ def gvol_lower_bound(F: ArrayLike, epsilon: float, *, rel_error: float = 0.5,
     """
     from .mechanisms.nim import NIMechanism
 
-    eps = check_epsilon(epsilon)
+    eps = check_positive("epsilon", epsilon)  # a bound, not a release: no LargeEpsilonWarning
     _real("rel_error", rel_error, 0.0, 1.0)
     gen = as_generator(rng)
     nim = NIMechanism(F, epsilon=eps, rng=gen, split="halves")

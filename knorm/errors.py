@@ -6,7 +6,8 @@ Each is also importable where it is raised (``knorm.OracleError``, ``knorm.body.
 the module that raises them.
 """
 
-__all__ = ["OracleError", "ConvergenceWarning", "ConvergenceError", "CheckpointConflict", "BudgetExceededError"]
+__all__ = ["OracleError", "ConvergenceWarning", "ConvergenceError", "CheckpointConflict", "BudgetExceededError",
+           "LargeEpsilonWarning"]
 
 
 class OracleError(RuntimeError):
@@ -33,3 +34,9 @@ class CheckpointConflict(ValueError):
 
 class BudgetExceededError(ValueError):
     """A release would take a :class:`~knorm.privacy.BudgetAccountant` past its (ε, δ) budget."""
+
+
+class LargeEpsilonWarning(UserWarning):
+    """A mechanism built with ε > 20 (``knorm.privacy.LARGE_EPSILON``): its noise is so small next to
+    the answers that they are essentially exact, and the claim, though true, promises no meaningful
+    privacy (an adversary's odds move by up to e^20 ≈ 5·10^8). Its claims say so."""

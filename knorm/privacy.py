@@ -33,14 +33,16 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
 
 from ._validate import as_real_array, check_str, is_int, is_real, positive_int, short_repr
-from .errors import BudgetExceededError
+from .errors import BudgetExceededError, LargeEpsilonWarning
 
 __all__ = ["tradeoff_eps_delta", "tradeoff_gdp", "gdp_delta", "gdp_epsilon", "gdp_mu_for", "gdp_compose",
            "group_gdp", "basic_composition", "advanced_composition", "group_privacy", "gaussian_mu",
-           "BudgetAccountant", "BudgetExceededError", "Spend", "epsilon_delta_dp_event", "PrivacyClaim"]
+           "BudgetAccountant", "BudgetExceededError", "Spend", "epsilon_delta_dp_event", "PrivacyClaim",
+           "LARGE_EPSILON", "LargeEpsilonWarning"]
 
 NEIGHBOURS = "‖x − x'‖₁ ≤ 1"  # the adjacency every claim uses (the data's ℓ₁ distance)
 MAX_ANSWERS = 2**53  # answers a claim may count (exact in float64)
+LARGE_EPSILON = 20.0  # ε per answer past this: answers essentially exact (LargeEpsilonWarning; claims say so)
 
 
 def _real(name: str, v: Any) -> float:
@@ -309,6 +311,11 @@ class PrivacyClaim:
         return self.sampling == "exact"
 
     @property
+    def epsilon_per_answer(self) -> float:
+        """ε of one answer (the claim's ε over its answers; ε itself for 0 or 1 answers)."""
+        return self.epsilon / self.answers if self.answers > 1 else self.epsilon
+
+    @property
     def approximate(self) -> bool:
         """MCMC sampling: the guarantee holds only approximately (the draws are not exactly uniform)."""
         return not self.exact
@@ -415,6 +422,8 @@ class PrivacyClaim:
             k = int(self.details["grid_exponent"])
             s += f"; answers on the grid 2^{k}" + (f" up to ±2^{k + 53}, float64's spacing beyond" if k + 53 < 1024 else "")
         s += f"; neighbours {self.neighbours})"
+        if self.epsilon_per_answer > LARGE_EPSILON:
+            s += f"; ε > {LARGE_EPSILON:g} per answer: the answers are essentially exact (no meaningful privacy)"
         if self.composition:
             s += f"; {self.composition}"
         return s

@@ -712,9 +712,9 @@ def test_the_bank_runs_as_many_chains_as_the_command_names_workers(monkeypatch, 
     seen = []
     real = cli.sample.build_mechanism
 
-    def spy(name, F, args, rng, sampler_options, prepared=None):
+    def spy(name, F, args, rng, sampler_options, prepared=None, accountant=None):
         seen.append(dict(sampler_options))
-        return real(name, F, args, rng, sampler_options, prepared)
+        return real(name, F, args, rng, sampler_options, prepared, accountant)
 
     monkeypatch.setattr(cli.sample, "build_mechanism", spy)
     for extra in ([], ["--workers", "2"], ["--workers", "12"]):

@@ -18,6 +18,8 @@ from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _a
                       _dask_executor, _laplace_draws, _positive_float, _positive_int, _probability, _require_dask,
                       _seed, _warn, check_memory, check_output, check_prepared_file, load_data, load_workload,
                       write_samples)
+from ..errors import BudgetExceededError
+from .budget import add_budget_options, budget_line, budget_summary, open_budget
 from .prepare import load_prepared_option, prepare_chains
 
 
@@ -55,7 +57,7 @@ def _noise_rng(args, checkpoint):
         raise UsageError(f"--resume: {exc}") from None
 
 
-def build_mechanism(name, F, args, rng, sampler_options, prepared=None):
+def build_mechanism(name, F, args, rng, sampler_options, prepared=None, accountant=None):
     from ..mechanisms import GaussianMechanism, KNormMechanism, LaplaceMechanism, NIMechanism
 
     extra = {"accept_uncertified": True} if args.accept_uncertified else {}
@@ -63,19 +65,19 @@ def build_mechanism(name, F, args, rng, sampler_options, prepared=None):
         extra["prepared"] = prepared
     try:
         if name == "laplace":
-            return LaplaceMechanism(F, epsilon=args.epsilon, rng=rng)
+            return LaplaceMechanism(F, epsilon=args.epsilon, rng=rng, accountant=accountant)
         if name == "gaussian":
-            return GaussianMechanism(F, epsilon=args.epsilon, delta=args.delta, rng=rng)
+            return GaussianMechanism(F, epsilon=args.epsilon, delta=args.delta, rng=rng, accountant=accountant)
         if name == "knorm":
-            return KNormMechanism(F, epsilon=args.epsilon, walk=args.walk, rng=rng,
+            return KNormMechanism(F, epsilon=args.epsilon, walk=args.walk, rng=rng, accountant=accountant,
                                   bank_size=1000, sampler_options=sampler_options, **extra)
         return NIMechanism(F, epsilon=args.epsilon, walk=args.walk, rng=rng, sampler_options=sampler_options,
-                           **extra)
+                           accountant=accountant, **extra)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
 
 
-def _auto_mechanism(F, args, rng, sampler_options, prepared=None):
+def _auto_mechanism(F, args, rng, sampler_options, prepared=None, accountant=None):
     """``--mechanism auto``: :func:`knorm.recommend`'s least-error mechanism (from F alone), built
     with the run's rng; returns (its choice as JSON-ready data, the mechanism)."""
     from ..recommend import recommend
@@ -83,7 +85,7 @@ def _auto_mechanism(F, args, rng, sampler_options, prepared=None):
     options = {"walk": args.walk, "sampler_options": sampler_options, "accept_uncertified": args.accept_uncertified}
     try:
         rec = recommend(F, epsilon=args.epsilon, delta=args.delta, rng=rng, mechanism_options=options,
-                        prepared=prepared)
+                        prepared=prepared, accountant=accountant)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     return {"mechanism": rec.best, "reason": rec.reason, **rec.as_dict()}, rec.mechanism
@@ -181,6 +183,11 @@ def _check_sample_args(args):
     if args.data and args.count is None:
         raise UsageError("--data needs --count K, the number of answers to release on the data: K answers cost "
                          "K·ε in total (--count 1 releases one answer at ε)")
+    if args.budget and not args.data:
+        raise UsageError("--budget applies only with --data (noise alone spends nothing)")
+    for option, value in (("--budget-epsilon", args.budget_epsilon), ("--budget-delta", args.budget_delta)):
+        if value is not None and not args.budget:
+            raise UsageError(f"{option} applies only with --budget FILE (it sets the budget of a new ledger)")
     if args.allow_noncounts and not args.data:
         raise UsageError("--allow-noncounts applies only with --data")
     if args.error_estimate and not args.data:
@@ -220,6 +227,7 @@ def cmd_sample(args):
     rows = len(x) if args.regions else args.count
     check_memory("--data" if args.regions else "--count", rows, d, copies)
 
+    accountant = open_budget(args) if args.budget else None
     checkpoint = _checkpoint(args, F, x) if args.checkpoint else None
     if args.nonprivate_seed is not None:
         _warn(f"--nonprivate-seed {args.nonprivate_seed}: the noise is reproducible from this seed, "
@@ -250,9 +258,9 @@ def cmd_sample(args):
             opts["chains"] = chains
         choice = None
         if args.mechanism == "auto":
-            choice, mech = _auto_mechanism(F, args, rng, opts, prepared)
+            choice, mech = _auto_mechanism(F, args, rng, opts, prepared, accountant)
         else:
-            mech = build_mechanism(args.mechanism, F, args, rng, opts, prepared)
+            mech = build_mechanism(args.mechanism, F, args, rng, opts, prepared, accountant)
         if x is not None and args.count > 1:  # said before anything is released, --quiet or not
             _announce_total(mech, args.count)
         elif x is not None and args.regions and not args.disjoint and len(x) > 1:
@@ -266,6 +274,8 @@ def cmd_sample(args):
             samples = mech.sample_noise(size=args.count)
     except CheckpointConflict as exc:  # the saved run is not this one: refused before anything is released
         raise UsageError(f"--resume: {exc}") from None
+    except BudgetExceededError as exc:  # refused before anything was drawn: nothing released, nothing recorded
+        raise CLIError(f"--budget {args.budget}: {exc}") from None
     except BaseException:
         if checkpoint is not None and not checkpoint.resumable:
             checkpoint.retire()  # no snapshot to continue: the saved entropy alone is a useless secret
@@ -320,6 +330,7 @@ def cmd_sample(args):
     summary["resumed_from_checkpoint"] = bool(checkpoint is not None and checkpoint.loaded)
     summary["checkpoint_deleted"] = checkpoint is not None  # the finished run's snapshots and entropy
     summary["out"] = str(out) if out else None
+    summary["budget"] = budget_summary(accountant) if accountant is not None else None
     if out is not None:  # the answers first: nothing after the release delays them
         write_samples(out, samples, {"privacy": total, "privacy_per_answer": per_answer, "summary": summary})
     estimate = x is not None and args.error_estimate  # on request, after the answers are written
@@ -451,6 +462,8 @@ def _print_sample_summary(s):
     elif dg:
         print(f"mixing: max R-hat {dg['max_rhat']:.4f}, min bulk ESS {dg['min_ess']:.0f} over {dg['draws']} draws "
               f"({dg['runs']} sampler run(s)), {'certified' if dg['converged'] else 'NOT certified'}")
+    if s.get("budget"):
+        print(budget_line(s["budget"]))
     if s.get("checkpoint_deleted"):
         print("checkpoint: the finished run's snapshots and entropy (secrets) were deleted before the output was "
               "written")
@@ -519,6 +532,7 @@ def add_parser(sub):
                    help="a prepared workload of this F (knorm prepare): its rounding and certificate are loaded, "
                         "not computed, and a release runs W steps from one of its public stationary states (refused "
                         "for another F, or if its certificate misses a threshold)")
+    add_budget_options(s)
     _add_workers(s)
     s.add_argument("--scheduler", metavar="ADDRESS", help="run chain batches on this Dask distributed scheduler")
     s.set_defaults(func=cmd_sample)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from numpy.typing import ArrayLike, NDArray
 from .._rng import as_generator, noise_source
 from .._validate import as_real_array, check_flag, check_memory, is_real, positive_int, short_repr
 from ..data import RegionHistograms
-from ..privacy import BudgetAccountant, PrivacyClaim
+from ..errors import LargeEpsilonWarning
+from ..privacy import LARGE_EPSILON, BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
 from ._grid import GRID_BITS, RANGE_BITS, grid_details, grid_exponent_of, row_extent, snap_sum
 
@@ -47,7 +49,14 @@ def check_positive(name: str, value: Any) -> float:
 
 
 def check_epsilon(epsilon: float) -> float:
-    return check_positive("epsilon", epsilon)
+    """ε as a positive finite float (else a ValueError naming epsilon); past
+    ``knorm.privacy.LARGE_EPSILON`` (20) a ``knorm.errors.LargeEpsilonWarning``: the answers
+    would be essentially exact."""
+    eps = check_positive("epsilon", epsilon)
+    if eps > LARGE_EPSILON:
+        warnings.warn(f"epsilon = {eps:g} > {LARGE_EPSILON:g}: the noise is negligible, the answers essentially "
+                      "exact (no meaningful privacy); the claim says so", LargeEpsilonWarning, stacklevel=3)
+    return eps
 
 
 def unit_exponent(F: NDArray[np.float64]) -> int:
