@@ -456,6 +456,8 @@ Z3 = np.random.default_rng(0).standard_normal((2, 8, 2))
 API_EXEMPT = {  # qualified name -> why it is not fuzzed here
     "knorm.cli.main": "the command line: test_every_cli_option_refuses_bad_values",
     "knorm.cli.build_parser": "takes no argument",
+    "knorm.datasets.nltcs": "takes no argument (tests/test_datasets.py)",
+    "knorm.datasets.nltcs_domain": "takes no argument (tests/test_datasets.py)",
     "knorm.distributed.DaskExecutor": "connects to a Dask cluster (tests/walks/test_prepare_scale.py)",
     "knorm.experiments": "benchmarks (a valid call runs minutes): their refusals are CASES above (refuse_only)",
     "knorm.walks.chains": "engine pieces exported for cluster workers: their inputs are built by the Sampler",
@@ -547,6 +549,7 @@ API = {  # qualified name -> (valid keyword arguments, {parameter: other words i
     "knorm.diagnostics.rhat_nested": (dict(draws=DRAWS, superchains=2), {}),
     "knorm.diagnostics.ess": (dict(draws=DRAWS, method="bulk"), {}),
     "knorm.diagnostics.autocorrelation_time": (dict(draws=DRAWS), {}),
+    "knorm.diagnostics.stationary_tau": (dict(draws=DRAWS), {}),
     "knorm.discrete.RandomizedResponse": (dict(k=3, epsilon=1.0), {}),
     "knorm.discrete.FiniteDomainMechanism": (dict(m=3, epsilon=1.0, delta=0.1), {}),
     "knorm.audit.audit": (dict(sample_p=_sampler, sample_q=_sampler, n=100, rng=0), {}),
