@@ -42,7 +42,7 @@ from scipy import linalg, optimize
 from ._validate import as_real_array, check_flag, is_int, is_real, short_repr
 from .body.hull import _exponent, validate_matrix
 
-__all__ = ["least_squares", "nonnegative", "project_to_total"]
+__all__ = ["least_squares", "least_squares_matrix", "nonnegative", "project_to_total", "propagate"]
 
 
 def _answers(F: NDArray[np.float64], answers: ArrayLike) -> tuple[NDArray[np.float64], bool]:
@@ -139,6 +139,49 @@ def least_squares(F: ArrayLike, answers: ArrayLike, *, covariance: ArrayLike | N
         return _on_grid(x, Fs, row, spread)
 
     return _rows(a, Fs, e_f, fit, return_x, one)
+
+
+def least_squares_matrix(F: ArrayLike, *, covariance: ArrayLike | None = None) -> NDArray[np.float64]:
+    """The (d, d) matrix P with ``least_squares(F, a, covariance=Σ) = P a`` (up to float rounding and
+    the exactness grid's, at most ``2^-GRID_BITS`` of the row's grain per answer): least squares is
+    linear in the answers. Without Σ, ``P = U Uᵀ``, the orthogonal projection onto F's range (U from
+    the same SVD and rank cut-off as :func:`least_squares`); with Σ = LLᵀ, ``P = L U Uᵀ L⁻¹`` (U: the
+    range of ``L⁻¹F``). A function of F (and Σ) only: public. Post-processed noise ``P e`` has
+    covariance ``P Cov(e) Pᵀ`` (:func:`propagate`): per-answer standard errors ``√diag``."""
+    F = validate_matrix(F)
+    d = F.shape[0]
+    L = _whitener(covariance, d)
+    Fs = np.ldexp(F, -_exponent(F))
+    if L is None:
+        Fw = Fs
+    elif L.ndim == 1:
+        Fw = Fs / L[:, None]
+    else:
+        Fw = linalg.solve_triangular(L, Fs, lower=True)
+    U, s, _ = linalg.svd(Fw, full_matrices=False, lapack_driver="gesdd")
+    U = U[:, s > (s[0] if s.size else 0.0) * max(Fw.shape) * np.finfo(np.float64).eps]
+    Q = U @ U.T
+    if L is None:
+        return Q
+    if L.ndim == 1:
+        return L[:, None] * Q / L[None, :]
+    return L @ linalg.solve_triangular(L, Q.T, lower=True, trans="T").T  # L Q L⁻¹
+
+
+def propagate(P: ArrayLike, covariance: ArrayLike) -> NDArray[np.float64]:
+    """``P Σ Pᵀ``: the covariance of ``P e`` for noise e of covariance Σ, a (d, d) matrix or a (d,)
+    vector of variances (a diagonal Σ); P (k, d) a linear post-processing map
+    (:func:`least_squares_matrix`). The per-answer standard errors are ``√diag``."""
+    M = as_real_array("P", P).astype(np.float64)
+    if M.ndim != 2 or not np.all(np.isfinite(M)):
+        raise ValueError(f"P must be a finite 2-D matrix (k, d), got shape {M.shape}")
+    d = M.shape[1]
+    c = as_real_array("covariance", covariance).astype(np.float64)
+    if c.shape not in ((d,), (d, d)) or not np.all(np.isfinite(c)):
+        raise ValueError(f"covariance must be a finite ({d},) vector of variances or a ({d}, {d}) matrix to match P "
+                         f"with {d} columns; got shape {c.shape}")
+    out: NDArray[np.float64] = (M * c[None, :]) @ M.T if c.ndim == 1 else M @ c @ M.T
+    return (out + out.T) / 2
 
 
 RANGE_ULPS = 64  # least squares: the residual's component along F's range, in float spacings of max(|L⁻¹a|, |L⁻¹F||x̂|)

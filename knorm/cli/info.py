@@ -60,6 +60,11 @@ def cmd_info(args):
         errs["nim"] = nim.expected_error()
     facts["expected_l2_error"] = {k: {"value": e.value, "stderr": e.stderr, "exact": e.exact, "method": e.method}
                                   for k, e in errs.items()}
+    # each answer's standard error (issue 50 item 3): exact, or K-norm's from the certified pool (no new draws)
+    per_se = {"laplace": LaplaceMechanism(F, epsilon=eps).standard_errors(), "knorm": km.standard_errors()}
+    if args.delta is not None:
+        per_se["gaussian"] = GaussianMechanism(F, epsilon=eps, delta=args.delta).standard_errors()
+    facts["per_answer_standard_error"] = {k: e.summary() for k, e in per_se.items()}
     if K.dim <= args.vollb_max_dim:
         volume = bounds.volume(F, rel_error=0.5, rng=args.mc_seed, workers=args.workers)
         lb = bounds.vol_lower_bound(F, eps, rel_error=0.5, volume_estimate=volume)
@@ -84,6 +89,11 @@ def cmd_info(args):
     print(f"expected ℓ₂ error at ε = {eps:g}" + (f", δ = {args.delta:g}" if args.delta else "") + ":")
     for k, e in errs.items():
         print(f"  {k:9s} {e}")
+    print("per-answer standard error (min / median / max over the answers):")
+    for k, e in per_se.items():
+        s = e.summary()
+        print(f"  {k:9s} {s['min']:.4g} / {s['median']:.4g} / {s['max']:.4g}"
+              + ("" if s["exact"] else f" (Monte-Carlo SE ≤ {s['max_stderr']:.2g})"))
     lb = facts["vol_lower_bound"]
     print(f"VolLB (no constant): {lb['value']:.4g} ± {lb['stderr']:.2g}" if lb else
           f"VolLB: skipped (rank {K.dim} > --vollb-max-dim {args.vollb_max_dim})")

@@ -150,6 +150,15 @@ def _expected_error(mech, norms):
             "method": f"mean ℓ₂ norm of the {len(norms)} noise vectors"}
 
 
+def _uncertainty(mech, level):
+    """Each answer's standard error and central ``level`` interval half-width (answer ± half-width):
+    functions of F, ε and public seeds only (issue 50 item 3; never of the data)."""
+    se, hw = mech.standard_errors(), mech.interval_half_widths(level=level)
+    return {"level": level, "standard_errors": se.value.tolist(), "standard_errors_mc_se": se.stderr.tolist(),
+            "half_widths": hw.value.tolist(), "half_widths_mc_se": hw.stderr.tolist(),
+            "standard_errors_method": se.method, "half_widths_method": hw.method}
+
+
 def _claim_dict(p, noise_source):
     """A PrivacyClaim as JSON-ready data, with the noise source the command line knows
     (OS entropy kept in a checkpoint folder is still OS entropy) and its text."""
@@ -342,6 +351,7 @@ def cmd_sample(args):
                 progress.close()
         if answers_in_json:
             summary["answers"] = samples.tolist()
+            summary["uncertainty"] = _uncertainty(mech, args.level)
         print(json.dumps(summary, indent=2, default=float, ensure_ascii=False))
         return 0
     if not args.quiet:
@@ -505,6 +515,9 @@ def add_parser(sub):
     s.add_argument("--error-estimate", action="store_true",
                    help="with --data: after the answers are written, estimate the expected error E‖noise‖₂ from "
                         "fresh draws (never released; an MCMC mechanism's draws take about as long as the release)")
+    s.add_argument("--level", type=_probability, default=0.9,
+                   help="with --data --json: each answer's standard error and the half-width of its central "
+                        "confidence interval at this level (default 0.9; public: F and ε only)")
     s.add_argument("--walk", choices=list(WALKS), default="billiard",
                    help="the MCMC walk drawing z uniform in K (knorm, nim; default billiard); every walk targets "
                         "the same law")

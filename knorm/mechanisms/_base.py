@@ -20,6 +20,8 @@ from ..data import RegionHistograms
 from ..errors import LargeEpsilonWarning
 from ..privacy import LARGE_EPSILON, BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
+from ..postprocess import least_squares_matrix
+from .uncertainty import AnswerErrors, DrawsLaw, NoiseLaw, check_level, intervals
 from ._grid import GRID_BITS, RANGE_BITS, grid_details, grid_exponent_of, row_extent, snap_sum
 
 MAX_N_SAMPLES = 10**7  # Monte-Carlo draws one error estimate may ask for
@@ -220,7 +222,8 @@ def mc_norm_estimate(draws: ArrayLike, factor: float = 1.0, ess: float | None = 
 
 # the methods that draw noise or change a mechanism's state: one call at a time per mechanism (a lock)
 SERIALISED = ("release", "release_each", "release_estimate", "sample_noise", "sample_uniform", "expected_error",
-              "expected_squared_error", "pool_moments", "noise_variances", "reset")
+              "expected_squared_error", "pool_moments", "noise_variances", "reset", "standard_errors",
+              "interval_half_widths", "confidence_intervals")
 
 
 def _serialised(method: Callable[..., _V]) -> Callable[..., _V]:
@@ -598,6 +601,59 @@ class Mechanism(Accounted, ABC):
         (K-norm and NIM override it)."""
         return ErrorEstimate(float(self.rms_error()), 0.0, True,  # type: ignore[attr-defined]
                              "exact: √E‖noise‖₂² (rms_error)")
+
+    # -- per-answer uncertainty (issue 50 item 3: knorm.mechanisms.uncertainty) ---------------------
+    def _noise_law(self) -> NoiseLaw:
+        """The law of this mechanism's noise: by default Monte Carlo over its own noise draws (never
+        released); Laplace, Gaussian, the strategies and K-norm override it with exact laws."""
+        return DrawsLaw(lambda m: np.atleast_2d(self.sample_noise(m)), False, "noise draws of the mechanism")
+
+    def _postprocess_map(self, postprocess: Any) -> NDArray[np.float64] | None:
+        """None (raw answers), the least-squares matrix of F (``"least_squares"``) or a caller's linear
+        map P (k, d), validated; a one-line ValueError naming ``postprocess`` otherwise."""
+        if postprocess is None:
+            return None
+        if isinstance(postprocess, str):
+            if postprocess != "least_squares":
+                raise ValueError(f"postprocess must be None, 'least_squares' or a (k, {self.d}) matrix, got "
+                                 f"{short_repr(postprocess)}")
+            if getattr(self, "workload", None) is not None:
+                raise ValueError("postprocess='least_squares' needs F as a matrix (this mechanism holds an implicit F)")
+            return least_squares_matrix(self.F)
+        P = as_real_array("postprocess", postprocess).astype(np.float64)
+        if P.ndim != 2 or P.shape[1] != self.d or not np.all(np.isfinite(P)):
+            raise ValueError(f"postprocess must be None, 'least_squares' or a finite (k, {self.d}) matrix (a linear "
+                             f"map of the answers), got shape {P.shape}")
+        return P
+
+    def standard_errors(self, *, postprocess: Any = None, n_samples: int | None = None) -> AnswerErrors:
+        """Each answer's standard error ``√Var(noise_i)`` (d,), as an :class:`AnswerErrors` (with each
+        value's Monte-Carlo SE where it is estimated). ``postprocess``: ``"least_squares"`` (the
+        answers of :func:`knorm.postprocess.least_squares`, a linear map P of the raw ones: ``√diag(P Σ
+        Pᵀ)``) or any linear map P (k, d). ``n_samples``: draws of a simulation (None: the default).
+        A function of F, ε and public seeds only, never of the data: it costs no privacy."""
+        P = self._postprocess_map(postprocess)
+        n = None if n_samples is None else check_n_samples(n_samples)
+        return self._noise_law().standard_errors(P, n)
+
+    def interval_half_widths(self, *, level: float = 0.9, postprocess: Any = None,
+                             n_samples: int | None = None) -> AnswerErrors:
+        """Per answer the q with ``Pr(|noise_i| <= q) = level``: the central ``level`` confidence
+        interval of ``(Fx)_i`` is ``answer_i ± q`` (exact for Laplace and Gaussian noise, else by
+        simulation: ``method`` says which). ``postprocess`` and ``n_samples`` as :meth:`standard_errors`.
+        A function of F, ε and public seeds only, never of the data."""
+        lv = check_level(level)
+        P = self._postprocess_map(postprocess)
+        n = None if n_samples is None else check_n_samples(n_samples)
+        return self._noise_law().half_widths(lv, P, n)
+
+    def confidence_intervals(self, answers: ArrayLike, *, level: float = 0.9, postprocess: Any = None,
+                             n_samples: int | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """``(lo, hi)``: the central ``level`` confidence interval of every true answer, ``answers ±``
+        :meth:`interval_half_widths` (answers (d,) or (m, d): released, or post-processed by
+        ``postprocess``). Post-processing of released answers: no privacy cost."""
+        return intervals(answers, self.interval_half_widths(level=level, postprocess=postprocess,
+                                                            n_samples=n_samples))
 
     def _grid_k_of(self) -> int | None:
         """The grid from the public scale ``min_i max_j |F_ij| / ε`` (K's extent along its thinnest

@@ -14,6 +14,7 @@ from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_e
                     check_noise_scale, check_positive, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
 from ._grid import grid_exponent
+from .uncertainty import LaplaceLaw, NoiseLaw, NormalLaw
 
 
 def _column_norms(F: ArrayLike, ord: int) -> tuple[float, int]:
@@ -72,6 +73,10 @@ class LaplaceMechanism(Mechanism):
 
     def _grid_k_of(self) -> int:
         return grid_exponent(self.scale, self.epsilon)  # 2^k <= b·2^-10: Mironov's snapping with a grid far finer than b
+
+    def _noise_law(self) -> NoiseLaw:
+        """i.i.d. ``Lap(b)`` per answer: SE ``√2·b``, interval ``±b·ln(1/(1−level))``, both exact."""
+        return LaplaceLaw(self.scale, self.d)
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)
@@ -198,6 +203,10 @@ class GaussianMechanism(Mechanism):
 
     def _grid_k_of(self) -> int:
         return grid_exponent(self.sigma, self.epsilon)
+
+    def _noise_law(self) -> NoiseLaw:
+        """``N(0, σ²)`` per answer: SE σ, interval ``±Φ⁻¹((1+level)/2)·σ``, both exact."""
+        return NormalLaw(self.sigma, self.d)
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)

@@ -17,6 +17,7 @@ from ..walks.chains import walk_id
 from ..walks.certify import PoolMoments, StationarySampler, certificate_claim, certified_of, known_moments
 from ..walks.prepared import PreparedWorkload, body_of, check_prepared
 from ..walks.sampler import ConvergenceError, Sampler, SamplingInfo, check_memory, rounding_of
+from .uncertainty import UNCERTAINTY_SEED, NoiseLaw, RadialLaw
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_finite_output, check_n_samples,
                     rms_from_draws, rms_from_mean_square,
                     check_noise_scale, check_size, in_float_range, mc_norm_estimate, scaled)
@@ -255,6 +256,28 @@ class KNormMechanism(Mechanism):
         with np.errstate(over="ignore"):
             out = np.ldexp(unit, 2 * self.body._exp)
         return check_finite_output(out, "the noise variances")
+
+    def _noise_law(self) -> NoiseLaw:
+        """``r·z`` (:class:`~knorm.mechanisms.uncertainty.RadialLaw`): E[zzᵀ] exact (exact structure) or
+        the certified pool's (no new draws); uniform draws exact (public seed) or from the bank (MCMC)."""
+        body, s = self.body, self.structure
+        U = body.span_basis
+        factor = scaled(body._unit, body._exp, self.epsilon)  # span coordinates at ε = 1 -> answer units
+        if s is not None:
+            def exact(m: int) -> tuple[NDArray[np.float64], float, bool]:
+                return s.sample_frame(m, np.random.default_rng(UNCERTAINTY_SEED)), float(m), True
+            return RadialLaw(self.dim, factor, U, s.covariance_frame(), None, exact, f"Uniform(K), K a {s.kind}")
+
+        def mcmc(m: int) -> tuple[NDArray[np.float64], float, bool]:
+            z = self.sample_uniform(m)  # from the bank: never released after this
+            info = self.last_info
+            ess = max(2.0, min(m, info.min_ess * m / info.draws)) if info is not None else float(m)
+            return (np.ldexp(z, -body._exp) / body._unit) @ U, ess, False
+        mom = self.pool_moments()
+        if mom is None:
+            return RadialLaw(self.dim, factor, U, None, None, mcmc, f"Uniform(K) (MCMC, {self.walk})")
+        return RadialLaw(self.dim, factor, U, mom.second, mom.sq[2], mcmc,
+                         f"the certified pool of Uniform(K) (MCMC, {self.walk}, {mom.records} records)")
 
     def expected_error(self, n_samples: int | None = None, *, rms: bool = False, pool: bool = False) -> ErrorEstimate:
         """``E‖noise‖₂ = (dim+1)/ε · E‖z‖₂``; with ``rms=True`` the root mean square

@@ -33,6 +33,7 @@ from ..walks.sampler import Sampler, rounding_of
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_epsilon, check_n_samples, check_size,
                     in_float_range, mc_norm_estimate, rms_from_draws, scaled)
 from .knorm_mechanism import KNormMechanism, check_sampler_options
+from .uncertainty import DrawsLaw, NoiseLaw
 
 SPLITS = ("auto", "halves")
 # a split is taken only if it predicts at least this much less squared error than releasing
@@ -416,6 +417,12 @@ class NIMechanism(Mechanism):
         rms = [scaled(np.sqrt(lv.cost) * self._root_unit, self._root_exp, lv.epsilon) for lv in self.levels]
         return [{"dim": lv.dim, "kept_dim": lv.kept_dim, "epsilon": lv.epsilon, "predicted_rms_error": r,
                  "covariance": "exact" if lv.exact_covariance else "mcmc estimate"} for lv, r in zip(self.levels, rms)]
+
+    def _noise_law(self) -> NoiseLaw:
+        """The sum of the levels' independent ``r_i·P_{V_i} z_i``: Monte Carlo over the mechanism's own noise
+        draws (MCMC where a level's body needs it; the SE assumes independent draws)."""
+        return DrawsLaw(lambda m: np.atleast_2d(self.sample_noise(m)), False,
+                        "NIM noise draws" + ("" if self.privacy_per_answer.exact else " (MCMC; SE assumes independence)"))
 
     # -- noise ------------------------------------------------------------------------
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:

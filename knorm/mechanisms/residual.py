@@ -51,6 +51,7 @@ from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_d
                     check_finite_output, check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
 from .additive import _unit_gaussian_log_sigma
+from .uncertainty import SIM_DRAWS, DrawsLaw, NoiseLaw
 
 __all__ = ["MarginalPlan", "marginal_plan", "ResidualGaussianMechanism", "SVDGaussianMechanism", "gaussian_mu"]
 
@@ -258,6 +259,11 @@ class ResidualGaussianMechanism(Mechanism):
             i += size
         return out
 
+    def _noise_law(self) -> NoiseLaw:
+        """Gaussian noise: SEs by Monte Carlo over its exact draws, intervals from normal quantiles."""
+        return DrawsLaw(lambda m: np.atleast_2d(self.sample_noise(m)), True, "exact Gaussian noise draws",
+                        default=SIM_DRAWS)
+
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)
         k = m or 1
@@ -340,6 +346,11 @@ class SVDGaussianMechanism(Mechanism):
                                     details={"mu": self.mu, "rho": self.mu ** 2 / 2, "calibration": used,
                                              "strategy": "A = (FᵀF)^(1/4)", "attains_svd_bound": self.attains_bound,
                                              "bound_ratio": self.bound_ratio})
+
+    def _noise_law(self) -> NoiseLaw:
+        """Gaussian noise: SEs by Monte Carlo over its exact draws, intervals from normal quantiles."""
+        return DrawsLaw(lambda m: np.atleast_2d(self.sample_noise(m)), True, "exact Gaussian noise draws",
+                        default=SIM_DRAWS)
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         m = check_size(size, self.d)

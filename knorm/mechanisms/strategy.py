@@ -42,6 +42,7 @@ from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, _finite
                     check_finite_output, check_magnitude, check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
 from ._grid import grid_exponent_of, snap, snap_sum
+from .uncertainty import SIM_DRAWS, DrawsLaw, LaplaceLaw, NoiseLaw
 from ._p_identity import (_check_starts, _check_theta, _p_identity_solver, _search_p_identity, p_identity_inverse,
                           p_identity_objective)
 
@@ -50,6 +51,7 @@ __all__ = ["IdentityMechanism", "HierarchicalMechanism", "PIdentityMechanism", "
            "p_identity_objective", "p_identity_inverse", "hierarchy_errors", "MAX_BRANCHING"]
 
 BRANCHINGS = tuple(range(2, 17))  # branching factors tried with the root (``root=True, branching=None``)
+STRATEGY_MATRIX_VALUES = 2**24  # the per-answer uncertainty forms the noise map F A⁺ up to this many entries
 MAX_BRANCHING = 8192  # without the root, b in 2..min(n, MAX_BRANCHING) and b = n (the identity) are tried
 
 
@@ -161,6 +163,15 @@ class _Strategy(Mechanism):
             raise ValueError("F is known by its Gram matrix only: its answers cannot be computed; "
                              "release_estimate(x) returns x̂ (every answer is w·x̂)")
         check_memory("F", None, 8 * 3 * (m or 1) * (self.d + self.n + self._rows))
+
+    def _noise_law(self) -> NoiseLaw:
+        """``W z`` with ``W = F A⁺`` (formed from ``A⁺`` of the identity where ``d·rows <= 2^24``) and z
+        i.i.d. ``Lap(Δ₁/ε)``: SE exact; else (or for an implicit F) Monte Carlo over the noise draws."""
+        if self.workload is None and self.d * self._rows <= STRATEGY_MATRIX_VALUES:
+            W = check_finite_output(self._answers(self._solve(np.eye(self._rows))).T, "the noise map F A⁺")
+            return LaplaceLaw(self.scale, self.d, W)
+        return DrawsLaw(lambda m: np.atleast_2d(self.sample_noise(m)), False, f"exact draws of {self._what}",
+                        default=SIM_DRAWS)
 
     def sample_noise(self, size: int | None = None) -> NDArray[np.float64]:
         """``F A⁺ z`` with ``z ~ Lap(Δ₁/ε)`` on every row of A: (d,) or (size, d)."""
