@@ -478,7 +478,7 @@ def test_listed_commands_parse():
         for block in parse_blocks(path.read_text(encoding="utf-8")):
             if block.lang != "bash":
                 continue
-            for line in block.body.split("\n"):
+            for line in block.body.replace("\\\n", " ").split("\n"):  # continued lines joined
                 cmd = line.split("  #")[0].strip()
                 if not cmd.startswith("knorm ") or "..." in cmd or "|" in cmd:
                     continue
@@ -500,7 +500,7 @@ def test_every_documented_release_on_data_states_its_count():
     found, missing = 0, []
     for path in PAGES:
         for block in parse_blocks(path.read_text(encoding="utf-8")):
-            for line in block.body.split("\n"):
+            for line in block.body.replace("\\\n", " ").split("\n"):  # continued lines joined
                 cmd = line.split("  #")[0].strip().removeprefix("$ ")
                 if not cmd.startswith("knorm sample") or "--data" not in cmd:
                     continue
