@@ -7,9 +7,9 @@ invalidate_stale_caches()
 # isort: split
 # (the imports below load the numba kernels, so they come after the cache check)
 
-from . import (bounds, data, diagnostics, discrete, functional, implicit, integer, ledger, postprocess, privacy,
+from . import (bounds, data, diagnostics, discrete, functional, implicit, integer, budget_ledger, postprocess, privacy,
                workloads)
-from .ledger import FileAccountant
+from .budget_ledger import FileAccountant
 from .body import OracleError, ReferenceOracle, SymmetricHull
 from .diagnostics import ess, rhat
 from .mechanisms import (ErrorEstimate, GaussianMechanism, HierarchicalMechanism, IdentityMechanism, KNormMechanism,
@@ -35,7 +35,7 @@ __all__ = [
     "ErrorEstimate", "recommend", "Recommendation", "ResidualGaussianMechanism", "SVDGaussianMechanism",
     # modules
     "diagnostics", "workloads", "implicit", "bounds", "discrete", "functional", "privacy", "audit", "postprocess",
-    "integer", "ledger", "data",
+    "integer", "budget_ledger", "data",
     # a budget that persists
     "FileAccountant",
 ]

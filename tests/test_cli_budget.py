@@ -6,7 +6,7 @@ import stat
 import numpy as np
 from cli_helpers import run
 
-from knorm.ledger import FileAccountant
+from knorm.budget_ledger import FileAccountant
 
 SMALL = ["--d", "6", "--n", "20", "--mechanism", "laplace"]
 

@@ -595,9 +595,11 @@ API = {  # qualified name -> (valid keyword arguments, {parameter: other words i
     "knorm.postprocess.least_squares": (dict(F=F23, answers=[1.0, 2.0]), {}),
     "knorm.postprocess.nonnegative": (dict(F=F23, answers=[1.0, 2.0]), {}),
     "knorm.postprocess.project_to_total": (dict(F=F23, answers=[1.0, 2.0], total=3.0), {}),
+    "knorm.postprocess.least_squares_matrix": (dict(F=F23), {}),
+    "knorm.postprocess.propagate": (dict(P=np.eye(2), covariance=[1.0, 2.0]), {}),
     "knorm.privacy.BudgetAccountant": (dict(epsilon=1.0, delta=0.5), {}),
     "knorm.integer.integer_tables": (dict(F=F23, answers=[1.0, 2.0]), {}),
-    "knorm.ledger.FileAccountant": (dict(path=Lazy(lambda: os.path.join(tempfile.mkdtemp(prefix="knorm-fuzz-"),
+    "knorm.budget_ledger.FileAccountant": (dict(path=Lazy(lambda: os.path.join(tempfile.mkdtemp(prefix="knorm-fuzz-"),
                                                                     "survey.ledger")), epsilon=1.0, delta=0.5), {}),
     "knorm.privacy.advanced_composition": (dict(epsilon=0.1, delta=0.0, k=10, delta_prime=1e-6), {}),
     "knorm.privacy.basic_composition": (dict(epsilons=[1.0, 2.0], deltas=[0.0, 0.1]), {}),
@@ -824,6 +826,7 @@ METHOD_ARGS = {  # "Class.method" or a parameter name -> a valid value
     "x": lambda o: np.ones(getattr(o, "n", None) or np.shape(o.F)[1]),  # counts, one per cell
     "X": lambda o: np.ones((3, getattr(o, "n", None) or np.shape(o.F)[1])),  # one histogram per region
     "size": lambda o: 4, "value": lambda o: 0.5, "answer": lambda o: np.ones(2),
+    "answers": lambda o: np.ones(np.shape(o.F)[0]),  # a mechanism's released answers, one per query
     "BudgetAccountant.epsilon": lambda o: 0.1, "BudgetAccountant.delta": lambda o: 0.0,
     "FileAccountant.epsilon": lambda o: 0.1, "FileAccountant.delta": lambda o: 0.0,
     "BoundedLaplaceMechanism.epsilon": lambda o: 1.0,

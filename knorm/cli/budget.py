@@ -1,4 +1,4 @@
-"""``--budget FILE``: a release's privacy budget kept in a ledger file (:class:`knorm.ledger.FileAccountant`).
+"""``--budget FILE``: a release's privacy budget kept in a ledger file (:class:`knorm.budget_ledger.FileAccountant`).
 
 The ledger's budget is set once, when the file is created: ``--budget FILE --budget-epsilon E
 [--budget-delta D]`` on first use; later runs give ``--budget FILE`` alone (restating the same budget is
@@ -23,8 +23,8 @@ def add_budget_options(parser):
 
 
 def open_budget(args):
-    """The run's :class:`~knorm.ledger.FileAccountant` (``--budget``), or a one-line error."""
-    from ..ledger import FileAccountant
+    """The run's :class:`~knorm.budget_ledger.FileAccountant` (``--budget``), or a one-line error."""
+    from ..budget_ledger import FileAccountant
 
     path = Path(args.budget)
     if not path.exists() and args.budget_epsilon is None:

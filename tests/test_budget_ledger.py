@@ -1,4 +1,4 @@
-"""knorm.ledger.FileAccountant: a budget that persists in a file, shared safely by processes."""
+"""knorm.budget_ledger.FileAccountant: a budget that persists in a file, shared safely by processes."""
 
 import json
 import multiprocessing as mp
@@ -13,7 +13,7 @@ import pytest
 
 import knorm
 from knorm.errors import LargeEpsilonWarning
-from knorm.ledger import FileAccountant
+from knorm.budget_ledger import FileAccountant
 from knorm.privacy import BudgetAccountant, BudgetExceededError, PrivacyClaim
 
 STEP = 2.0**-7  # sums of these are exact in float64: totals compared with ==
