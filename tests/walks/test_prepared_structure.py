@@ -13,6 +13,8 @@ import knorm
 from knorm import workloads as W
 from knorm.walks import prepared as P
 
+from test_prepared_sizes import _write  # tests/walks is on the path (pytest prepend)
+
 # rows shuffled, scaled by 2.5, one row dropped: recognised from the entries all the same
 F0 = W.marginals((2, 3, 2, 2), 2)
 F = 2.5 * F0[np.random.default_rng(0).permutation(F0.shape[0])][1:]
@@ -24,13 +26,6 @@ def saved(tmp_path_factory):
     knorm.prepare(F, path, recommend=False)
     with np.load(path, allow_pickle=False) as z:
         return path, {k: z[k] for k in z.files}
-
-
-def _write(tmp_path, arrays, name="bad.knorm"):
-    p = tmp_path / name
-    with open(p, "wb") as f:
-        np.savez(f, **arrays)
-    return p
 
 
 def test_the_file_holds_the_structure_and_f_comes_back_exactly(saved):
