@@ -32,7 +32,12 @@ TICK = 1.0  # seconds between redraws of an open bar (its elapsed time moves bet
 
 STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"),
           "pilot": ("thinning-1 pilot (kept as records if it mixes)", "step"), "pool": ("draws", "draw"),
-          "certify": ("certifying the walk (once per workload)", "record")}
+          "certify": ("certifying the walk (once per workload)", "record"),
+          "certify_warmup": ("certification's warm-up (20τ, the rounding's τ)", "step"), "release": ("draws", "draw")}
+
+
+def _count(k: int, unit: str) -> str:
+    return f"{k} {unit}{'s' * (k != 1)}"
 
 
 def rough_time(seconds: float) -> str:
@@ -67,6 +72,7 @@ class StageProgress:
         self._done = False  # this stage reached its total (its bar is closed)
         self._total = self._last = 0
         self._first = 0  # the count this stage opened with
+        self._w = 0  # a release's W (its claim's), for its bar's label
         self._ticker: threading.Thread | None = None
         self._lock = threading.Lock()  # the ticker's start and end against a new bar
 
@@ -75,7 +81,8 @@ class StageProgress:
         self._update("pool", done, target)
 
     def rounding(self, it: int, total: int) -> None:
-        """The rounding of K: ``it`` iterations done of at most ``total``."""
+        """The rounding of K: ``it`` iterations done of at most ``total``; ``rounding(k, k)`` after fewer
+        than ``total``: it stopped after ``k`` iterations (its bar closes at ``k``, as its summary says)."""
         self._update("rounding", it, total)
 
     def warmup(self, done: int, total: int) -> None:
@@ -92,6 +99,18 @@ class StageProgress:
         records of ``total``."""
         self._update("certify", done, total)
 
+    def certify_warmup(self, done: int, total: int) -> None:
+        """The certification's warm-up: ``done`` steps per chain of ``total`` (⌈20τ⌉ at the rounding's
+        τ; a release's W is the certificate's, from the certified pool's bound on τ)."""
+        self._update("certify_warmup", done, total)
+
+    def release(self, done: int, total: int, warmup: int) -> None:
+        """A release from a certified body (:class:`~knorm.walks.certify.StationarySampler`): ``done``
+        draws of ``total``, each at least ``warmup`` (the claim's W) steps after its chain's
+        public start or its previous draw (there is no other warm-up)."""
+        self._w = int(warmup)
+        self._update("release", done, total)
+
     def note(self, text: str) -> None:
         """One line of its own (a whole prepare's up-front estimate), above any bar."""
         if not self.enabled:
@@ -106,8 +125,9 @@ class StageProgress:
         if self._open:
             self._open = False
             label, unit = self._label()
-            count = "" if self.stage == "rounding" and self._last >= self._total else \
-                f" {self._last:g} of {self._total} {unit}s"  # a rounding may stop before its total
+            # a rounding that stopped early has its total set to the iterations it ran (as its summary says)
+            count = f" {_count(self._total, unit)}" if self.stage == "rounding" and self._last >= self._total else \
+                f" {self._last:g} of {self._total} {unit}s"
             self._line(f"{label}: {'done' if self._last >= self._total else 'stopped'}{count and ','}{count} in "
                        f"{self.clock() - self._t0:.1f} s")
         bar, self.bar = self.bar, None
@@ -116,6 +136,8 @@ class StageProgress:
 
     def _label(self) -> tuple[str, str]:
         label, unit = STAGES[self.stage or "pool"]
+        if self.stage == "release":
+            return (f"{label} (run {self.runs}, each W = {self._w} steps after its chain's last)", unit)
         return (label + (f" (run {self.runs})" if self.stage == "pool" else ""), unit)
 
     def _line(self, text: str) -> None:
@@ -142,6 +164,11 @@ class StageProgress:
     def _update(self, stage: str, done: int, total: int) -> None:
         if not self.enabled:
             return
+        if (stage == self.stage == "rounding" and not self._done and done == total < self._total
+                and done >= self._last):  # a rounding that stopped before its bound: ``total`` is what ran
+            self._total = total
+            if self.bar is not None:
+                self.bar.total = total
         new = stage != self.stage or total != self._total or done < self._last
         if not new and self._done:  # a finished stage reported again (a pool extended past its target)
             self._last = done
@@ -149,7 +176,7 @@ class StageProgress:
         if new:
             # the same stage with a larger total from where it was: a public pool extended past its
             # target (a certification's: its sampler says so; a pool of noise never does)
-            more = stage == self.stage and total > self._total and done >= self._last > 0
+            more = stage == self.stage != "release" and total > self._total and done >= self._last > 0
             self._start(stage, total, done if more else None)
             self._first = done
         self._last = done
@@ -175,7 +202,7 @@ class StageProgress:
         """Open a stage's bar (or its first line); ``more``: the stage goes on past its total, from
         ``more`` done (a pool extended: the same stage and run, a new total)."""
         self.close()
-        if stage == "pool" and more is None:
+        if stage in ("pool", "release") and more is None:
             self.runs += 1
         self.stage, self._total, self._t0, self._said, self._done = stage, total, self.clock(), False, False
         label, unit = self._label()
@@ -201,7 +228,7 @@ class StageProgress:
         unit = STAGES[self.stage or "pool"][1]
         if self.stage == "rounding":  # reports shares of an iteration: the count is the iteration under way
             it = min(int(done) + 1, total)
-            count = f"{unit} {it} of at most {total}" if done < total else f"{total} {unit}s"
+            count = f"{unit} {it} of at most {total}" if done < total else _count(total, unit)
         else:
             count = f"{int(done)}/{total} {unit}s"
         spent = self.clock() - self._t0

@@ -99,12 +99,13 @@ def test_a_python_release_with_progress_true_shows_its_stages(capsys):
     m = KNormMechanism(F, epsilon=1.0, rng=3, body=knorm.SymmetricHull(F), sampler_options={"progress": True})
     m.release(np.arange(10), size=3)  # a fresh body: it is rounded and certified here
     err = capsys.readouterr().err
-    assert "knorm: rounding K" in err and "knorm: certifying the walk" in err and "knorm: draws (run 1)" in err
+    assert "knorm: rounding K" in err and "knorm: certifying the walk" in err
+    assert "knorm: draws (run 1, each W = " in err
     seeded = KNormMechanism(F, epsilon=1.0, rng=3).release(np.arange(10), size=3)  # the bars change no draw
     again = KNormMechanism(F, epsilon=1.0, rng=3, sampler_options={"progress": True}).release(np.arange(10), size=3)
     assert np.array_equal(seeded, again)
     NIMechanism(F, epsilon=1.0, rng=3, sampler_options={"progress": True}).release(np.arange(10))
-    assert "draws (run 1)" in capsys.readouterr().err
+    assert "draws (run 1" in capsys.readouterr().err
 
 
 def test_prepare_with_progress_true_shows_its_stages_as_documented(tmp_path, capsys):
@@ -157,7 +158,7 @@ def test_plain_lines_say_a_long_stage_s_count_at_most_every_minute():
                      "prepare: rounding K: 2 of at most 8 iterations done in 61 s",
                      "prepare: rounding K: 4 of at most 8 iterations done in 130 s",
                      "prepare: rounding K: 4 of at most 8 iterations done in 200 s",
-                     "prepare: rounding K: done in 210.0 s"]
+                     "prepare: rounding K: done, 8 iterations in 210.0 s"]
 
 
 def test_a_public_pool_extended_past_its_target_says_so():
@@ -206,10 +207,62 @@ def test_a_prepare_says_up_front_roughly_how_long_it_takes():
     assert len(done) == 1 and lines[done[0] + 1].startswith("prepare: stage body: ")
     assert lines[-2].startswith("prepare: serial ") and "the longest chain ran" in lines[-2]
     assert lines[-1].startswith("prepare: projected (chain CPU over the cores, plus the serial seconds; not a "
-                                "measurement): ") and lines[-1].endswith(" on 64 cores")
+                                "measurement): ")
+    assert lines[-1].endswith(" on 8 or more cores (8 chains: more cores do not help; --chains N)")
     first = out.getvalue().splitlines()[0]
     assert first.startswith("prepare: rank 18, 24 cells: the rounding and the certification roughly")
     assert "on 1 core (a fit" in first
     out = io.StringIO()
     knorm.prepare(np.eye(3), progress=StageProgress(True, "prepare", file=out, plain=True), recommend=False)
     assert "roughly" not in out.getvalue()
+
+
+def test_a_rounding_that_stops_early_closes_at_the_iterations_it_ran():
+    """Issue 50: the bar said "iteration 3 of at most 8" and closed at "8 iterations" while the summary
+    said 2. A rounding that stops reports ``(k, k)``: the bar and the plain lines end at k."""
+    for plain in (False, True):
+        out, clock = io.StringIO(), Clock()
+        p = StageProgress(True, "prepare", file=out, clock=clock, plain=plain)
+        p.rounding(0, 8)
+        p.rounding(1.5, 8)
+        clock.t = 3.0
+        p.rounding(2, 8)
+        p.rounding(2, 2)  # stopped after 2
+        p.close()
+        text = out.getvalue()
+        assert "8 iterations" not in text.replace("at most 8 iterations", "")
+        assert ("prepare: rounding K: done, 2 iterations in 3.0 s" in text) if plain else ("| 2 iterations" in text)
+        assert "iteration 2 of at most 8" in text or plain
+    out = io.StringIO()
+    p = StageProgress(True, "prepare", file=out, plain=True)
+    p.rounding(0, 8)
+    p.rounding(8, 8)  # ran them all
+    assert out.getvalue().splitlines()[-1].startswith("prepare: rounding K: done, 8 iterations in ")
+
+
+def test_a_real_rounding_reports_the_iterations_it_ran_last():
+    from knorm.walks.rounding import round_body
+
+    F = W.random_pm1(4, 10, rng=0)
+    calls = []
+    rnd = round_body(knorm.SymmetricHull(F).frame, chains=8, progress=lambda done, total: calls.append((done, total)))
+    assert rnd.iterations < 8 and calls[0] == (0, 8) and calls[-1] == (rnd.iterations, rnd.iterations)
+    assert all(t == 8 for _, t in calls[:-1])
+
+
+def test_a_release_s_bars_say_the_w_its_claim_states():
+    """Issue 50: the warm-up bar showed 27/27 where the claim said W = 29: that warm-up was the
+    certification's (20τ at the rounding's τ), W the certificate's (20τ at the pool's bound). Each is
+    labelled as what it is, and the release's draws say the claim's W (there is no other warm-up)."""
+    F = W.marginals([2, 3, 4], 2)
+    out = io.StringIO()
+    p = StageProgress(True, "knorm", file=out, plain=True)
+    m = KNormMechanism(F, epsilon=1.0, rng=3, body=knorm.SymmetricHull(F), sampler_options={"progress": p})
+    m.release(np.arange(F.shape[1]), size=3)
+    m.release(np.arange(F.shape[1]), size=5)
+    p.close()
+    w = m.privacy.details["certificate"]["warmup"]
+    text = out.getvalue()
+    assert f"knorm: draws (run 1, each W = {w} steps after its chain's last): done, 3 of 3 draws" in text, text
+    assert f"knorm: draws (run 2, each W = {w} steps after its chain's last): done, " in text, text  # the bank's
+    assert "knorm: certification's warm-up (20τ, the rounding's τ): " in text and "knorm: warm-up" not in text

@@ -363,6 +363,10 @@ class _Certifying:
         (report if callable(report) else self._progress)(done, total)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "warmup":  # the certification's warm-up (20τ at the rounding's τ), never a release's W
+            report = getattr(self._progress, "certify_warmup", None)
+            if callable(report):
+                return report
         return getattr(self._progress, name)
 
 
@@ -592,7 +596,10 @@ class StationarySampler:
         pivots0 += sum(self._pivots_new)
         need = 2 * -(-size // c)  # an even number of records per chain: odd records stay the candidates
         draws = np.empty((c, 0, self.frame.r))
-        report = self.progress if callable(self.progress) else None
+        # ``progress.release(done, size, W)`` where it has one: its bar says each draw's W, the claim's
+        release = getattr(self.progress, "release", None)
+        report = (lambda d, t: release(d, t, self.cert.warmup)) if callable(release) else \
+            self.progress if callable(self.progress) else None
         for _ in range(21):
             while need > 0:  # in chunks: progress moves, and the record count stays even
                 k = min(need, CHUNK_DRAWS)

@@ -17,7 +17,8 @@ chain ``s``, wall seconds and process CPU seconds, under the stage last opened w
 
 The projection to ``p`` cores (not a measurement): each batch takes its CPU seconds times
 ``⌈c/p⌉/c`` (``c`` equal chains, at most ``p`` at once), and the serial seconds as measured:
-``T(p) = Σ_batches cpu·⌈c/p⌉/c + Σ serial_s``.
+``T(p) = Σ_batches cpu·⌈c/p⌉/c + Σ serial_s``: equal for every ``p`` at or above the most chains
+of a batch (``c`` chains keep at most ``c`` cores busy), which the summary's line says.
 
 Nothing here depends on data: a prepare is a function of F and public seeds, and these are its
 counts and times.
@@ -125,7 +126,8 @@ class Ledger:
         proj = {str(p): None if (v := self.projection(p)) is None else round(v, 1) for p in PROJECT_CORES}
         return {"stages": [s.as_dict() for s in self.stages], "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                 "serial_s": round(serial, 3), "serial_share_of_cpu": round(serial / cpu, 4) if cpu > 0 else None,
-                "longest_chain_steps": sum(s.steps for s in self.stages), "projected_s": proj}
+                "longest_chain_steps": sum(s.steps for s in self.stages), "projected_s": proj,
+                "chains": max((c for s in self.stages for c, _, _, _ in s.batches), default=0)}
 
 
 
@@ -141,8 +143,26 @@ def summary_lines(sm: dict[str, Any]) -> list[str]:
                + f"; the longest chain ran {sm['longest_chain_steps']} steps")
     if sm["projected_s"][str(PROJECT_CORES[0])] is not None:
         out.append("projected (chain CPU over the cores, plus the serial seconds; not a measurement): "
-                   + ", ".join(f"{v:.3g} s on {p} cores" for p, v in sm["projected_s"].items()))
+                   + projection_text(sm["projected_s"], sm.get("chains")))
     return out
+
+
+def projection_text(projected: dict[str, float], chains: int | None) -> str:
+    """The projection's seconds per core count; where the chains are no more than the cores the
+    seconds stop falling (``c`` chains keep at most ``c`` cores busy), said once, with why."""
+    pairs = [(int(p), v) for p, v in projected.items()]
+    if chains is None:
+        return ", ".join(f"{v:.3g} s on {p} cores" for p, v in pairs)
+    fewer = [(p, v) for p, v in pairs if p < chains]
+    rest = [(p, v) for p, v in pairs if p >= chains]
+    parts = [f"{v:.3g} s on {p} cores" for p, v in fewer]
+    if len(rest) == 1:
+        parts.append(f"{rest[0][1]:.3g} s on {rest[0][0]} cores")
+    elif rest:  # equal: the chains are no more than the fewest of these cores
+        why = "no chain work" if chains == 0 else \
+            f"{chains} chain{'s' * (chains != 1)}: more cores do not help; --chains N"
+        parts.append(f"{rest[0][1]:.3g} s on {rest[0][0]} or more cores ({why})")
+    return ", ".join(parts)
 
 
 def active() -> Ledger | None:

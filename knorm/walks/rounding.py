@@ -150,7 +150,9 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     ``progress``: None, or a callable ``progress(done, max_iter)``: ``done`` is 0 as the
     rounding starts, counts iterations in shares of their steps (``PROGRESS_PIECES`` reports
     per iteration's records, and as many for the first one's warm-up: the steps run in as many
-    pieces, which never changes the result), and is ``max_iter`` once the rounding stops.
+    pieces, which never changes the result); a rounding that stops early reports ``progress(it, it)``,
+    the ``it`` iterations it ran (its total is what ran, not the bound), one that runs them all ends at
+    ``progress(max_iter, max_iter)``.
     """
     r = base.r
     if samples_per_dim is None:
@@ -232,8 +234,8 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
             noise = sym_noise
             judged = noise <= spread_factor
         done = forgotten and judged and spread < spread_factor * noise
-        if progress is not None and done:
-            progress(max_iter, max_iter)
+        if progress is not None and done:  # stopped after ``it`` iterations: the stage's total is what ran
+            progress(it, it)
         if done:
             break
         if not judged:  # too few effective points to judge the spread: more records

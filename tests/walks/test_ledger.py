@@ -73,3 +73,29 @@ def test_a_remote_batch_leaves_no_projection_and_marks_do_nothing_without_a_ledg
     assert led.projection(8) is None and led.summary()["projected_s"] == {"8": None, "16": None, "64": None}
     assert led.stages[0].name == "other"
     assert ledger.active() is None
+
+
+def test_the_projection_line_says_why_more_cores_do_not_help():
+    """Issue 50: 8 chains keep at most 8 cores busy, so the projection to 8, 16 and 64 cores is one number:
+    said once, with the reason and the way out, not "46.4 s on 8 cores, 46.4 s on 16 cores, 46.4 s on 64 cores"."""
+    t = iter(np.arange(100.0))
+    led = ledger.Ledger(clock=lambda: next(t), cpu_clock=lambda: 0.0)
+    with led:
+        ledger.mark("a")
+        led.batch(8, 10, wall=0.5, cpu=400.0, local=True)
+    sm = led.summary()
+    assert sm["chains"] == 8 and len(set(sm["projected_s"].values())) == 1
+    line = ledger.summary_lines(sm)[-1]
+    assert line.endswith(f": {sm['projected_s']['8']:.3g} s on 8 or more cores (8 chains: more cores do not help; "
+                         "--chains N)"), line
+    assert "16 cores" not in line and "64 cores" not in line
+    led = ledger.Ledger(clock=lambda: next(t), cpu_clock=lambda: 0.0)
+    with led:
+        ledger.mark("a")
+        led.batch(16, 10, wall=0.5, cpu=160.0, local=True)
+    sm = led.summary()
+    line = ledger.summary_lines(sm)[-1]  # 16 chains: 8 cores take twice as long, 16 and 64 the same
+    p8, p16 = sm["projected_s"]["8"], sm["projected_s"]["16"]
+    assert f"{p8:.3g} s on 8 cores, {p16:.3g} s on 16 or more cores (16 chains" in line and "64 cores" not in line
+    assert ledger.projection_text({"8": 5.0, "16": 3.0, "64": 1.0}, 64) == \
+        "5 s on 8 cores, 3 s on 16 cores, 1 s on 64 cores"
