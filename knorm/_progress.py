@@ -28,6 +28,9 @@ PLAIN_EVERY = 60.0  # seconds: in plain mode, an open stage writes its count at 
 # iterations a rounding usually takes (docs/benchmarks.md: 1 or 2 on marginals and ±1; the first, with its
 # warm-up, the dearer): an estimate for 1.5 is within 1.5x of either
 TYPICAL_ROUNDING = 1.5
+MIN_BAR = 10  # columns a bar keeps on a narrow terminal (its description and text are cut first)
+MIN_DESC = 16  # characters of a bar's description kept before its text is cut further
+MIN_INFO = 24  # characters of a bar's text (its count first) kept before its description is cut
 TICK = 1.0  # seconds between redraws of an open bar (its elapsed time moves between the sampler's reports)
 
 STAGES = {"rounding": ("rounding K", "iteration"), "warmup": ("warm-up", "step"),
@@ -55,12 +58,16 @@ class StageProgress:
     ``enabled``: False shows nothing (the calls still cost nothing); ``desc``: the bars' prefix;
     ``file``: where they go (default: stderr at the time of each bar); ``clock``: seconds (for tests);
     ``plain``: no bars, a line as each stage starts and as it ends, and its count at most every
-    ``PLAIN_EVERY`` seconds between (for a log file or a pipe).
+    ``PLAIN_EVERY`` seconds between (for a log file or a pipe); ``width``: the bars' columns (default:
+    the terminal's, followed as it changes). On a narrow terminal a bar's description, then the tail
+    of its text, are cut (ending "…") so that the bar keeps ``MIN_BAR`` columns.
     """
 
     def __init__(self, enabled: bool = True, desc: str = "knorm", file: TextIO | None = None,
-                 clock: Callable[[], float] = time.perf_counter, plain: bool = False) -> None:
+                 clock: Callable[[], float] = time.perf_counter, plain: bool = False,
+                 width: int | None = None) -> None:
         self.enabled, self.desc, self.file, self.clock = bool(enabled), desc, file, clock
+        self.width = width  # the bars' columns; None: the terminal's, as it changes
         self.plain = bool(plain)
         self._open = False  # plain: a stage has started and not ended
         self._line_at = 0.0  # plain: when the open stage last wrote a line
@@ -215,7 +222,8 @@ class StageProgress:
             # one estimate per bar: the postfix's (this stage's rate; a rounding's for 1-2 iterations),
             # never tqdm's own remaining time, which for a rounding would count every allowed iteration
             self.bar = _Bar(total=total, initial=more or 0, desc=f"{self.desc}: {label}" + (" (more)" if more else ""),
-                            unit=unit, file=self.file or sys.stderr, leave=False, dynamic_ncols=True,
+                            unit=unit, file=self.file or sys.stderr, leave=False, dynamic_ncols=self.width is None,
+                            ncols=self.width,
                             bar_format="{l_bar}{bar}| {info} [{elapsed}]")
             self.bar.info = self._postfix(more or 0, total)
             if self._ticker is None:
@@ -255,9 +263,37 @@ def _bar_class() -> Any:
 
         @property
         def format_dict(self) -> dict[str, Any]:
-            return {**super().format_dict, "info": self.info}
+            d = {**super().format_dict, "info": self.info}
+            if d.get("ncols"):  # a narrow terminal: the description, then the count's tail, give way to the bar
+                d["prefix"], d["info"] = fit(d["prefix"] or "", self.info, d["ncols"],
+                                             len(tqdm.format_interval(d["elapsed"])))
+            return d
 
     return Bar
+
+
+def fit(desc: str, info: str, ncols: int, elapsed: int = 5) -> tuple[str, str]:
+    """A bar's description and text cut so that ``desc: 100%|bar| info [elapsed]`` leaves the bar
+    ``MIN_BAR`` columns of ``ncols``: the text's tail down to ``MIN_INFO`` characters (its count
+    comes first), then the description's parenthesis, then its tail down to ``MIN_DESC``
+    characters, then the text's tail again; each cut ends "…"."""
+    over = len(desc) + len(info) + elapsed + len(": 100%|| []") + 1 + MIN_BAR - ncols
+
+    def cut(text: str, keep: int) -> str:
+        nonlocal over
+        if over <= 0 or len(text) <= keep:
+            return text
+        k = max(keep, len(text) - over - 1)
+        over -= len(text) - k - 1
+        return text[:k] + "…"
+
+    info = cut(info, MIN_INFO)
+    if over > 0 and " (" in desc:
+        short = desc[:desc.index(" (")] + "…"
+        over -= len(desc) - len(short)
+        desc = short
+    desc = cut(desc, MIN_DESC)
+    return desc, cut(info, 0)
 
 
 def _Bar(**kwargs: Any) -> Any:

@@ -266,3 +266,37 @@ def test_a_release_s_bars_say_the_w_its_claim_states():
     assert f"knorm: draws (run 1, each W = {w} steps after its chain's last): done, 3 of 3 draws" in text, text
     assert f"knorm: draws (run 2, each W = {w} steps after its chain's last): done, " in text, text  # the bank's
     assert "knorm: certification's warm-up (20τ, the rounding's τ): " in text and "knorm: warm-up" not in text
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_a_bar_survives_a_narrow_terminal(columns):
+    """Issue 50: at 120 columns the rounding's description and text squeezed its bar to one column
+    (and tqdm cut the line's end). The text's tail, then the description, give way: every line fits
+    and the bar keeps MIN_BAR columns; at 200 nothing is cut."""
+    from knorm._progress import MIN_BAR
+
+    for stage in ("rounding", "release"):
+        out, clock = io.StringIO(), Clock()
+        p = StageProgress(True, "knorm ε=1", file=out, clock=clock, width=columns)  # a terminal's width
+        if stage == "rounding":
+            p.rounding(0, 8)
+            clock.t = 2.0
+            p.rounding(0.5, 8)
+        else:
+            p.release(3, 10, 29)
+        lines = [line for line in out.getvalue().split("\r") if line.strip()]
+        p.close()
+        last = lines[-1]
+        assert len(last) <= columns, last
+        bar = last.split("|")[1]
+        assert len(bar) >= MIN_BAR, last
+        assert last.startswith("knorm ε=1: "), last
+        if stage == "rounding":
+            assert "| iteration 1 of at most 8, about" in last, last
+        else:
+            assert "| 3/10 draws [" in last, last
+    out = io.StringIO()
+    p = StageProgress(True, "knorm ε=1", file=out, clock=Clock(), width=200)
+    p.release(3, 10, 29)
+    assert "knorm ε=1: draws (run 1, each W = 29 steps after its chain's last):" in out.getvalue()
+    p.close()
