@@ -720,3 +720,18 @@ def test_the_bank_runs_as_many_chains_as_the_command_names_workers(monkeypatch, 
     for extra in ([], ["--workers", "2"], ["--workers", "12"]):
         assert run(["sample", *SMALL, "--count", "2", "--quiet", "--mechanism", "knorm", *extra], capsys)[0] == 0
     assert "chains" not in seen[0] and "chains" not in seen[1] and seen[2]["chains"] == 12
+
+
+def test_a_2d_data_file_without_regions_asks_for_regions_not_a_count(tmp_path, capsys):
+    """Issue 50: a 2-D ``--data`` without ``--regions`` first said "--data needs --count K"; it says,
+    in one line naming --data, that its rows are one histogram per region and --regions releases them."""
+    np.save(tmp_path / "F.npy", np.eye(4))
+    np.save(tmp_path / "X.npy", np.array([[3.0, 0, 5, 2], [1.0, 1, 0, 7]]))
+    for extra in ([], ["--count", "1"]):
+        rc, out, err = run(["sample", "--matrix", str(tmp_path / "F.npy"), "--data", str(tmp_path / "X.npy"),
+                            *extra, "--out", str(tmp_path / "a.npz")], capsys)
+        assert rc != 0 and out == "" and err.count("\n") == 1, err
+        assert "--data" in err and "--regions" in err and "one histogram per" in err and "--count" not in err, err
+        for value in ("3", "5", "7"):  # nothing from the data
+            assert value not in err.replace(str(tmp_path), ""), err
+        assert not (tmp_path / "a.npz").exists()

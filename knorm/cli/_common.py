@@ -205,6 +205,10 @@ def _workload_shape(name, d, n, k, shape):
     return e[k], cells
 
 
+DATA_2D = ("a 2-D array holds one histogram per region (a row each); pass --regions to release one answer per row "
+           "(--disjoint if every record is in one row)")
+
+
 def load_data(path, n, allow_noncounts=False, regions=False):
     """x from ``--data``: a finite vector of n counts (non-negative integers; any real vector with
     ``allow_noncounts``), checked before any sampling; with ``regions``, X: one such histogram per
@@ -220,8 +224,7 @@ def load_data(path, n, allow_noncounts=False, regions=False):
             raise CLIError(f"--data {path!r}: with --regions, X must be a 2-D array with one histogram of {n} counts "
                            f"per row (one row per region); got {got} (knorm.data.histograms makes it from records)")
     elif x.ndim == 2 and x.shape[1] == n:
-        raise CLIError(f"--data {path!r}: a 2-D array holds several histograms; if its rows are disjoint data sets "
-                       "(regions: every record in one row), pass --regions to release one answer per row")
+        raise CLIError(f"--data {path!r}: {DATA_2D}")
     elif x.ndim != 1 or x.shape[0] != n:
         got = "a vector of another length" if x.ndim == 1 else f"a {x.ndim}-D array"
         raise CLIError(f"--data {path!r}: x must be a vector of length {n}, one count per column of F; got {got} "

@@ -14,7 +14,7 @@ from .._jit import CompileTimer
 from ..walks.chains import sampling_kernels_cached
 from ..walks.chains import WALKS
 from ..walks.checkpoint import Checkpoint, CheckpointConflict
-from ._common import (MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,
+from ._common import (DATA_2D, MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,
                       _dask_executor, _laplace_draws, _positive_float, _positive_int, _probability, _require_dask,
                       _seed, _warn, check_memory, check_output, check_prepared_file, load_data, load_workload,
                       write_samples)
@@ -22,6 +22,15 @@ from ..errors import BudgetExceededError
 from .budget import add_budget_options, budget_line, budget_summary, open_budget
 from .prepare import load_prepared_option, prepare_chains
 
+
+
+def _npy_ndim(path):
+    """The dimensions of a .npy file from its header alone (no value read), or None where it is not
+    one that numpy opens (load_data says why, later)."""
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False).ndim  # mapped, not read
+    except Exception:  # not a .npy numpy opens: load_data's messages say why
+        return None
 
 def _checkpoint(args, F, x):
     """``--checkpoint``: the run's :class:`~knorm.walks.checkpoint.Checkpoint`, bound to the
@@ -189,6 +198,8 @@ def _check_sample_args(args):
                          "for more answers on the same regions (they compose: k runs cost k·ε)")
     if args.regions:
         args.count = 1
+    if args.data and args.count is None and _npy_ndim(args.data) == 2:  # before asking for a count it cannot take
+        raise UsageError(f"--data {args.data!r}: {DATA_2D}")
     if args.data and args.count is None:
         raise UsageError("--data needs --count K, the number of answers to release on the data: K answers cost "
                          "K·ε in total (--count 1 releases one answer at ε)")
