@@ -64,6 +64,14 @@ def _categories(name: str, categories: Any) -> tuple[Any, ...]:
     return cats
 
 
+def _label(category: Any) -> str:
+    """A category's label as declared: a whole float (a code read from a float column, 7.0) is
+    labelled as its integer ("7"), the other values as ``str`` gives them."""
+    if isinstance(category, float) and category.is_integer():
+        return str(int(category))
+    return str(category)
+
+
 @dataclass(frozen=True, init=False)
 class Attribute:
     """One attribute of a :class:`Domain`: ``categories`` (a list of values) OR ``edges``.
@@ -73,7 +81,8 @@ class Attribute:
     ``right=True`` (pandas.cut's default) ``[e_0, e_1], (e_1, e_2], …, (e_{m−1}, e_m]``
     (right-closed, the first also left-closed). ``e_0 = -inf`` and ``e_m = inf`` make the end
     bins open-ended (every other edge finite). ``labels`` name the values for display
-    (default: the categories, or the intervals).
+    (default: the categories, a whole float as its integer: 7.0 from a float column is "7"; or
+    the intervals).
     """
 
     name: str
@@ -97,7 +106,7 @@ class Attribute:
         size = len(cats) if cats is not None else len(e) - 1
         if labels is None:
             if cats is not None:
-                labels = tuple(str(c) for c in cats)
+                labels = tuple(_label(c) for c in cats)
             else:
                 opens = ["["] + ["(" if right else "["] * (size - 1)
                 ends = [("]" if right else ")")] * (size - 1) + ["]"]

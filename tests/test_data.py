@@ -272,3 +272,21 @@ def test_open_ended_and_right_closed_bins_as_pandas_cut():
             Attribute("v", edges=bad)
     with pytest.raises(ValueError, match="right applies to edges"):
         Attribute("v", categories=["a"], right=True)
+
+
+def test_region_labels_are_the_declared_categories_even_from_a_float_column():
+    """Issue 50: region labels came out as '1.0' … '7.0' when the codes were declared from a pandas
+    float column (its unique values are floats); a whole float is labelled as its integer, as declared."""
+    from knorm.data import histograms
+
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"edu": [1.0, 2.0, 7.0, 7.0], "a": [0, 1, 0, 1]})
+    dom = Domain([Attribute("a", categories=[0, 1])])
+    want = tuple(str(k) for k in range(1, 8))
+    for cats in (list(range(1, 8)), [float(k) for k in range(1, 8)], list(np.arange(1.0, 8.0)),
+                 sorted(pd.Series(np.arange(1.0, 8.0)).unique())):
+        X, labels = histograms(df, dom, by=Attribute("edu", categories=cats))
+        assert labels == want, labels
+        assert X.sum() == 4 and X[6].sum() == 2
+    assert Attribute("v", categories=[0.5, 2.0, True, "x"]).labels == ("0.5", "2", "True", "x")
+    assert Attribute("v", categories=[1.0, 2.0], labels=["1.0", "two"]).labels == ("1.0", "two")  # given: kept
