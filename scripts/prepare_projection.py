@@ -5,8 +5,9 @@ marginal structure's own ``matrix()``, past ``knorm.workloads``' 2 GiB cap for c
 rows shuffled by ``default_rng(--order)``, it measures in this process:
 
 1. ``body``: F's body (structure, span, oracle coordinates): wall and CPU seconds, peak memory;
-2. ``radius``: the first frame's length scale (``body_radius``: 64 solves in 8 groups, on
-   ``--workers`` threads): CPU seconds (``--radius-solves K``: K of them, scaled to 64); every
+2. ``radius``: the first frame's length scale (``body_radius``: ``radius_count(r)`` solves, 64 up to
+   rank 256, in 8 groups, on ``--workers`` threads): CPU seconds (``--radius-solves K``: K of them,
+   scaled to all); every
    frame the rounding walks solves one, and the certification's final frame another;
 3. ``start``: a crash basis towards a point and its solve (a chain's start state,
    ``start_states``), CPU seconds, and one warm-started solve (an end-point basis);
@@ -128,14 +129,15 @@ def main():
     Fr = base.Ft.T
     frame = base.mapped(np.linalg.cholesky(Fr @ Fr.T / base.n + 1e-12 * np.eye(r)))  # the rounding's first frame
     t = clocks()
-    if a.radius_solves >= C.RADIUS_DIRECTIONS:
+    k = C.radius_count(r)  # the length scale's directions at this rank
+    if a.radius_solves >= k:
         C.body_radius(frame, workers=a.workers)
         out["radius"] = dict(zip(("wall_s", "cpu_s"), since(t)))
-    else:  # the first radius_solves of its 64 solves, in its first group's way (warm-started in turn), scaled;
+    else:  # the first radius_solves of its k solves, in its first group's way (warm-started in turn), scaled;
         # the walk's length scale from their median (an estimate of body_radius's, for the timed steps only)
         Z = frame.to_oracle(C.radius_directions(r)[: a.radius_solves])
         bases = frame.optimal_bases(Z, frame.crash_basis(), True)
-        out["radius"] = {"cpu_s": since(t)[1] * C.RADIUS_DIRECTIONS / a.radius_solves, "solves": a.radius_solves}
+        out["radius"] = {"cpu_s": since(t)[1] * k / a.radius_solves, "solves": a.radius_solves, "directions": k}
         g, _ = frame.gauges_from_bases(Z, bases, True)
         C._RADII[frame] = (float(np.median(1.0 / g)), bases)
     print(f"radius: {out['radius']['cpu_s']:.1f} CPU s", file=sys.stderr, flush=True)

@@ -40,7 +40,7 @@ from . import cache
 from .certify import (ON_CERTIFIED, PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified,
                       check_states)
 from .certify import certify as certify_walk
-from .chains import (RADIUS_DIRECTIONS, body_radius, check_workers, grouped_bases, grouped_gauges, radius_bases,
+from .chains import (body_radius, check_workers, grouped_bases, grouped_gauges, radius_bases, radius_count,
                      walk_id)
 from .checkpoint import PublicSnapshot
 from .ledger import Ledger, mark, summary_lines
@@ -519,11 +519,11 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike | None = None) -> P
         w.point_bases = np.asarray(z["point_bases"], dtype=np.int64)  # checked in _rounding
     if rnd is not None and "radius_bases" in z:
         try:  # the walk's length scale, exact from the saved warm starts (computed anew if they do not fit)
-            body_radius(rnd.frame, z["radius_bases"] if z["radius_bases"].shape == (RADIUS_DIRECTIONS, rnd.frame.r)
-                        else None)
+            fits = z["radius_bases"].shape == (radius_count(rnd.frame.r), rnd.frame.r)
+            body_radius(rnd.frame, z["radius_bases"] if fits else None)
         except ValueError:
             raise ValueError(f"prepared: {str(path)!r} is damaged (its radius bases are not bases)") from None
-        w.radius_bases = np.asarray(z["radius_bases"], dtype=np.int64)
+        w.radius_bases = radius_bases(rnd.frame)  # the saved ones where they fit (solved from), else the new
     return w
 
 

@@ -114,3 +114,21 @@ def test_accepted_params_sample_uniform_K(K, frame, case):
     neff = len(u) / 2
     assert abs(u.mean() - 0.5) < 4.5 * np.sqrt(1 / 12 / neff), u.mean()
     assert abs(np.mean(u < 0.2) - 0.2) < 4.5 * np.sqrt(0.16 / neff), np.mean(u < 0.2)
+
+
+def test_the_length_scale_takes_fewer_directions_only_above_rank_256(monkeypatch):
+    """radius_count: 64 up to rank 256 (every body below keeps its bits); above, whole groups of 8
+    with r·k ≥ 64·256, at least two groups: ⌈16384/(8r)⌉ groups (56 at 299 and 332, 24 at 697, 16
+    from 1,024 on); the directions are the first k of the fixed 64; body_radius solves exactly k."""
+    from knorm.walks import chains as C
+
+    assert [C.radius_count(r) for r in (1, 40, 256)] == [64, 64, 64]
+    assert [C.radius_count(r) for r in (257, 299, 332, 697, 1024, 5000)] == [64, 56, 56, 24, 16, 16]
+    np.testing.assert_array_equal(C.radius_directions(300), C.radius_directions(300, 64)[:56])
+    seen = []
+    real = C.grouped_bases
+    monkeypatch.setattr(C, "grouped_bases", lambda frame, Z, workers=None: seen.append(len(Z)) or real(frame, Z, workers))
+    monkeypatch.setattr(C, "radius_count", lambda r: 24)
+    frame = knorm.SymmetricHull(np.random.default_rng(0).choice([-1.0, 1.0], size=(6, 20))).frame
+    C.body_radius(frame)
+    assert seen == [24] and C.radius_bases(frame).shape == (24, 6)
