@@ -64,7 +64,7 @@ CASES = [((2,) * 16, 3), ((2,) * 12, 3), ((2,) * 16, 2), ((2, 2, 3, 4, 5, 5, 6, 
          ((5,) * 5, 3)]
 
 
-def _best(f, op, v, out, reps):
+def _timed(f, op, v, out, reps):
     t = time.perf_counter()
     f(op, v, out, reps)
     return (time.perf_counter() - t) / reps * 1e6
@@ -81,7 +81,7 @@ def measure(shape, k, rng):
     for f, op in ops.values():
         f(op, v, out, 1)  # compile
     reps = max(3, int(2e8 / (S.cells * r)))
-    times = {name: min(_best(f, op, v, out, reps if name != "dense" else max(1, reps // 20)) for _ in range(5))
+    times = {name: min(_timed(f, op, v, out, reps if name != "dense" else max(1, reps // 20)) for _ in range(5))
              for name, (f, op) in ops.items()}
     pt, ps = plan_ops(S, r), spectral_cost(S, r)
     return {"workload": f"{k}-way {'×'.join(map(str, shape))}", "r": r, "n": S.cells, **times,
