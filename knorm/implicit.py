@@ -45,7 +45,7 @@ from ._validate import as_real_array, check_flag, check_memory, check_str, posit
 from .body.hull import _exponent, validate_matrix
 
 __all__ = ["ImplicitWorkload", "Factor", "from_matrix", "from_gram", "identity", "total", "prefix", "all_range",
-           "width_range", "kron", "union", "ranges", "marginals", "as_workload"]
+           "width_range", "kron", "union", "ranges", "marginals", "as_workload", "from_marginal_match"]
 
 Apply = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
 
@@ -196,6 +196,39 @@ class ImplicitWorkload:
         if not np.all(np.isfinite(res)):
             raise ValueError("x is too large: W x overflows float64")
         return res[0] if arr.ndim == 1 else res
+
+    def marginal_match(self) -> Any:
+        """F's marginal structure (a :class:`knorm.body.marginal.MarginalMatch`) found from the factors'
+        entries (each made by its operator: an n_i × n_i product), else None: every factor ``c·I``
+        (the attribute kept) or ``c·1ᵀ`` (summed out) with one product of the c over all terms, or
+        one factor holding the whole workload whose entries are recognised as marginals. Then
+        K-norm, Laplace and Gaussian take this workload without making it dense."""
+        from .body.marginal import MarginalMatch, MarginalStructure, recognise
+
+        if not self.can_apply:
+            return None
+        if len(self.terms) == 1 and len(self.terms[0]) == 1:
+            f = self.terms[0][0]
+            return recognise(f.apply(np.eye(f.n), 0)) if f.rows * f.n <= 1 << 26 else None  # type: ignore[misc]
+        cliques, scales = [], set()
+        for t in self.terms:
+            c, scale = [], 1.0
+            for a, f in enumerate(t):
+                W = f.apply(np.eye(f.n), 0)  # type: ignore[misc]
+                top = W.flat[0]
+                if f.rows == f.n and np.array_equal(W, top * np.eye(f.n)) and top != 0:
+                    c.append(a)
+                elif f.rows == 1 and W.shape == (1, f.n) and np.all(W == top) and top != 0:
+                    pass
+                else:
+                    return None
+                scale *= float(top)
+            cliques.append(tuple(c))
+            scales.add(scale)
+        if len(scales) != 1:
+            return None
+        st = MarginalStructure(self.shape, tuple(cliques))
+        return MarginalMatch(st, scales.pop(), np.arange(st.rows, dtype=np.int64))
 
     def matrix(self) -> NDArray[np.float64]:
         """The explicit d × n matrix (memory checked; for small workloads and tests)."""
@@ -357,3 +390,32 @@ def marginals(shape: Sequence[int], cliques: Sequence[Sequence[int]]) -> Implici
                              f"{short_repr(c)}")
         terms.append([(identity(s) if a in attrs else total(s)).terms[0][0] for a, s in enumerate(shape)])
     return ImplicitWorkload(terms)
+
+
+def from_marginal_match(match: Any) -> ImplicitWorkload:
+    """The implicit workload of a marginal workload known by its structure (a
+    :class:`knorm.body.marginal.MarginalMatch`) whose rows are its tables' rows in order, each once,
+    at a power-of-two scale: one term per table (``⊗_a (2^e·I if a is in the table else 1ᵀ)``).
+    A ValueError naming F otherwise (rows reordered, repeated or missing, or another scale)."""
+    st = match.structure
+    m, e = math.frexp(abs(float(match.scale)))
+    if not np.array_equal(match.rows, np.arange(st.rows)) or m != 0.5 or match.scale < 0:
+        raise ValueError("F: a marginal workload becomes an implicit one only with its tables' rows in order, each "
+                         "once, at a positive power-of-two scale")
+    w = marginals(st.shape, [list(c) for c in st.cliques])
+    if e == 1:
+        return w
+    terms = [list(t) for t in w.terms]
+    for t in terms:  # the scale 2^(e−1) on the first factor
+        t[0] = Factor(t[0].gram, t[0].rows, t[0].exponent + e - 1, t[0].name, _scaled_apply(t[0], e - 1))
+    return ImplicitWorkload(terms)
+
+
+def _scaled_apply(f: Factor, k: int) -> Apply:
+    """``f``'s operator times ``2^k`` (exact)."""
+    inner = f.apply
+    assert inner is not None
+
+    def apply(X: NDArray[np.float64], axis: int) -> NDArray[np.float64]:
+        return np.ldexp(inner(X, axis), k)
+    return apply

@@ -83,6 +83,8 @@ CANDIDATES = ("laplace", "gaussian", "gaussian-marginal", "gaussian-svd", "ident
               "knorm", "nim")
 # rows that need W's entries (an implicit workload skips them) and the one for product domains only
 NEED_W = ("laplace", "gaussian", "gaussian-marginal", "gaussian-svd", "knorm", "nim")
+# of those, the rows whose mechanisms take a marginal workload by its structure (never made dense)
+BY_STRUCTURE = ("laplace", "gaussian", "knorm")
 # the (ε, δ)-DP rows (computed only with delta; never kept in a prepared workload: they depend on δ)
 GAUSSIAN = ("gaussian", "gaussian-marginal", "gaussian-svd")
 PRODUCT_ONLY = ("kron-hierarchical", "kron-p-identity")
@@ -614,8 +616,10 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     the table's MCMC runs (K-norm's rounding and one certification, where no file holds them).
     """
     W: ImplicitWorkload | NDArray[np.float64]
+    marginal = False
     if isinstance(F, ImplicitWorkload):
         W, implicit = F, True
+        marginal = F.marginal_match() is not None  # K-norm, Laplace and Gaussian take it by its structure
     else:
         if isinstance(F, np.ndarray) and F.ndim == 2 and F.size:  # before the validated copy: the least a row needs
             check_memory("F", None, 8.0 * F.size + min(row_cost(c, *F.shape)[1] for c in ("laplace", "identity")))
@@ -643,8 +647,9 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
         as_generator(rng)  # refuses a bad rng here, not as a failure of every row
     check_accountant(accountant)
     if prepared is not None:
-        if isinstance(W, ImplicitWorkload):
-            raise ValueError("prepared: a prepared workload is of an explicit F (K-norm and NIM need W's entries)")
+        if isinstance(W, ImplicitWorkload) and W.marginal_match() is None:
+            raise ValueError("prepared: a prepared workload is of an explicit F or a marginal workload (K-norm and "
+                             "NIM need W's entries)")
         check_prepared(prepared, W)
     options.setdefault("walk", walk)
 
@@ -669,7 +674,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
                 row = b.skipped(name, _one_line(exc))
             table[name] = replace(row, seconds=time.perf_counter() - t)
             continue
-        if implicit and name in NEED_W:
+        if implicit and name in NEED_W and not (name in BY_STRUCTURE and marginal):
             table[name] = b.skipped(name, "needs W's entries: F is an implicit workload (Gram/Kronecker terms)")
             continue
         if nbytes > limit:

@@ -17,7 +17,8 @@ from .._fingerprint import fingerprint
 from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
-from .marginal import empty_operator, marginal_operator, plan_ops, recognise
+from .marginal import MarginalMatch, empty_operator, marginal_operator, plan_ops, recognise
+from .marginal_ops import as_marginal, complete, dense_marginal, fingerprint_of
 from .spectral import empty_spectral, span_of, span_rows, spectral_cost, spectral_operator
 from .symmetry import ValueSymmetry, row_tables, value_symmetry
 
@@ -488,7 +489,7 @@ class SymmetricHull:
         return fingerprint(np.ascontiguousarray(F))
 
     @classmethod
-    def _of(cls, F: NDArray[np.float64], fingerprint: str) -> SymmetricHull:
+    def _of(cls, F: Any, fingerprint: str) -> SymmetricHull:
         """The body of a validated F whose :meth:`_source_hash` the caller has just computed
         (hashing a census-size F takes about 0.4 s: once is enough)."""
         body = cls.__new__(cls)
@@ -499,26 +500,49 @@ class SymmetricHull:
         self._build(F, None)
 
     @on_one_blas_thread
-    def _build(self, F: ArrayLike, fingerprint: str | None) -> None:
+    def _build(self, F: Any, fingerprint: str | None) -> None:
+        # a marginal workload known by its structure (knorm.implicit.marginals, a prepared file) is never
+        # made dense when its columns are non-zero and distinct (marginal_ops.complete): the body needs
+        # only the structure, and it is the same body, bit for bit, as that of the matrix recognised
+        match = as_marginal(F)
+        if match is not None and not complete(match):
+            F, match = dense_marginal(match), None
+        if match is None:
+            self._build_dense(F, fingerprint)
+            return
+        self._source = fingerprint_of(match) if fingerprint is None else fingerprint
+        self._F: NDArray[np.float64] | None = None
+        self.ambient_dim, self._n_columns = len(match.rows), match.structure.cells
+        e = _exponent(np.array([match.scale]))
+        self._finish(match, e, span_of(match, e), max(self.ambient_dim, self._n_columns), None)
+
+    def _build_dense(self, F: Any, fingerprint: str | None) -> None:
         F = validate_matrix(F)
         # a mechanism given this body checks it is of its own F
         self._source = self._source_hash(F) if fingerprint is None else fingerprint
-        d = F.shape[0]
+        self.ambient_dim = F.shape[0]
         e = _exponent(F)
         # F·2^-e (largest |entry| in [0.5, 1)): norms neither overflow nor underflow; by pieces
         norms = _column_norms(F, e)
         norms /= norms.max()
         # K is symmetric: f and -f are the same generator; drop exact duplicates (and short columns)
         cols = _first_distinct(F, np.flatnonzero(norms > SHORT))
-        self.F = F[:, cols] if len(cols) < F.shape[1] else np.ascontiguousarray(F)  # all kept: no copy
-        self.ambient_dim = d
+        Fk = F[:, cols] if len(cols) < F.shape[1] else np.ascontiguousarray(F)  # all kept: no copy
+        self._F = Fk
+        self._n_columns = Fk.shape[1]
         # a marginal workload (recognised from F's entries) keeps its structure: its span from the
         # structure's product basis (an SVD of d × rank, no QR of F, no scaled copy of F), and the
         # pivots' product Fᵀv a sum of broadcast tables or a product transform, not a dense n·r product
-        structure = recognise(self.F)
-        Fs = np.ldexp(self.F, -e) if structure is None else None
-        U, S = _left_singular(Fs) if structure is None else span_of(structure, e)
-        tol = S[0] * max(self.F.shape) * np.finfo(float).eps
+        structure = recognise(Fk)
+        Fs = np.ldexp(Fk, -e) if structure is None else None
+        US = _left_singular(Fs) if structure is None else span_of(structure, e)
+        self._finish(structure, e, US, max(Fk.shape), (F, norms, Fs))
+
+    def _finish(self, structure, e, US, size, dense):
+        """The span, frame and oracle from ``(U, S)``; ``dense``: ``(F, norms, Fs)`` of a dense build
+        (its short columns checked, its span rows ``UᵀFs``), None where the structure gives them."""
+        U, S = US
+        tol = S[0] * size * np.finfo(float).eps
         r = int(np.sum(S > tol))
         if S[r - 1] < THIN * S[0]:
             raise ValueError(f"F spans a direction {S[r - 1] / S[0]:.1e} times thinner than its widest (singular "
@@ -528,9 +552,10 @@ class SymmetricHull:
         # SVD's singular vectors are defined up to sign, and LAPACK's choice can differ between F and
         # F·c: each column's largest entry is made positive, so the frame is the same at every scale
         U = U[:, :r] * np.where(U[np.argmax(np.abs(U[:, :r]), axis=0), np.arange(r)] < 0, -1.0, 1.0)
-        _check_short_columns(F, norms, U)
+        if dense is not None:
+            _check_short_columns(dense[0], dense[1], U)
         self.span_basis = U.copy()
-        Fr = self.span_basis.T @ Fs if structure is None else span_rows(structure, self.span_basis, e)
+        Fr = self.span_basis.T @ dense[2] if structure is None else span_rows(structure, self.span_basis, e)
         unit = float(np.max(np.linalg.norm(Fr, axis=0)))
         self._exp = e
         self._unit = unit
@@ -577,7 +602,15 @@ class SymmetricHull:
     # -- coordinates -------------------------------------------------------------
     @property
     def n_columns(self) -> int:
-        return self.F.shape[1]
+        return self._n_columns
+
+    @property
+    def F(self) -> NDArray[np.float64]:
+        """The validated matrix (zero and duplicate columns removed); a workload known by its structure
+        is made dense on the first request, memory checked (the body itself never needs it)."""
+        if self._F is None:
+            self._F = dense_marginal(self._match)
+        return self._F
 
     def _to_frame(self, Y):
         """Rows of Y -> ``(Z, k, off)``: the oracle's coordinates of ``y·2^-k`` (max|y·2^-k|

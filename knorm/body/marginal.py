@@ -68,7 +68,7 @@ class MarginalMatch:
 
     def matrix(self) -> np.ndarray:
         """F rebuilt."""
-        M = self.structure.matrix() * self.scale
+        M = self.structure.matrix() * self.scale + 0.0  # +0.0: no −0.0 where the scale is negative
         return np.where((self.rows >= 0)[:, None], M[np.maximum(self.rows, 0)], 0.0)
 
     def weights(self, W: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ from ..data import RegionHistograms
 from ..errors import LargeEpsilonWarning
 from ..privacy import LARGE_EPSILON, BudgetAccountant, PrivacyClaim
 from ..body.hull import _exponent, _ldexp, validate_matrix
+from ..body.marginal_ops import answers, as_marginal, dense_marginal, fingerprint_of
 from ..postprocess import least_squares_matrix
 from .uncertainty import AnswerErrors, DrawsLaw, NoiseLaw, check_level, intervals
 from ._grid import GRID_BITS, RANGE_BITS, grid_details, grid_exponent_of, row_extent, snap_sum
@@ -462,10 +463,51 @@ class Mechanism(Accounted, ABC):
 
     def __init__(self, F: ArrayLike, rng: np.random.Generator | int | None,
                  accountant: BudgetAccountant | None = None) -> None:
-        self.F = validate_matrix(F)
-        self.d, self.n = self.F.shape
+        # a marginal workload known by its structure (knorm.implicit.marginals) is kept as its structure:
+        # answers by marginal sums, sensitivities by cell counts, the body without F (issue 49); F itself
+        # is made dense only where something asks for it (memory checked)
+        self._match = as_marginal(F)
+        self._F: NDArray[np.float64] | None = None
+        if self._match is None:
+            self._F = validate_matrix(F)
+            self.d, self.n = self._F.shape
+        else:
+            self.d, self.n = len(self._match.rows), self._match.structure.cells
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
+
+    @property
+    def F(self) -> NDArray[np.float64]:
+        """The workload matrix (d, n); a workload known by its marginal structure is made dense on the
+        first request (memory checked: a one-line ValueError naming F where it does not fit)."""
+        if self._F is None:
+            self._F = dense_marginal(self._match)  # type: ignore[arg-type]
+        return self._F
+
+    @F.setter
+    def F(self, value: NDArray[np.float64]) -> None:
+        self._F, self._match = value, None
+
+    @property
+    def workload_source(self) -> Any:
+        """What the body is built from: the structure where F is known by one, else the matrix."""
+        return self._match if self._match is not None else self.F
+
+    def workload_fingerprint(self) -> str:
+        """SHA-256 of F's float64 bytes (the prepared workloads' and bodies' name of F), once."""
+        fp = getattr(self, "_fingerprint", None)
+        if fp is None:
+            from ..body.hull import SymmetricHull
+
+            fp = self._fingerprint = (fingerprint_of(self._match) if self._match is not None
+                                      else SymmetricHull._source_hash(self.F))
+        return fp
+
+    def _fx(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``F x`` (x of shape (n,)) or ``X Fᵀ`` (rows), by marginal sums where F is known by its structure."""
+        if self._match is not None:
+            return answers(self._match, X)
+        return self.F @ X if X.ndim == 1 else X @ self.F.T
 
     def check_x(self, x: ArrayLike, allow_noncounts: bool = False) -> NDArray[np.float64]:
         """``x`` as a finite float64 vector of length n, else a one-line ValueError naming ``x``.
@@ -492,6 +534,8 @@ class Mechanism(Accounted, ABC):
         if getattr(self, "workload", None) is not None:  # an implicit F (strategies): 2^(e+1) from its scale 2^e
             return float(np.ldexp(1.0, self._exp + 1))  # type: ignore[attr-defined]
         top = getattr(self, "_f_top", None)
+        if top is None and self._match is not None:
+            top = self._f_top = abs(self._match.scale) if np.any(self._match.rows >= 0) else 0.0
         if top is None:
             top = self._f_top = float(max(self.F.max(), -self.F.min())) if self.F.size else 0.0
         return top
@@ -523,7 +567,7 @@ class Mechanism(Accounted, ABC):
         x = self.check_x(x, allow_noncounts)
         m = check_size(size, self.d)
         with np.errstate(over="ignore", invalid="ignore"):
-            fx = self.F @ x
+            fx = self._fx(x)
         if not np.all(np.isfinite(fx)):
             raise ValueError("x is too large: Fx overflows float64")
         self._check_grid()
@@ -589,7 +633,7 @@ class Mechanism(Accounted, ABC):
 
     def _answers_of(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """``F x_i`` for each row of X: (regions, d)."""
-        return X @ self.F.T
+        return self._fx(X)
 
     def _noisy_rows(self, fx: NDArray[np.float64], X: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each row's answers plus its own noise, on the grid (one noise draw per row, in order)."""
@@ -659,7 +703,8 @@ class Mechanism(Accounted, ABC):
         """The grid from the public scale ``min_i max_j |F_ij| / ε`` (K's extent along its thinnest
         answer coordinate over ε; a lower bound on the noise of every coordinate of a pure ε-DP
         K-norm answer); Laplace and Gaussian use their own scale."""
-        return grid_exponent_of(row_extent(self.F), self.epsilon, self.epsilon)  # type: ignore[attr-defined]
+        extent = abs(self._match.scale) if self._match is not None else row_extent(self.F)  # every live row: max |scale|
+        return grid_exponent_of(extent, self.epsilon, self.epsilon)  # type: ignore[attr-defined]
 
     def _one_or_many(self, draws: NDArray[np.float64], size: int | None) -> NDArray[np.float64]:
         return draws[0] if size is None else draws

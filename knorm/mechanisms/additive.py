@@ -10,6 +10,7 @@ from ..privacy import BudgetAccountant
 
 from .._validate import check_flag, positive_int, short_repr
 from ..body.hull import validate_matrix
+from ..body.marginal_ops import as_marginal, column_counts
 from ._base import (ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon, check_finite_output,
                     check_noise_scale, check_positive, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
@@ -18,7 +19,14 @@ from .uncertainty import LaplaceLaw, NoiseLaw, NormalLaw
 
 
 def _column_norms(F: ArrayLike, ord: int) -> tuple[float, int]:
-    """``(max_i ‖f_i‖ on F·2^-e, e)``: F's largest column norm at unit scale and its power-of-two scale."""
+    """``(max_i ‖f_i‖ on F·2^-e, e)``: F's largest column norm at unit scale and its power-of-two scale.
+    A marginal workload known by its structure: ``|scale·2^-e|·c`` (ℓ₁) or ``·√c`` (ℓ₂), c the most
+    queries any cell is in."""
+    match = as_marginal(F)
+    if match is not None:
+        e = unit_exponent(np.array([match.scale]))
+        c = float(np.max(column_counts(match)))
+        return abs(float(np.ldexp(match.scale, -e))) * (c if ord == 1 else float(np.sqrt(c))), e
     F = validate_matrix(F)
     e = unit_exponent(F)
     return float(np.max(np.linalg.norm(np.ldexp(F, -e), ord=ord, axis=0))), e
@@ -64,8 +72,8 @@ class LaplaceMechanism(Mechanism):
                  accountant: BudgetAccountant | None = None) -> None:
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
-        unit, e = _column_norms(self.F, 1)
-        self.sensitivity = l1_sensitivity(self.F)
+        unit, e = _column_norms(self.workload_source, 1)
+        self.sensitivity = l1_sensitivity(self.workload_source)
         self.scale = check_noise_scale(scaled(unit, e, self.epsilon), self.epsilon, "the Laplace scale Δ₁/ε")
         self.rms_error()  # refused here if ‖noise‖ itself leaves float64
         self._claim = PrivacyClaim("Laplace", self.epsilon, 0.0, "pure ε-DP", "exact",
@@ -184,8 +192,8 @@ class GaussianMechanism(Mechanism):
         if not isinstance(calibration, str) or calibration not in ("analytic", "classic"):
             raise ValueError(f"calibration must be 'analytic' or 'classic', got {short_repr(calibration)}")
         self.calibration = calibration  # what was asked; details["calibration"]: what was used
-        unit, e = _column_norms(self.F, 2)
-        self.sensitivity = l2_sensitivity(self.F)
+        unit, e = _column_norms(self.workload_source, 2)
+        self.sensitivity = l2_sensitivity(self.workload_source)
         used = calibration
         if calibration == "classic":
             if self.epsilon >= 1.0:

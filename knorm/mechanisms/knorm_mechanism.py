@@ -99,21 +99,21 @@ class KNormMechanism(Mechanism):
         self.epsilon = check_epsilon(epsilon)
         walk_id(walk)
         self.walk = walk
-        if body is not None and not (isinstance(body, SymmetricHull) and body.ambient_dim == self.F.shape[0]):
-            raise TypeError(f"body must be None or the knorm.SymmetricHull of F ({self.F.shape[0]} rows), got "
+        if body is not None and not (isinstance(body, SymmetricHull) and body.ambient_dim == self.d):
+            raise TypeError(f"body must be None or the knorm.SymmetricHull of F ({self.d} rows), got "
                             f"{type(body).__name__}")
-        if body is not None and body._source != SymmetricHull._source_hash(self.F):
+        if body is not None and body._source != self.workload_fingerprint():
             # another F's body would give noise of another K: not this F's K-norm mechanism
             raise ValueError("body: the SymmetricHull of another matrix; give the body of this F (or none)")
         if prepared is not None:
             if body is not None:
                 raise ValueError("prepared: give a prepared workload or a body, not both")
-            body = check_prepared(prepared, self.F)
+            body = check_prepared(prepared, self.workload_source, fingerprint=self.workload_fingerprint())
         self.bank_size = positive_int("bank_size", bank_size)
         self.accept_uncertified = check_flag("accept_uncertified", accept_uncertified)
         self.sampler_options = check_sampler_options(sampler_options)
         self._checkpoint = self.sampler_options.get("checkpoint")
-        self.body = body if body is not None else body_of(self.F)
+        self.body = body if body is not None else body_of(self.workload_source, self.workload_fingerprint())
         self.dim = self.body.dim
         self.structure = self.body.exact_structure
         # r·z has scale (dim+1)/ε·(K's scale): refused here, before anything is drawn, if it leaves float64

@@ -35,7 +35,8 @@ from .._io import atomic_write, check_npz_memory, npz_headers
 from .._progress import as_progress
 from .._validate import check_flag, check_memory, check_path, is_int, is_real, positive_int, short_repr
 from ..body.hull import SymmetricHull, validate_matrix
-from ..body.marginal import match_arrays, match_from_arrays
+from ..body.marginal import MarginalMatch, match_arrays, match_from_arrays
+from ..body.marginal_ops import as_marginal, dense_marginal, fingerprint_of
 from . import cache
 from .certify import (ON_CERTIFIED, PUBLIC_NOTE, Certificate, Certified, PoolMoments, cache_certified,
                       check_states)
@@ -58,34 +59,60 @@ def _version() -> str:
     return __version__
 
 
+Workload = typing.Union[NDArray[np.float64], MarginalMatch]  # a validated F, or a marginal one by its structure
+
+
+def as_workload(F: Any, name: str = "F") -> tuple[Workload, str, tuple[int, int]]:
+    """``(workload, fingerprint, (d, n))``: a marginal workload known by its structure
+    (:func:`knorm.body.marginal_ops.as_marginal`: never made dense) or the validated matrix, with
+    the SHA-256 of F's float64 bytes, the same either way."""
+    match = as_marginal(F)
+    if match is not None:
+        return match, fingerprint_of(match), (len(match.rows), match.structure.cells)
+    F = validate_matrix(F, name)
+    return F, SymmetricHull._source_hash(F), (int(F.shape[0]), int(F.shape[1]))
+
+
 def workload_fingerprint(F: ArrayLike, name: str = "F") -> str:
     """SHA-256 of the validated F (float64: dtype, shape and bytes): the one a body built from it
-    carries (:meth:`~knorm.body.hull.SymmetricHull._source_hash`)."""
-    return SymmetricHull._source_hash(validate_matrix(F, name))
+    carries (:meth:`~knorm.body.hull.SymmetricHull._source_hash`); of a marginal workload known by
+    its structure, the same digest from its rows made a piece at a time."""
+    return as_workload(F, name)[1]
 
 
 BODY_CACHE = 4  # bodies kept per process (by F's fingerprint) for mechanisms given neither a body nor a file
 _BODIES: OrderedDict[str, SymmetricHull] = OrderedDict()
 
 
-def body_of(F: NDArray[np.float64]) -> SymmetricHull:
+def body_of(F: Any, fingerprint: str | None = None) -> SymmetricHull:
     """The body of the validated ``F``, shared in this process by every mechanism on the same
     matrix (the last ``BODY_CACHE`` matrices, by fingerprint): its rounding and certification,
     cached with it, are computed once, so a later mechanism on the same F releases after a
     warm-up (docs/design.md §3.5.1). A matrix this process has not seen is looked up in the
     cache of prepared workloads (:mod:`knorm.walks.cache`: certified once per machine), and
-    its certification, once made, is written there."""
-    fp = workload_fingerprint(F)
+    its certification, once made, is written there. ``F``: a validated matrix or a marginal
+    workload by its structure; ``fingerprint``: its :func:`workload_fingerprint`, if known."""
+    if fingerprint is None:
+        F, fp, shape = as_workload(F)
+    else:
+        fp, shape = fingerprint, _shape_of(F)
     body = _BODIES.pop(fp, None)
     if body is None:
         cached = cache.lookup(fp, lambda path: load_prepared(path, F))
         certified = cached is not None and cached.certified is not None
         body = cached.body if certified else SymmetricHull._of(F, fp)
-        body._cache_key = (fp, (int(F.shape[0]), int(F.shape[1])))  # certified_of writes it to the cache
+        body._cache_key = (fp, shape)  # certified_of writes it to the cache
     _BODIES[fp] = body
     while len(_BODIES) > BODY_CACHE:
         _BODIES.popitem(last=False)
     return body
+
+
+def _shape_of(F: Workload) -> tuple[int, int]:
+    """(d, n) of a validated F or a marginal workload."""
+    if isinstance(F, MarginalMatch):
+        return len(F.rows), F.structure.cells
+    return int(F.shape[0]), int(F.shape[1])
 
 
 class PreparedWorkload:
@@ -103,9 +130,9 @@ class PreparedWorkload:
 
     def __init__(self, body: SymmetricHull, fingerprint: str, shape: tuple[int, int], rounding: Rounding | None,
                  rows: dict[str, Any] | None = None, row_arrays: dict[str, NDArray[np.float64]] | None = None,
-                 certified: Certified | None = None, F: NDArray[np.float64] | None = None) -> None:
+                 certified: Certified | None = None, F: Workload | None = None) -> None:
         self.body, self.fingerprint, self.rounding = body, fingerprint, rounding
-        self.F = F  # the validated F it was prepared for (public; saved in the file, sparse)
+        self.workload = F  # what it was prepared for: F (public; saved in the file, sparse) or its structure
         self.certified = certified
         self.point_bases: NDArray[np.int64] | None = None  # oracle bases at the rounding's end points (saved)
         self.radius_bases: NDArray[np.int64] | None = None  # and at body_radius's directions (saved)
@@ -123,6 +150,13 @@ class PreparedWorkload:
             cache_certified(body, certified)
 
     @property
+    def F(self) -> NDArray[np.float64] | None:
+        """The matrix it was prepared for (a marginal workload's made dense on request, memory checked)."""
+        if isinstance(self.workload, MarginalMatch):
+            self.workload = dense_marginal(self.workload)
+        return self.workload
+
+    @property
     def certificate(self) -> Certificate | None:
         return None if self.certified is None else self.certified.certificate
 
@@ -133,9 +167,10 @@ class PreparedWorkload:
                 f"certified={'no' if self.certified is None else self.certified.certificate.summary()}"
                 + (f", recommend rows {rows}" if rows else "") + ")")
 
-    def body_for(self, F: NDArray[np.float64], name: str = "prepared") -> SymmetricHull:
-        """The prepared body, if it was prepared for ``F`` (already validated); else a ValueError."""
-        if workload_fingerprint(F) != self.fingerprint:
+    def body_for(self, F: Any, name: str = "prepared", fingerprint: str | None = None) -> SymmetricHull:
+        """The prepared body, if it was prepared for ``F`` (already validated, or a marginal workload;
+        ``fingerprint``: its fingerprint if known); else a ValueError."""
+        if (workload_fingerprint(F) if fingerprint is None else fingerprint) != self.fingerprint:
             raise ValueError(f"{name}: the prepared workload was made for another matrix (its fingerprint "
                              f"{self.fingerprint[:12]}… differs from F's): prepare this F")
         return self.body
@@ -163,9 +198,12 @@ class PreparedWorkload:
         arrays: dict[str, Any] = {"format": np.array(FORMAT), "knorm": np.array(_version()),
                                   "fingerprint": np.array(self.fingerprint), "shape": np.array(self.shape),
                                   "has_rounding": np.array(self.rounding is not None)}
-        if self.F is not None:
-            match = self.body._match if self.body.n_columns == self.F.shape[1] else None  # of F itself
-            arrays.update(sparse_matrix(self.F) if match is None else match_arrays(match))
+        if isinstance(self.workload, MarginalMatch):
+            arrays.update(match_arrays(self.workload))
+        elif self.workload is not None:
+            F = self.workload
+            match = self.body._match if self.body.n_columns == F.shape[1] else None  # of F itself
+            arrays.update(sparse_matrix(F) if match is None else match_arrays(match))
         if self.rounding is not None:
             rnd = self.rounding
             self.solve_point_bases()
@@ -225,7 +263,7 @@ class _Partial:
             atomic_write(folder / "prepare.json", lambda f: f.write(text))
         self.certify = PublicSnapshot(folder / "certify.npz", every=every)
 
-    def rounding(self, F: NDArray[np.float64]) -> PreparedWorkload | None:
+    def rounding(self, F: Workload) -> PreparedWorkload | None:
         """The workload with its saved rounding (checked as a prepared file is), if it was saved."""
         path = self.folder / "rounding.knorm"
         return load_prepared(path, F) if path.exists() else None
@@ -242,7 +280,7 @@ class _Partial:
 
 
 @on_one_blas_thread
-def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains: int = DEFAULT_CHAINS,
+def prepare(F: Any, path: str | os.PathLike[str] | None = None, *, chains: int = DEFAULT_CHAINS,
             workers: int | Executor | None = None, progress: Any = None, certify: bool = True,
             walk: str = "billiard", resume: bool = True, snapshot_every: float = 30.0,
             recommend: bool = True) -> PreparedWorkload:
@@ -283,8 +321,7 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     report = as_progress(progress)  # True: bars on stderr (closed at the end), as a mechanism's sampler_options
     if not is_real(snapshot_every) or not snapshot_every >= 0:
         raise ValueError(f"snapshot_every must be a number of seconds >= 0, got {short_repr(snapshot_every)}")
-    F = validate_matrix(F)
-    fp, shape = workload_fingerprint(F), (int(F.shape[0]), int(F.shape[1]))
+    F, fp, shape = as_workload(F)
     partial = None
     if path is not None:
         key = {"format": SNAPSHOT_FORMAT, "knorm": _version(), "fingerprint": fp, "chains": chains, "walk": walk,
@@ -301,7 +338,7 @@ def prepare(F: ArrayLike, path: str | os.PathLike[str] | None = None, *, chains:
     return w
 
 
-def _prepare(F: NDArray[np.float64], fp: str, shape: tuple[int, int], path: str | os.PathLike[str] | None,
+def _prepare(F: Workload, fp: str, shape: tuple[int, int], path: str | os.PathLike[str] | None,
              partial: _Partial | None, chains: int, workers: Any, report: Any, certify: bool, walk: str,
              recommend: bool) -> PreparedWorkload:
     """:func:`prepare`'s work, its stages marked in the active ledger."""
@@ -310,7 +347,7 @@ def _prepare(F: NDArray[np.float64], fp: str, shape: tuple[int, int], path: str 
     if w is None:
         body = SymmetricHull._of(F, fp)
         if body.exact_structure is None and hasattr(report, "note"):  # the whole prepare, up front (issue 44)
-            report.note(prepare_estimate(body.dim, int(F.shape[1]), workers, chains))
+            report.note(prepare_estimate(body.dim, shape[1], workers, chains))
         mark("rounding")
         rnd = None if body.exact_structure is not None else rounding_of(body, workers, rounding_progress(report),
                                                                          chains=chains)
@@ -332,7 +369,7 @@ def _prepare(F: NDArray[np.float64], fp: str, shape: tuple[int, int], path: str 
                         "is the long one)")
         t_rows = time.perf_counter()
         for make_rows in ROW_MAKERS:
-            make_rows(F, w, walk, workers)
+            make_rows(_rows_workload(F), w, walk, workers)
         if noting:
             report.note(f"recommend's rows: done in {time.perf_counter() - t_rows:.1f} s")
     mark("file")
@@ -490,8 +527,18 @@ def _rounding(z: dict[str, NDArray[Any]], body: SymmetricHull, path: Path) -> Ro
                     eigen_spread=float(z["eigen_spread"]), points=pts, tau=float(z["tau"]))
 
 
+def _rows_workload(F: Workload) -> Any:
+    """What recommend's rows are computed from: F, or a marginal workload's canonical implicit form
+    (:func:`knorm.implicit.marginals`-like terms, never dense)."""
+    if not isinstance(F, MarginalMatch):
+        return F
+    from ..implicit import from_marginal_match
+
+    return from_marginal_match(F)
+
+
 @on_one_blas_thread
-def load_prepared(path: str | os.PathLike[str], F: ArrayLike | None = None) -> PreparedWorkload:
+def load_prepared(path: str | os.PathLike[str], F: Any = None) -> PreparedWorkload:
     """The prepared workload saved at ``path`` by :func:`prepare`, for this ``F`` (None: the F
     the file holds, checked against its fingerprint; :attr:`PreparedWorkload.F`).
 
@@ -513,8 +560,8 @@ def load_prepared(path: str | os.PathLike[str], F: ArrayLike | None = None) -> P
         body._structure = None
         rnd = _rounding(z, body, path)
     cert = _certified(z, rnd, body, path) if "certificate" in z else None
-    rows, arrays = _rows(z, path, int(F.shape[1]))
-    w = PreparedWorkload(body, fp, (int(F.shape[0]), int(F.shape[1])), rnd, rows, arrays, cert, F=F)
+    rows, arrays = _rows(z, path, _shape_of(F)[1])
+    w = PreparedWorkload(body, fp, _shape_of(F), rnd, rows, arrays, cert, F=F)
     if rnd is not None and "point_bases" in z and z["point_bases"].shape == rnd.points.shape:
         w.point_bases = np.asarray(z["point_bases"], dtype=np.int64)  # checked in _rounding
     if rnd is not None and "radius_bases" in z:
@@ -539,29 +586,33 @@ def _current(path: str | os.PathLike[str]) -> tuple[Path, dict[str, NDArray[Any]
     return path, z
 
 
-def _matrix_of(z: dict[str, NDArray[Any]], path: Path, F: ArrayLike | None) -> tuple[NDArray[np.float64], str]:
-    """``(F, its fingerprint)``: the given F, or (None) the one the file holds; refused unless the
-    file was prepared for it."""
+def _matrix_of(z: dict[str, NDArray[Any]], path: Path, F: Any) -> tuple[Workload, str]:
+    """``(F, its fingerprint)``: the given F (a matrix or a marginal workload), or (None) the one the
+    file holds (a marginal workload's structure is kept as structure); refused unless the file was
+    prepared for it."""
     shape = _declared_shape(z, path)
     if F is not None:
-        F = validate_matrix(F)
-        if F.shape != shape:
+        match = as_marginal(F)
+        F = validate_matrix(F) if match is None else match
+        if _shape_of(F) != shape:
             raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (its shape {shape}), not for "
-                             f"this F {F.shape}: prepare this F")
+                             f"this F {_shape_of(F)}: prepare this F")
     F = _stored_matrix(z, path, shape) if F is None else F
     fp = workload_fingerprint(F)
     if str(z["fingerprint"]) != fp:
         raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (shape "
                          f"{tuple(int(s) for s in z['shape'])}, fingerprint {str(z['fingerprint'])[:12]}…), not for "
-                         f"this F {F.shape} ({fp[:12]}…): prepare this F")
+                         f"this F {_shape_of(F)} ({fp[:12]}…): prepare this F")
     return F, fp
 
 
-def prepared_matrix(path: str | os.PathLike[str]) -> NDArray[np.float64]:
+def prepared_matrix(path: str | os.PathLike[str], *, dense: bool = True) -> Any:
     """The F a prepared file holds, checked against its fingerprint, without building its body or
-    restoring its rounding (what :func:`load_prepared` with ``F=None`` then does)."""
+    restoring its rounding (what :func:`load_prepared` with ``F=None`` then does). ``dense=False``:
+    a marginal workload stays its structure (a :class:`~knorm.body.marginal.MarginalMatch`)."""
     path, z = _current(path)
-    return _matrix_of(z, path, None)[0]
+    F = _matrix_of(z, path, None)[0]
+    return dense_marginal(F) if dense and isinstance(F, MarginalMatch) else F
 
 
 def sparse_matrix(F: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
@@ -576,17 +627,16 @@ def sparse_matrix(F: NDArray[np.float64]) -> dict[str, NDArray[Any]]:
             "matrix_indices": m.indices.astype(kind), "matrix_data": m.data.astype(np.int8 if small else np.float64)}
 
 
-def _stored_matrix(z: dict[str, NDArray[Any]], path: Path, shape: tuple[int, int]) -> NDArray[np.float64]:
+def _stored_matrix(z: dict[str, NDArray[Any]], path: Path, shape: tuple[int, int]) -> Workload:
     """The F a file holds (its marginal structure, :func:`~knorm.body.marginal.match_arrays`, or
     :func:`sparse_matrix`), validated; the caller checks its fingerprint. Its
     ``matrix_shape`` must be the file's ``shape``, its CSR arrays of the sizes that shape declares,
     and the dense F must fit in memory, before F is made."""
     keys = ("matrix_shape", "matrix_indptr", "matrix_indices", "matrix_data")
     marginal = ("marginal_sizes", "marginal_cliques", "marginal_scale", "marginal_rows")
-    if all(k in z for k in marginal):  # a marginal workload: its structure (match_arrays)
+    if all(k in z for k in marginal):  # a marginal workload: its structure (match_arrays), never made dense here
         d, n = shape
-        check_memory(f"prepared: {str(path)!r}: its shape", None, 8 * 3 * d * n)  # F, M, the body's copy
-        return validate_matrix(match_from_arrays(z, d, n, f"prepared: {str(path)!r} is damaged").matrix())
+        return match_from_arrays(z, d, n, f"prepared: {str(path)!r} is damaged")
     if not all(k in z for k in keys):
         raise ValueError(f"prepared: {str(path)!r} holds no F (written before F was kept in the file): give F, "
                          "or prepare it again")
@@ -718,11 +768,11 @@ def _rows(z: dict[str, NDArray[Any]], path: Path, n: int) -> tuple[dict[str, Any
     return rows, arrays
 
 
-def check_prepared(prepared: Any, F: NDArray[np.float64], name: str = "prepared") -> SymmetricHull:
+def check_prepared(prepared: Any, F: Any, name: str = "prepared", fingerprint: str | None = None) -> SymmetricHull:
     """The body of ``prepared`` for the validated ``F``; a TypeError if it is not a
     :class:`PreparedWorkload`, a ValueError if it was made for another F."""
     if not isinstance(prepared, PreparedWorkload):
         raise TypeError(f"{name} must be None or a knorm.PreparedWorkload (knorm.prepare / knorm.load_prepared), "
                         f"got {type(prepared).__name__}")
-    return prepared.body_for(F, name)
+    return prepared.body_for(F, name, fingerprint)
 

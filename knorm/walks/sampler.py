@@ -360,7 +360,7 @@ class Sampler:
         self._kept: Any = None  # (records, index of the first) of the last run's pool: get_chain
         self._kept_gauges: NDArray[np.float64] | None = None  # their gauges, from the walk (billiard), else None
         if checkpoint is not None:  # a resumed run must be this sampler's: matrix, walk, sizes, params, seed
-            checkpoint.bind("Sampler", self.body.F, walk, self.nchains, self.min_draws, self.max_steps, self._params,
+            checkpoint.bind("Sampler", self.body._source, walk, self.nchains, self.min_draws, self.max_steps, self._params,
                             self._gen.bit_generator.state)
 
     # -- memory estimates (bytes) ---------------------------------------------------

@@ -1,0 +1,190 @@
+"""A marginal workload used as an operator, never materialised (issue 49): ``F = scale·M[rows]``
+(:class:`~knorm.body.marginal.MarginalMatch`) answers, fingerprints and sizes itself from its
+structure alone.
+
+* :func:`canonical`: the match in the form :func:`~knorm.body.marginal.recognise` finds from F's
+  entries (adjacent attributes in the same cliques merged, cliques in order of their first row,
+  repeated cliques one), so a workload known by its structure and the same matrix recognised from
+  its entries build the same body, bit for bit.
+* :func:`complete`: whether every column of F is non-zero and distinct (every attribute lies in a
+  clique all of whose rows are queries): then the body needs nothing of F but the structure.
+* :func:`answers`: ``F x`` for rows of x by marginal sums (``n`` additions per clique, no d × n
+  product): exact on counts below 2⁵³, the correctly rounded ``scale·(integer sum)``.
+* :func:`column_counts`: how many queries contain each cell (``‖f_j‖₁ = |scale|·count_j``,
+  ``‖f_j‖₂ = |scale|·√count_j``).
+* :func:`fingerprint_of`: the SHA-256 of F's float64 bytes exactly as
+  :func:`knorm._fingerprint.fingerprint` of the dense matrix, from rows made a piece at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._validate import check_memory
+from .marginal import MarginalMatch, MarginalStructure
+
+__all__ = ["canonical", "complete", "answers", "column_counts", "dense_rows", "dense_marginal", "fingerprint_of",
+           "as_marginal", "ROW_CHUNK"]
+
+ROW_CHUNK = 64  # rows of F made at a time by dense_rows' callers (64 × 65,536 cells: 32 MB)
+
+
+def _offsets(structure: MarginalStructure) -> NDArray[np.int64]:
+    """The first row of each clique's table in M, and M's row count last."""
+    sizes = [math.prod(structure.shape[a] for a in c) for c in structure.cliques]
+    return np.cumsum([0] + sizes).astype(np.int64)
+
+
+def _clique_of_rows(structure: MarginalStructure, rows: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The clique index of each row of M named in ``rows`` (−1 for a zero row)."""
+    offs = _offsets(structure)
+    q = np.searchsorted(offs, rows, side="right") - 1
+    return np.where(rows >= 0, q, -1)
+
+
+def canonical(match: MarginalMatch) -> MarginalMatch:
+    """``match`` in :func:`~knorm.body.marginal.recognise`'s form: attributes of size 1 dropped,
+    adjacent attributes that lie in the same live cliques merged (C order is kept, so each
+    table's rows keep their order), cliques in order of their first query, a clique named twice
+    one clique. The same F, described canonically."""
+    st = match.structure
+    rows = np.asarray(match.rows, np.int64)
+    q_of = _clique_of_rows(st, rows)
+    live = [st.cliques[int(q)] for q in np.unique(q_of[q_of >= 0])]
+    keep = [a for a, s in enumerate(st.shape) if s > 1]
+    member = {a: tuple(a in c for c in live) for a in keep}
+    groups: list[list[int]] = []
+    for a in keep:
+        if groups and member[groups[-1][0]] == member[a]:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    shape = tuple(math.prod(st.shape[a] for a in g) for g in groups) or (1,)
+    new_of = {a: i for i, g in enumerate(groups) for a in g}
+    cliques: list[tuple[int, ...]] = []  # in order of their first query, each once
+    index: dict[tuple[int, ...], int] = {}
+    target = np.full(len(rows), -1, np.int64)
+    for i, q in enumerate(q_of):
+        if q >= 0:
+            c = tuple(sorted({new_of[a] for a in st.cliques[int(q)] if a in new_of}))
+            target[i] = index.setdefault(c, len(cliques))
+            if target[i] == len(cliques):
+                cliques.append(c)
+    new = MarginalStructure(shape, tuple(cliques))
+    old_offs, new_offs = _offsets(st), _offsets(new)
+    out = np.full(len(rows), -1, np.int64)
+    alive = rows >= 0
+    out[alive] = new_offs[target[alive]] + (rows[alive] - old_offs[q_of[alive]])
+    return MarginalMatch(new, float(match.scale), out)
+
+
+def complete(match: MarginalMatch) -> bool:
+    """Whether every attribute of size > 1 lies in a clique all of whose table rows are queries:
+    then F's columns are non-zero and pairwise distinct (two cells differ in some attribute, and
+    a complete table holding it tells them apart)."""
+    st = match.structure
+    offs = _offsets(st)
+    present = np.zeros(st.rows, bool)
+    present[match.rows[match.rows >= 0]] = True
+    whole = [c for q, c in enumerate(st.cliques) if present[offs[q]:offs[q + 1]].all()]
+    if not whole:
+        return False
+    covered = set(a for c in whole for a in c)
+    return all(a in covered for a, s in enumerate(st.shape) if s > 1)
+
+
+def _tables(structure: MarginalStructure, X: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Every clique's table of each row of X (m, n): (m, M rows), by sums over the other axes."""
+    m = X.shape[0]
+    Y = X.reshape((m,) + structure.shape)
+    out = []
+    k = len(structure.shape)
+    for c in structure.cliques:
+        axes = tuple(1 + a for a in range(k) if a not in c)
+        out.append(Y.sum(axis=axes).reshape(m, -1) if axes else Y.reshape(m, -1))
+    return np.concatenate(out, axis=1)
+
+
+def answers(match: MarginalMatch, X: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``F x`` for x (n,) or each row of X (m, n): (d,) or (m, d), by marginal sums."""
+    X = np.asarray(X, dtype=np.float64)
+    T = _tables(match.structure, np.atleast_2d(X))
+    live = match.rows >= 0
+    out = np.zeros((T.shape[0], len(match.rows)))
+    out[:, live] = T[:, match.rows[live]] * match.scale
+    return out[0] if X.ndim == 1 else out
+
+
+def column_counts(match: MarginalMatch) -> NDArray[np.int64]:
+    """Per cell, how many rows of F contain it (F's column ℓ₁ norm over ``|scale|``)."""
+    st = match.structure
+    per = np.bincount(match.rows[match.rows >= 0], minlength=st.rows).astype(np.float64)
+    n = st.cells
+    out = np.zeros(n)
+    offs = _offsets(st)
+    shape = st.shape
+    k = len(shape)
+    for q, c in enumerate(st.cliques):
+        t = per[offs[q]:offs[q + 1]].reshape(tuple(shape[a] for a in c))
+        view = t.reshape(tuple(shape[a] if a in c else 1 for a in range(k)))
+        out += np.broadcast_to(view, shape).reshape(n)
+    return out.astype(np.int64)
+
+
+def dense_rows(match: MarginalMatch, start: int, stop: int) -> NDArray[np.float64]:
+    """Rows ``start:stop`` of F as a dense (stop − start, n) array."""
+    st = match.structure
+    rows = match.rows[start:stop]
+    out = np.zeros((len(rows), st.cells))
+    q_of = _clique_of_rows(st, rows)
+    offs = _offsets(st)
+    cells = np.indices(st.shape).reshape(len(st.shape), -1)
+    for q in np.unique(q_of[q_of >= 0]):
+        c = st.cliques[int(q)]
+        code = np.ravel_multi_index(tuple(cells[a] for a in c), [st.shape[a] for a in c]) if c else \
+            np.zeros(st.cells, np.int64)
+        mine = np.flatnonzero(q_of == q)
+        out[mine] = np.where(code[None, :] == (rows[mine] - offs[q])[:, None], match.scale, 0.0)
+    return out
+
+
+def fingerprint_of(match: MarginalMatch) -> str:
+    """``knorm._fingerprint.fingerprint(F)`` of the dense float64 F, its rows made ``ROW_CHUNK`` at
+    a time (the same bytes in the same order: dtype, shape, then F in C order)."""
+    d, n = len(match.rows), match.structure.cells
+    h = hashlib.sha256()
+    h.update(b"l1:")
+    h.update(f"a{np.dtype(np.float64).str}{(d, n)}:".encode())
+    for start in range(0, d, ROW_CHUNK):
+        h.update(dense_rows(match, start, min(d, start + ROW_CHUNK)).tobytes())
+    return h.hexdigest()
+
+
+def dense_marginal(match: MarginalMatch, name: str = "F") -> NDArray[np.float64]:
+    """F as a dense float64 (d, n) array (+0.0 where it is zero), memory checked before allocating:
+    a one-line ValueError naming ``name`` if it does not fit."""
+    d, n = len(match.rows), match.structure.cells
+    check_memory(name, None, 8 * d * n + 8 * ROW_CHUNK * n)
+    out = np.empty((d, n))
+    for start in range(0, d, ROW_CHUNK):
+        out[start:start + ROW_CHUNK] = dense_rows(match, start, min(d, start + ROW_CHUNK))
+    return out
+
+
+def as_marginal(F: object) -> MarginalMatch | None:
+    """The canonical match of a workload known by its marginal structure: a
+    :class:`~knorm.body.marginal.MarginalMatch`, or an object with a ``marginal_match()`` method (a
+    :class:`knorm.implicit.ImplicitWorkload`, which finds it from its factors' entries; None where
+    it is not a marginal workload). None for anything else (a matrix: recognised from its entries
+    where it is needed)."""
+    if isinstance(F, MarginalMatch):
+        return canonical(F)
+    find = getattr(F, "marginal_match", None)
+    if callable(find):
+        found = find()
+        return canonical(found) if isinstance(found, MarginalMatch) else None
+    return None
