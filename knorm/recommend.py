@@ -70,7 +70,9 @@ from .walks.certify import known_moments
 from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism, gaussian_mu, marginal_plan
 from .mechanisms._p_identity import _check_starts, _factor_pays
 from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism
-from .implicit import ImplicitWorkload, from_matrix
+from .body.marginal import MarginalMatch
+from .body.marginal_ops import dense_marginal
+from .implicit import ImplicitWorkload, from_marginal_match, from_matrix
 from .walks.chains import check_workers, walk_id
 from .privacy import gdp_delta
 from .walks import prepared as _prepared
@@ -83,8 +85,6 @@ CANDIDATES = ("laplace", "gaussian", "gaussian-marginal", "gaussian-svd", "ident
               "knorm", "nim")
 # rows that need W's entries (an implicit workload skips them) and the one for product domains only
 NEED_W = ("laplace", "gaussian", "gaussian-marginal", "gaussian-svd", "knorm", "nim")
-# of those, the rows whose mechanisms take a marginal workload by its structure (never made dense)
-BY_STRUCTURE = ("laplace", "gaussian", "knorm")
 # the (ε, δ)-DP rows (computed only with delta; never kept in a prepared workload: they depend on δ)
 GAUSSIAN = ("gaussian", "gaussian-marginal", "gaussian-svd")
 PRODUCT_ONLY = ("kron-hierarchical", "kron-p-identity")
@@ -617,9 +617,14 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     """
     W: ImplicitWorkload | NDArray[np.float64]
     marginal = False
+    if isinstance(F, MarginalMatch):  # a marginal workload by its structure: as an implicit one where it is
+        try:                          # one (tables in order), else made dense (memory checked)
+            F = from_marginal_match(F)
+        except ValueError:
+            F = dense_marginal(F)
     if isinstance(F, ImplicitWorkload):
         W, implicit = F, True
-        marginal = F.marginal_match() is not None  # K-norm, Laplace and Gaussian take it by its structure
+        marginal = F.marginal_match() is not None  # its mechanisms take it (K-norm, Laplace, Gaussian: never dense)
     else:
         if isinstance(F, np.ndarray) and F.ndim == 2 and F.size:  # before the validated copy: the least a row needs
             check_memory("F", None, 8.0 * F.size + min(row_cost(c, *F.shape)[1] for c in ("laplace", "identity")))
@@ -628,7 +633,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     delta = None if delta is None else check_delta(delta)
     names = _check_candidates(candidates, delta, isinstance(W, ImplicitWorkload) and len(W.shape) > 1)
     plan = None
-    if "gaussian-marginal" in names and not implicit:
+    if "gaussian-marginal" in names and (marginal or not implicit):
         plan = marginal_plan(W)
     if plan is None and "gaussian-marginal" in names:  # a row for marginal workloads only (as Kronecker's for
         names.remove("gaussian-marginal")              # product domains)
@@ -674,7 +679,8 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
                 row = b.skipped(name, _one_line(exc))
             table[name] = replace(row, seconds=time.perf_counter() - t)
             continue
-        if implicit and name in NEED_W and not (name in BY_STRUCTURE and marginal):
+        if implicit and name in NEED_W and not marginal:  # a marginal one: K-norm, Laplace and Gaussian by its
+                                                          # structure, the others from F made dense (memory checked)
             table[name] = b.skipped(name, "needs W's entries: F is an implicit workload (Gram/Kronecker terms)")
             continue
         if nbytes > limit:

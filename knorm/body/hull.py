@@ -18,7 +18,7 @@ from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
 from .marginal import MarginalMatch, empty_operator, marginal_operator, plan_ops, recognise
-from .marginal_ops import as_marginal, complete, dense_marginal, fingerprint_of
+from .marginal_ops import as_marginal, check_body_memory, complete, dense_marginal, fingerprint_of
 from .spectral import empty_spectral, span_of, span_rows, spectral_cost, spectral_operator
 from .symmetry import ValueSymmetry, row_tables, value_symmetry
 
@@ -510,6 +510,7 @@ class SymmetricHull:
         if match is None:
             self._build_dense(F, fingerprint)
             return
+        check_body_memory(match)
         self._source = fingerprint_of(match) if fingerprint is None else fingerprint
         self._F: NDArray[np.float64] | None = None
         self.ambient_dim, self._n_columns = len(match.rows), match.structure.cells

@@ -66,6 +66,11 @@ class MarginalMatch:
     scale: float
     rows: NDArray[np.int64]
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        """F's ``(d, n)``: its queries and cells."""
+        return len(self.rows), self.structure.cells
+
     def matrix(self) -> np.ndarray:
         """F rebuilt."""
         M = self.structure.matrix() * self.scale + 0.0  # +0.0: no −0.0 where the scale is negative

@@ -19,6 +19,7 @@ structure alone.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 
 import numpy as np
@@ -28,7 +29,7 @@ from .._validate import check_memory
 from .marginal import MarginalMatch, MarginalStructure
 
 __all__ = ["canonical", "complete", "answers", "column_counts", "dense_rows", "dense_marginal", "fingerprint_of",
-           "as_marginal", "ROW_CHUNK"]
+           "as_marginal", "rank_bound", "check_body_memory", "ROW_CHUNK"]
 
 ROW_CHUNK = 64  # rows of F made at a time by dense_rows' callers (64 × 65,536 cells: 32 MB)
 
@@ -162,6 +163,25 @@ def fingerprint_of(match: MarginalMatch) -> str:
     for start in range(0, d, ROW_CHUNK):
         h.update(dense_rows(match, start, min(d, start + ROW_CHUNK)).tobytes())
     return h.hexdigest()
+
+
+def rank_bound(match: MarginalMatch) -> int:
+    """F's rank at most: ``Σ_S Π_{a∈S} (n_a − 1)`` over the attribute sets S inside a table (the
+    product characters its tables span; exactly the rank when every table is whole)."""
+    st = match.structure
+    live = {st.cliques[int(q)] for q in np.unique(_clique_of_rows(st, match.rows[match.rows >= 0]))}
+    closure: set[tuple[int, ...]] = set()
+    for c in live:
+        for j in range(len(c) + 1):
+            closure.update(itertools.combinations(c, j))
+    return min(len(match.rows), st.cells, sum(math.prod(st.shape[a] - 1 for a in S) for S in closure))
+
+
+def check_body_memory(match: MarginalMatch, name: str = "F") -> None:
+    """A one-line ValueError naming ``name`` if the body of F by its structure does not fit: the
+    oracle's r × n columns in three working copies and a piece of F's rows, before anything is made."""
+    n = match.structure.cells
+    check_memory(name, None, 8 * n * (3 * rank_bound(match) + ROW_CHUNK))
 
 
 def dense_marginal(match: MarginalMatch, name: str = "F") -> NDArray[np.float64]:

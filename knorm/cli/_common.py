@@ -2,6 +2,7 @@
 output checks and writing, the memory check, the progress bar, and the two error types."""
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -141,8 +142,8 @@ def load_workload(args):
         from ..walks.prepared import prepared_matrix
 
         check_prepared_file(prepared)
-        try:  # F alone: --prepared then loads the whole file (its body and rounding) once
-            F = prepared_matrix(prepared)
+        try:  # F alone: --prepared then loads the whole file (its body and rounding) once; a marginal
+            F = prepared_matrix(prepared, dense=False)  # workload stays its structure (never made dense)
         except (OSError, ValueError) as exc:
             raise CLIError(f"--prepared: {str(exc).removeprefix('prepared: ')}".splitlines()[0]) from None
         return F, f"F of {prepared} {F.shape[0]}×{F.shape[1]}"
@@ -176,6 +177,8 @@ def load_workload(args):
     if name == "width_range" and args.k is None:
         raise UsageError("--workload width_range needs --k (the range width)")
     shape = tuple(args.shape) if args.shape else None
+    if name == "marginals":  # by its structure: never made dense (issue 49), the same F as workloads.marginals
+        return _marginals(shape, args.k)
     rows, cols = _workload_shape(name, d, n, args.k, shape)
     check_memory(f"--workload {name}", rows, cols, 4, what="F's entries (rows × columns)",
                  hint="choose smaller sizes")
@@ -184,6 +187,29 @@ def load_workload(args):
     except (ValueError, TypeError) as exc:
         raise CLIError(f"--workload {name!r}: {exc}") from None
     return F, f"workload {name} {F.shape[0]}×{F.shape[1]}"
+
+
+def _marginals(shape, k):
+    """``--workload marginals``: every k-way table of the domain ``shape`` (rows as
+    :func:`knorm.workloads.marginals`), as its structure (a :class:`~knorm.body.marginal.MarginalMatch`);
+    the mechanisms, the body and prepare take it without making F dense."""
+    from .. import workloads as W
+    from ..body.marginal import MarginalMatch, MarginalStructure
+    from ..body.marginal_ops import check_body_memory
+
+    try:
+        shape = W._shape(shape)
+    except ValueError as exc:
+        raise CLIError(f"--workload 'marginals': {exc}") from None
+    if k > len(shape):
+        raise CLIError(f"--workload 'marginals': k={k} exceeds the number of attributes {len(shape)}")
+    st = MarginalStructure(tuple(shape), tuple(itertools.combinations(range(len(shape)), k)))
+    F = MarginalMatch(st, 1.0, np.arange(st.rows, dtype=np.int64))
+    try:  # before anything of F's size is made: the body's columns (rank × cells)
+        check_body_memory(F, "--workload marginals")
+    except ValueError as exc:
+        raise CLIError(f"{exc}; choose smaller sizes") from None
+    return F, f"workload marginals {st.rows}×{st.cells}"
 
 
 def _workload_shape(name, d, n, k, shape):

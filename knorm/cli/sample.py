@@ -14,6 +14,7 @@ from .._jit import CompileTimer
 from ..walks.chains import sampling_kernels_cached
 from ..walks.chains import WALKS
 from ..walks.checkpoint import Checkpoint, CheckpointConflict
+from ..walks.prepared import workload_fingerprint
 from ._common import (DATA_2D, MECHANISMS, CLIError, Progress, UsageError, _add_debug, _add_workers, _add_workload,
                       _dask_executor, _laplace_draws, _positive_float, _positive_int, _probability, _require_dask,
                       _seed, _warn, check_memory, check_output, check_prepared_file, load_data, load_workload,
@@ -37,7 +38,8 @@ def _checkpoint(args, F, x):
     whole command (F, the data's hash or "no data", mechanism, ε, δ, count, walk, options,
     seed). A new run refuses a folder that holds a checkpoint; ``--resume`` refuses unless
     the folder holds an unfinished run of the identical command (exit 2, nothing written)."""
-    context = {"knorm": __version__, "command": "sample", "matrix": F, "data": "no data" if x is None else x,
+    matrix = F if isinstance(F, np.ndarray) else workload_fingerprint(F)  # a workload by its structure: F's digest
+    context = {"knorm": __version__, "command": "sample", "matrix": matrix, "data": "no data" if x is None else x,
                "mechanism": args.mechanism, "epsilon": args.epsilon, "delta": args.delta, "count": args.count,
                "walk": args.walk, "accept_uncertified": args.accept_uncertified, "seed": args.nonprivate_seed}
     option = "--resume" if args.resume else "--checkpoint"

@@ -47,6 +47,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..privacy import BudgetAccountant
 from .._validate import check_flag, check_memory, is_int, short_repr
 from ..body.marginal import MarginalStructure, recognise
+from ..body.marginal_ops import as_marginal
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon,
                     check_finite_output, check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
@@ -177,12 +178,14 @@ def marginal_plan(F: ArrayLike) -> MarginalPlan | None:
     """F's :class:`MarginalPlan` when F is, in any row order, ``a·`` complete marginal tables
     (each table's rows the same number of times; zero rows allowed), found from F's entries
     (:func:`knorm.body.marginal.recognise`); None otherwise (e.g. a partial table)."""
-    m = _f_marginals(np.asarray(F))
+    m = _f_marginals(F)
     return None if m is None else m.plan
 
 
-def _f_marginals(F: np.ndarray) -> _FMarginals | None:
-    match = recognise(F)
+def _f_marginals(F: Any) -> _FMarginals | None:
+    """F's marginal tables: from its structure where it is known by one, else from its entries."""
+    match = as_marginal(F)
+    match = recognise(np.asarray(F)) if match is None else match
     if match is None or not (match.scale > 0 or match.scale < 0):
         return None
     s = match.structure
@@ -218,7 +221,7 @@ class ResidualGaussianMechanism(Mechanism):
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
-        found = _f_marginals(self.F)
+        found = _f_marginals(self.workload_source)
         if found is None:
             raise ValueError("F: not a marginal workload (rows of complete marginal tables, each table as often as "
                              "the others of its clique, one non-zero value); use SVDGaussianMechanism")
