@@ -439,9 +439,16 @@ def marginal_keys(domain: Domain, k: int) -> list[tuple[str, ...]]:
     return [tuple(domain.names[a] for a in attrs) for attrs in itertools.combinations(range(len(domain)), k)]
 
 
-def marginal_workload(domain: Domain, k: int) -> NDArray[np.float64]:
-    """All k-way marginal queries over the domain: :func:`knorm.workloads.marginals` of ``domain.shape``."""
+def marginal_workload(domain: Domain, k: int, *, dense: bool = True) -> Any:
+    """All k-way marginal queries over the domain: :func:`knorm.workloads.marginals` of ``domain.shape``
+    (a d × n matrix), or with ``dense=False`` the same workload by its structure
+    (:func:`knorm.implicit.marginals`: nothing of size d·n is made; K-norm, Laplace, Gaussian,
+    ``prepare`` and ``recommend`` take it, with the matrix's answers and noise law)."""
     k = _k(domain, k)
+    if not check_flag("dense", dense):
+        from .implicit import marginals
+
+        return marginals(domain.shape, list(itertools.combinations(range(len(domain)), k)))
     return workloads.marginals(domain.shape, k)
 
 

@@ -436,25 +436,22 @@ def test_markers_are_parsed_and_checked():
 
 
 def test_a_stale_output_fails(tmp_path):
-    """The README's error-vs-ε example as it stood before NIM's plan (NIM at 46.98 beside
-    K-norm's 13.4): the checker re-runs the command and reports the NIM line."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = [b for b in parse_blocks(readme) if b.lang == "console" and "error-vs-epsilon" in b.body]
-    assert blocks, "README.md shows `knorm plot error-vs-epsilon` with its output"
-    stale = re.sub(r"(?m)^(\s*nim .*)$",
-                   "  nim       ε=0.1: 470.8 ± 3.5  ε=1: 46.98 ± 0.36  ε=10: 4.687 ± 0.036", blocks[0].body)
-    assert stale != blocks[0].body
+    """A console block whose shown Monte-Carlo estimate is stale (46.98 ± 0.36 where the command
+    now prints 13.40 ± 0.10: 65 standard deviations apart) fails, naming the line; ``update``
+    rewrites it with what the command prints, and the rewritten page passes. (The command is a
+    plain ``printf``: the checker is under test here; every page's real commands run in
+    ``test_page_examples_run_and_match``.)"""
+    now = "printf '  knorm     eps=1: 13.40 +- 0.10\\n  nim       eps=1: 13.40 ± 0.10\\n'"
     page = tmp_path / "stale.md"
-    page.write_text(f"```console\n{stale}\n```\n", encoding="utf-8")
-    work = tmp_path / "work"
-    work.mkdir()
-    failures = check_page(page, work)
-    assert len(failures) == 1 and "46.98" in failures[0] and "nim" in failures[0], failures
-    for name in ("update", "again"):
+    page.write_text(f"```console\n$ {now}\n  knorm     eps=1: 13.40 +- 0.10\n  nim       eps=1: 46.98 ± 0.36\n```\n",
+                    encoding="utf-8")
+    for name in ("work", "update", "again"):
         (tmp_path / name).mkdir()
+    failures = check_page(page, tmp_path / "work")
+    assert len(failures) == 1 and "46.98" in failures[0] and "nim" in failures[0], failures
     assert check_page(page, tmp_path / "update", update=True) == []
     assert "46.98" not in page.read_text(encoding="utf-8")
-    assert check_page(page, tmp_path / "again") == []  # the regenerated block agrees with the code
+    assert check_page(page, tmp_path / "again") == []  # the regenerated block agrees with the command
 
 
 def test_readme_links_point_to_files():

@@ -141,3 +141,16 @@ def test_a_prepared_marginal_workload_keeps_its_structure(tmp_path):
     knorm.KNormMechanism(w.matrix(), epsilon=1.0, prepared=loaded)  # the dense F is the same workload
     with pytest.raises(ValueError, match="another matrix"):
         knorm.KNormMechanism(I.marginals((2, 3, 2, 2), [(0, 1), (1, 2)]), epsilon=1.0, prepared=loaded)
+
+
+def test_a_domain_s_marginals_by_structure_are_its_matrix():
+    from knorm.data import Attribute, Domain, marginal_workload
+
+    dom = Domain([Attribute("a", categories=[0, 1]), Attribute("b", categories=["x", "y", "z"]),
+                  Attribute("c", edges=[0, 1, 2, 3])])
+    w = marginal_workload(dom, 2, dense=False)
+    assert isinstance(w, I.ImplicitWorkload)
+    assert np.array_equal(w.matrix(), marginal_workload(dom, 2))
+    assert fingerprint_of(as_marginal(w)) == fingerprint(np.ascontiguousarray(marginal_workload(dom, 2)))
+    with pytest.raises(ValueError, match="dense"):
+        marginal_workload(dom, 2, dense="no")
