@@ -102,6 +102,33 @@ class MarginalProduct:
         self.f(self.A, self.v, self.out)
 
 
+class MarginalBody:
+    """The body of every ≤k-way marginal of binary attributes (issue 49), known by its structure
+    (``knorm.implicit.marginals``: F never made dense) against the dense matrix recognised from its
+    entries: the same body bit for bit, its time and peak memory (the fingerprint included). Rank
+    697 (16 attributes) is ``scripts/marginal_body.py`` (docs/benchmarks.md, "Rank 697 by its
+    structure"); here 10 and 12 attributes (rank 176, 299), ``KNORM_ASV_SMALL=1``: 8 (rank 93)."""
+
+    params = ([8] if SMALL else [10, 12], ["structure", "dense"])
+    param_names = ["attributes", "given as"]
+    timeout = 600
+
+    def setup(self, m, given):
+        import itertools
+
+        import knorm.implicit as I
+
+        cliques = [c for j in range(4) for c in itertools.combinations(range(m), j)]
+        w = I.marginals((2,) * m, cliques)
+        self.F = w if given == "structure" else w.matrix()
+
+    def time_body(self, m, given):
+        knorm.SymmetricHull(self.F)
+
+    def peakmem_body(self, m, given):
+        knorm.SymmetricHull(self.F)
+
+
 class WalkStep:
     """Time of 10 steps of one chain of each walk in the rounded frame."""
 
