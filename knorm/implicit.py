@@ -209,7 +209,8 @@ class ImplicitWorkload:
             return None
         if len(self.terms) == 1 and len(self.terms[0]) == 1:
             f = self.terms[0][0]
-            return recognise(f.apply(np.eye(f.n), 0)) if f.rows * f.n <= 1 << 26 else None  # type: ignore[misc]
+            fits = f.n * max(f.n, f.rows) <= 1 << 26  # I_n and W itself: a matrix a user holds anyway
+            return recognise(f.apply(np.eye(f.n), 0)) if fits else None  # type: ignore[misc]
         cliques, scales = [], set()
         for t in self.terms:
             c, scale = [], 1.0
@@ -231,8 +232,14 @@ class ImplicitWorkload:
         return MarginalMatch(st, scales.pop(), np.arange(st.rows, dtype=np.int64))
 
     def matrix(self) -> NDArray[np.float64]:
-        """The explicit d × n matrix (memory checked; for small workloads and tests)."""
-        check_memory("F", None, 8 * 2 * self.d * self.n)
+        """The explicit d × n matrix (memory checked; for small workloads and tests). A marginal
+        workload's is made from its structure a few rows at a time; any other's is ``W·I_n``."""
+        match = self.marginal_match()
+        if match is not None:
+            from .body.marginal_ops import dense_marginal
+
+            return dense_marginal(match)
+        check_memory("F", None, 8 * (2 * self.d * self.n + self.n * self.n))  # the answers of I_n, and I_n
         return self.apply(np.eye(self.n)).T.copy()
 
 
@@ -397,6 +404,11 @@ def from_marginal_match(match: Any) -> ImplicitWorkload:
     :class:`knorm.body.marginal.MarginalMatch`) whose rows are its tables' rows in order, each once,
     at a power-of-two scale: one term per table (``⊗_a (2^e·I if a is in the table else 1ᵀ)``).
     A ValueError naming F otherwise (rows reordered, repeated or missing, or another scale)."""
+    from .body.marginal import MarginalMatch
+
+    if not isinstance(match, MarginalMatch):
+        raise TypeError(f"match must be a knorm.body.marginal.MarginalMatch (a marginal workload by its structure), "
+                        f"got {type(match).__name__}")
     st = match.structure
     m, e = math.frexp(abs(float(match.scale)))
     if not np.array_equal(match.rows, np.arange(st.rows)) or m != 0.5 or match.scale < 0:

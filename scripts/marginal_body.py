@@ -19,9 +19,10 @@ CHILD = r"""
 import itertools, json, resource, sys, time
 import knorm.implicit as I
 from knorm.body.hull import SymmetricHull
+from knorm.body.marginal_ops import as_marginal, dense_marginal
 m, k, given = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 w = I.marginals((2,) * m, [c for j in range(k + 1) for c in itertools.combinations(range(m), j)])
-F = w if given == "structure" else w.matrix()
+F = w if given == "structure" else dense_marginal(as_marginal(w))
 cpu, wall = time.process_time(), time.perf_counter()
 body = SymmetricHull(F)
 print(json.dumps({"given": given, "rank": body.dim, "d": body.ambient_dim, "n": body.n_columns,

@@ -40,6 +40,7 @@ from knorm import discrete as R
 from knorm import experiments as E
 from knorm import functional as Fn
 from knorm import implicit as I
+from knorm.body.marginal import MarginalMatch, MarginalStructure
 from knorm import mechanisms as M
 from knorm import postprocess as PP
 from knorm import privacy as P
@@ -573,6 +574,8 @@ API = {  # qualified name -> (valid keyword arguments, {parameter: other words i
     "knorm.implicit.union": (dict(workloads=(P3, np.eye(3))), {}),
     "knorm.implicit.marginals": (dict(shape=[2, 3], cliques=[[0], [1]]), {"shape": ("shape", "cliques")}),
     "knorm.implicit.prefix": (dict(n=3), {}),
+    "knorm.implicit.from_marginal_match": (dict(match=MarginalMatch(MarginalStructure((2, 3), ((0,), (1,))), 1.0,
+                                                                    np.arange(5))), {}),
     "knorm.implicit.ranges": (dict(shape=[3]), {}),
     "knorm.implicit.total": (dict(n=3), {}),
     "knorm.implicit.width_range": (dict(n=4, k=2), {}),

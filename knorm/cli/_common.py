@@ -130,10 +130,23 @@ def check_prepared_file(path, option="--prepared"):
         raise CLIError(f"{option} file {path!r} is a directory")
 
 
-def load_workload(args):
+def load_workload(args, dense=False):
     """F from ``--matrix``, from ``--workload`` with its sizes, or (neither given) from the
     ``--prepared`` file, which holds it (public, checked against the file's fingerprint);
-    returns (F, label)."""
+    returns (F, label). A marginal workload comes as its structure (never made dense), unless
+    ``dense`` (for a command that needs F's entries; memory checked)."""
+    F, label = _load_workload(args)
+    if dense and not isinstance(F, np.ndarray):
+        from ..body.marginal_ops import dense_marginal
+
+        try:
+            F = dense_marginal(F, "--workload marginals")
+        except ValueError as exc:
+            raise CLIError(f"{exc}; choose smaller sizes") from None
+    return F, label
+
+
+def _load_workload(args):
     from .. import workloads as W
     from ..body.hull import validate_matrix
 

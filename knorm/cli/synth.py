@@ -65,7 +65,7 @@ def cmd_synth(args):
     from ..synth import synthesize
 
     out = check_output(args.out, args.force, inputs=(args.answers, args.matrix), suffixes=OUT_SUFFIXES)
-    F, label = load_workload(args)
+    F, label = load_workload(args, dense=True)  # private-pgm's marginals are read from F's entries
     answers, claims = _load_answers(args.answers)
     noise = _noise(args, F, claims)
     claim = None
