@@ -253,7 +253,8 @@ def check_output(path, force, option="--out", inputs=(), suffixes=(".npy", ".npz
         return None
     p = Path(path)
     if p.suffix not in suffixes:
-        raise CLIError(f"{option} {path!r} must end in {', '.join(suffixes[:-1])} or {suffixes[-1]}")
+        ends = " or ".join(filter(None, (", ".join(suffixes[:-1]), suffixes[-1])))
+        raise CLIError(f"{option} {path!r} must end in {ends}")
     if p.is_dir():
         raise CLIError(f"{option} {path!r} is a directory")
     if p.exists() and not force:
