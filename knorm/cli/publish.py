@@ -24,7 +24,6 @@ import itertools
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +45,16 @@ SE_OF = {"none": "raw answer", "least-squares": "least-squares answer",
          "nonnegative": "raw answer, before the non-negative projection",
          "integer": "raw answer, before integer rounding"}
 NOT_SHOWN = "which, and how many, is not shown: they come from the private records"
+
+
+def _gap(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= v < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text}")
+    return v
 
 
 def claim_path(out):
@@ -156,7 +165,7 @@ def check_records(path):
         _require_parquet(path)
     elif p.suffix.lower() != ".csv":
         raise CLIError(f"--records {path!r} must end in .csv (a header line naming the columns) or .parquet")
-    return p
+    return str(path)
 
 
 def _read_csv(path, names):
@@ -212,7 +221,7 @@ def _read_parquet(path, names):
     return {n: _frame_column(frame[n]) for n in names}
 
 
-def _numbers(attr, values):
+def _numbers(attr, values, path):
     """A binned attribute's values as float64 (missing: NaN); one line naming it where some are not
     numbers."""
     if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
@@ -226,7 +235,7 @@ def _numbers(attr, values):
         try:
             out[i] = np.nan if v is None or (isinstance(v, str) and not v.strip()) else float(v)
         except (ValueError, TypeError):
-            raise CLIError(f"--records: attribute {attr.name!r} is binned (edges), but some of its values are not "
+            raise CLIError(f"--records {path!r}: attribute {attr.name!r} is binned (edges), but some of its values are not "
                            f"numbers ({NOT_SHOWN})") from None
     return out
 
@@ -261,11 +270,11 @@ def _categories(attr, values):
     return spelled[inverse.reshape(-1)]
 
 
-def _column(attr, values, clip):
+def _column(attr, values, clip, path):
     """One column as :func:`knorm.data.histograms` takes it."""
     if attr.edges is None:
         return _categories(attr, values)
-    num = _numbers(attr, values)
+    num = _numbers(attr, values, path)
     return np.clip(num, attr.edges[0], attr.edges[-1]) if clip else num  # NaN stays NaN: refused, named
 
 
@@ -278,7 +287,7 @@ def read_histograms(path, domain, region, clips):
     names = [*domain.names, *([region.name] if region is not None else [])]
     raw = _read_parquet(path, names) if Path(path).suffix.lower() in PARQUET else _read_csv(path, names)
     attrs = [*domain.attributes, *([region] if region is not None else [])]
-    columns = {a.name: _column(a, raw[a.name], clips.get(a.name, False)) for a in attrs}
+    columns = {a.name: _column(a, raw[a.name], clips.get(a.name, False), path) for a in attrs}
     try:
         if region is None:
             return histogram(columns, domain)[None, :], (NO_REGION,)
@@ -287,14 +296,15 @@ def read_histograms(path, domain, region, clips):
         msg = str(exc).splitlines()[0].replace("(pass clip=True to count them in the end bins;",
                                                '(add "clip": true to its entry in --domain to count them in the '
                                                "end bins;")
-        raise CLIError(f"--records {str(path)!r}: {msg}") from None
+        raise CLIError(f"--records {path!r}: {msg}") from None
 
 
 # ---- post-processing and the table ------------------------------------------------------------
 
-def post_process(F, A, post):
+def post_process(F, A, post, time_limit=60.0, mip_gap=0.01):
     """The published values (regions, d) from the released answers A (regions, d), and what the
-    integer path reports (None otherwise). Reads only A and F: no privacy cost."""
+    integer path reports (None otherwise; ``time_limit`` and ``mip_gap`` are its solver's). Reads only
+    A and F: no privacy cost."""
     from .. import postprocess
 
     if post == "none":
@@ -305,9 +315,10 @@ def post_process(F, A, post):
         return np.atleast_2d(postprocess.nonnegative(F, A)), None
     from ..integer import integer_tables
 
-    t = integer_tables(F, A)
+    t = integer_tables(F, A, time_limit=time_limit, mip_gap=mip_gap)
     info = {"method": sorted({str(m) for m in np.atleast_1d(t.method)}),
-            "max_gap": float(np.max(t.gap)), "all_optimal": bool(np.all(t.optimal)), "seconds": t.seconds}
+            "max_gap": float(np.max(t.gap)), "all_optimal": bool(np.all(t.optimal)), "time_limit": time_limit,
+            "mip_gap": mip_gap}
     return np.atleast_2d(t.tables).astype(np.int64), info
 
 
@@ -360,6 +371,10 @@ def _check_args(args):
     for option, value in (("--budget-epsilon", args.budget_epsilon), ("--budget-delta", args.budget_delta)):
         if value is not None and not args.budget:
             raise UsageError(f"{option} applies only with --budget FILE (it sets the budget of a new ledger)")
+    for option, value in (("--integer-time-limit", args.integer_time_limit != 60.0),
+                          ("--integer-gap", args.integer_gap != 0.01)):
+        if value and args.post != "integer":
+            raise UsageError(f"{option} applies only with --post integer")
     mcmc_only = [o for o, v in (("--prepared", args.prepared), ("--workers", args.workers),
                                 ("--accept-uncertified", args.accept_uncertified)) if v]
     if mcmc_only and args.mechanism not in ("knorm", "nim"):
@@ -401,7 +416,6 @@ def cmd_publish(args):
         raise CLIError(f"--out {args.out!r} would overwrite --prepared")
     domain, region, clips = load_domain(args.domain, args.by)
     k, F, prepared = _workload(args, domain)
-    t0 = time.perf_counter()
     X, labels = read_histograms(records, domain, region, clips)  # private: never printed or saved
     accountant = open_budget(args) if args.budget else None
     if args.nonprivate_seed is not None:
@@ -425,7 +439,7 @@ def cmd_publish(args):
     finally:
         progress.close()
     del X
-    values, integer = post_process(F, A, args.post)
+    values, integer = post_process(F, A, args.post, args.integer_time_limit, args.integer_gap)
     se, se_info = standard_errors(mech, args.post)
     total = _claim_dict(mech.privacy, noise_source)
     cells = cell_names(domain, k)
@@ -444,7 +458,6 @@ def cmd_publish(args):
     atomic_write(sidecar, lambda f: f.write(json.dumps(summary, indent=2, default=float,
                                                        ensure_ascii=False).encode("utf-8")))
     write_table(out, labels, cells, values, se, se_info["of"])
-    summary["seconds"] = time.perf_counter() - t0
     if args.json:
         print(json.dumps(summary, indent=2, default=float, ensure_ascii=False))
     elif not args.quiet:
@@ -510,6 +523,12 @@ def add_parser(sub):
                    help="post-processing of the released answers (no privacy cost): none, least-squares "
                         "(consistent tables), nonnegative (consistent and non-negative; the default) or integer "
                         "(consistent non-negative integer counts, knorm.integer.integer_tables)")
+    s.add_argument("--integer-time-limit", type=_positive_float, default=60.0, metavar="SECONDS",
+                   help="with --post integer: seconds for each solver call of each region (default 60; the best "
+                        "tables found by then are published, their gap to the bound in the claim)")
+    s.add_argument("--integer-gap", type=_gap, default=0.01, metavar="G",
+                   help="with --post integer: stop each region's MILP at this relative gap to its bound, in [0, 1) "
+                        "(default 0.01; 0 proves the optimum, however long --integer-time-limit allows)")
     s.add_argument("--prepared", metavar="FILE",
                    help="a prepared file of this workload (knorm prepare --workload marginals --shape SIZES --k K, "
                         "SIZES those of --domain besides --by): the rounding and certificate are loaded")
