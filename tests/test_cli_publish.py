@@ -183,7 +183,7 @@ def test_projected_tables_agree_and_say_which_error(tmp_path, capsys, post):
         assert all(r["value"].isdigit() for r in table)
         assert all(len(set(ms)) == 1 for ms in margins(table).values())
         assert {r["standard_error_of"] for r in table} == {"raw answer, before integer rounding"}
-        assert "integer tables: exact" in out
+        assert "integer tables: exact; largest gap to the ℓ₁ bound" in out
     else:
         assert all(np.ptp(ms) <= 1e-6 * max(1.0, max(ms)) for ms in margins(table).values())
         assert {r["standard_error_of"] for r in table} == {"raw answer, before the non-negative projection"}
@@ -267,6 +267,8 @@ BAD = {  # name: (what to change, the option the one line must name)
     "delta with laplace": (None, ["--delta", "1e-6"], "--delta"),
     "prepared with laplace": (None, ["--prepared", "w.knorm"], "--prepared"),
     "budget epsilon alone": (None, ["--budget-epsilon", "1"], "--budget-epsilon"),
+    "integer gap without integer": (None, ["--integer-gap", "0.1"], "--integer-gap"),
+    "integer gap of 1": (None, ["--post", "integer", "--integer-gap", "1"], "--integer-gap"),
     "out exists": (lambda f, rows: (f / "tables.csv").write_text("keep"), [], "--out"),
     "claim exists": (lambda f, rows: (f / "tables.claim.json").write_text("keep"), [], "--out"),
 }

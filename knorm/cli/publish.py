@@ -469,7 +469,7 @@ def _print_summary(s, claim_terms):
     attrs = ", ".join(f"{n}: {size}" for n, size in s["attributes"].items())
     regions = f"; --by {s['by']}: {len(s['regions'])} declared regions" if s["by"] else ""
     print(f"knorm {s['knorm']} publish: {s['records']} over ({attrs}){regions}; {len(s['tables'])} tables of "
-          f"{s['k']} attribute(s), {s['d']} cells each; {s['mechanism']}, then --post {s['post']}")
+          f"{s['k']} attribute(s), {s['d']} cells per region; {s['mechanism']}, then --post {s['post']}")
     p = s["privacy"]
     if not s["private"]:
         print("NOT PRIVATE: the noise came from --nonprivate-seed and is reproducible from it")
@@ -483,8 +483,8 @@ def _print_summary(s, claim_terms):
           + ("" if e["exact"] else f" (Monte-Carlo SE ≤ {e['max_monte_carlo_stderr']:.2g})"))
     if s["integer"]:
         i = s["integer"]
-        print(f"integer tables: {', '.join(i['method'])}, " + ("proved optimal" if i["all_optimal"] else
-              f"within {100 * i['max_gap']:.2g}% of the ℓ₁ bound"))
+        print(f"integer tables: {', '.join(i['method'])}; largest gap to the ℓ₁ bound {100 * i['max_gap']:.2f}%"
+              + (" (every region proved optimal)" if i["all_optimal"] else ""))
     if s["budget"]:
         print(budget_line(s["budget"]))
     print("nothing computed from the records is shown; the table holds the released values only")
