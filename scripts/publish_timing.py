@@ -9,6 +9,7 @@ release of 7 regions, post-processing, standard errors, the table) and its wall 
 
     python scripts/publish_timing.py                            # prepares into a temporary folder
     python scripts/publish_timing.py --prepared anes.knorm --repeats 3 --post nonnegative integer
+    python scripts/publish_timing.py --mechanism laplace       # the same command without MCMC
 
 The noise comes from OS entropy (a private run each time); nothing of the records is printed.
 """
@@ -58,13 +59,14 @@ def main():
     ap.add_argument("--prepared", help="a prepared file of the workload (made here when missing)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--post", nargs="+", default=["none", "least-squares", "nonnegative", "integer"])
+    ap.add_argument("--mechanism", default="knorm", help="knorm (default), or laplace: the command without MCMC")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="knorm-publish-"))
     write_records(folder / "people.csv", args.records)
     (folder / "domain.json").write_text(json.dumps(DOMAIN, indent=1))
     knorm = [sys.executable, "-m", "knorm"]
     prepared = Path(args.prepared) if args.prepared else folder / "anes.knorm"
-    if not prepared.exists():
+    if not prepared.exists() and args.mechanism == "knorm":
         t0 = time.perf_counter()
         subprocess.run([*knorm, "prepare", "--workload", "marginals", "--shape", *SHAPE.split(), "--k", "2",
                         "--out", str(prepared), "--quiet"], check=True)
@@ -75,11 +77,12 @@ def main():
         for r in range(args.repeats):
             out = folder / f"tables-{post}-{r}.csv"
             cmd = [*knorm, "publish", "--records", str(folder / "people.csv"), "--domain", str(folder / "domain.json"),
-                   "--by", "region", "--k", "2", "--prepared", str(prepared), "--post", post, "--out", str(out),
-                   "--quiet"]
+                   "--by", "region", "--k", "2", "--post", post, "--out", str(out), "--quiet",
+                   "--mechanism", args.mechanism, *(["--prepared", str(prepared)] if args.mechanism == "knorm" else [])]
             t0 = time.perf_counter()
             subprocess.run(cmd, check=True)
-            print(f"  knorm publish --prepared --post {post:14s} {time.perf_counter() - t0:6.2f} s wall", flush=True)
+            print(f"  knorm publish --mechanism {args.mechanism} --post {post:14s} {time.perf_counter() - t0:6.2f} s "
+                  f"wall (load {os.getloadavg()[0]:.1f})", flush=True)
     print(f"(files in {folder})")
 
 

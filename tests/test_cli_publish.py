@@ -344,3 +344,31 @@ def test_sample_points_records_to_publish(tmp_path, capsys):
     rc, _, err = run(["sample", "--matrix", str(tmp_path / "F.npy"), "--data", str(tmp_path / "people.csv"),
                       "--count", "1", "--json"], capsys)
     assert rc == 1 and "knorm publish --records" in err
+
+
+def test_a_failed_post_processing_still_writes_the_paid_answers_and_says_so(tmp_path, capsys, monkeypatch):
+    """The release is spent: if post-processing fails, the raw answers are written (labelled as such)
+    and the one error line says so; the standard errors, known from F and ε alone, are computed
+    before anything is spent (their failure spends nothing)."""
+    from knorm.cli import publish as P
+
+    write_inputs(tmp_path, n=200)
+    ledger = tmp_path / "ledger"
+    argv = publish(tmp_path, "--by", "county", "--mechanism", "laplace", "--post", "integer", "--budget", str(ledger),
+                   "--budget-epsilon", "5")
+
+    def broken(*args, **kwargs):
+        raise ValueError("the solver broke")
+
+    monkeypatch.setattr(P, "standard_errors", broken)
+    rc, _, err = run(argv, capsys)
+    assert rc == 1 and "the solver broke" in err and FileAccountant(ledger).total == (0.0, 0.0)
+    assert not (tmp_path / "tables.csv").exists()
+    monkeypatch.undo()
+    monkeypatch.setattr(P, "post_process", broken)
+    rc, _, err = run(argv, capsys)
+    assert rc == 1 and err.count("\n") == 1 and "--post integer failed (the solver broke)" in err
+    claim = json.loads((tmp_path / "tables.claim.json").read_text())
+    assert claim["post"] == "none" and "--post integer failed" in claim["post_failed"]
+    assert {r["standard_error_of"] for r in read_table(tmp_path / "tables.csv")} == {"raw answer"}
+    assert FileAccountant(ledger).total == (1.0, 0.0)

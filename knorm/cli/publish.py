@@ -430,6 +430,7 @@ def cmd_publish(args):
         opts["chains"] = chains
     try:
         mech = build_mechanism(args.mechanism, F, args, args.nonprivate_seed, opts, prepared, accountant)
+        se, se_info = standard_errors(mech, args.post)  # F, ε and public seeds only: known before anything is spent
         if region is not None:  # histograms(by=...): disjoint regions, one answer's ε in all
             A = mech.release_each(X)
         else:
@@ -439,8 +440,15 @@ def cmd_publish(args):
     finally:
         progress.close()
     del X
-    values, integer = post_process(F, A, args.post, args.integer_time_limit, args.integer_gap)
-    se, se_info = standard_errors(mech, args.post)
+    post, failed = args.post, None
+    try:
+        values, integer = post_process(F, A, post, args.integer_time_limit, args.integer_gap)
+    except (ValueError, ArithmeticError) as exc:  # the answers are paid for: written raw, and the error said
+        failed = (f"--post {post} failed ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); the "
+                  f"released answers were written unprocessed (--post none) to {str(out)!r}")
+        values, integer, post = A, None, "none"
+        se, se_info = standard_errors(mech, post) if args.post == "least-squares" else \
+            (se, {**se_info, "of": SE_OF[post]})
     total = _claim_dict(mech.privacy, noise_source)
     cells = cell_names(domain, k)
     summary = {
@@ -448,7 +456,8 @@ def cmd_publish(args):
         "attributes": {a.name: a.size for a in domain.attributes}, "by": args.by,
         "regions": list(labels) if region is not None else None, "k": k,
         "tables": list(dict.fromkeys(t for t, _ in cells)), "d": int(F.shape[0]), "n": int(F.shape[1]),
-        "mechanism": args.mechanism, "epsilon": args.epsilon, "delta": args.delta, "post": args.post,
+        "mechanism": args.mechanism, "epsilon": args.epsilon, "delta": args.delta, "post": post,
+        "post_failed": failed,
         "private": total["private"], "noise_source": total["noise_source"], "privacy": total,
         "standard_error": se_info, "integer": integer,
         "budget": budget_summary(accountant) if accountant is not None else None,
@@ -458,6 +467,8 @@ def cmd_publish(args):
     atomic_write(sidecar, lambda f: f.write(json.dumps(summary, indent=2, default=float,
                                                        ensure_ascii=False).encode("utf-8")))
     write_table(out, labels, cells, values, se, se_info["of"])
+    if failed:
+        raise CLIError(failed)
     if args.json:
         print(json.dumps(summary, indent=2, default=float, ensure_ascii=False))
     elif not args.quiet:
