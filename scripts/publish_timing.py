@@ -5,7 +5,7 @@ Election Studies' (sex 2, age band 4, education 4, party identification 7, ideol
 2-way marginals: d = 221, rank 155) and seven declared regions (``--by region``). The workload is
 prepared once (``knorm prepare --workload marginals --shape 2 4 4 7 7 --k 2``; minutes, F only), then
 each ``knorm publish --prepared`` runs in a fresh process (imports, reading the CSV, the histograms, the
-release of 7 regions, post-processing, standard errors, the table) and its wall time is printed:
+release of 7 regions, post-processing, standard errors, the table) and its wall and CPU times are printed:
 
     python scripts/publish_timing.py                            # prepares into a temporary folder
     python scripts/publish_timing.py --prepared anes.knorm --repeats 3 --post nonnegative integer
@@ -18,6 +18,7 @@ import argparse
 import csv
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,12 @@ def write_records(path, n, seed=0):
                         f"{rng.uniform(0.2, 3):.3f}"])
 
 
+def _child_cpu():
+    """User + system CPU seconds of the finished child processes (the commands timed)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=8000)
@@ -79,10 +86,10 @@ def main():
             cmd = [*knorm, "publish", "--records", str(folder / "people.csv"), "--domain", str(folder / "domain.json"),
                    "--by", "region", "--k", "2", "--post", post, "--out", str(out), "--quiet",
                    "--mechanism", args.mechanism, *(["--prepared", str(prepared)] if args.mechanism == "knorm" else [])]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _child_cpu()
             subprocess.run(cmd, check=True)
             print(f"  knorm publish --mechanism {args.mechanism} --post {post:14s} {time.perf_counter() - t0:6.2f} s "
-                  f"wall (load {os.getloadavg()[0]:.1f})", flush=True)
+                  f"wall, {_child_cpu() - c0:6.2f} s CPU (load {os.getloadavg()[0]:.1f})", flush=True)
     print(f"(files in {folder})")
 
 
