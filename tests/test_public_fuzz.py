@@ -737,6 +737,8 @@ CLI_BASE = {  # subcommand -> a valid, quick command line (run in a temporary fo
     "prepare": ["prepare", "--workload", "identity", "--n", "3", "--out", "w.knorm", "--quiet"],
     "synth": ["synth", "--workload", "marginals", "--shape", "2", "2", "--k", "1", "--answers", "rel.npz",
               "--out", "s.npz", "--iters", "20", "--seed", "1"],
+    "publish": ["publish", "--records", "r.csv", "--domain", "d.json", "--by", "g", "--mechanism", "laplace",
+                "--post", "integer", "--nonprivate-seed", "1", "--out", "t.csv", "--force", "--quiet"],
 }
 CLI_EXEMPT = {"bench": "runs benchmarks (minutes) once its options pass: knorm.experiments' refusals are CASES above"}
 CLI_ODD = ["x?", "nan", "-1", "1e400", "", "0"]
@@ -788,6 +790,9 @@ def cli_folder(tmp_path, monkeypatch, capsys):
 
     monkeypatch.chdir(tmp_path)
     np.save("x.npy", np.arange(4, dtype=float))
+    Path("r.csv").write_text("a,b,g\nx,1.5,n\ny,0.5,s\n")  # knorm publish's records and domain
+    Path("d.json").write_text('[{"name": "a", "categories": ["x", "y"]}, {"name": "b", "edges": [0, 1, 2]}, '
+                              '{"name": "g", "categories": ["n", "s"]}]')
     rc, _, err = run(["sample", "--workload", "marginals", "--shape", "2", "2", "--k", "1", "--data", "x.npy",
                       "--count", "1", "--mechanism", "laplace", "--out", "rel.npz", "--quiet", "--nonprivate-seed",
                       "1"], capsys)

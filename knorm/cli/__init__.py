@@ -7,6 +7,7 @@
 * ``knorm plot``    -- figures: a run's chains, error vs ε, NIM's spectrum (no data).
 * ``knorm prepare`` -- the work that depends on F only (the rounding), done once and saved.
 * ``knorm synth``   -- synthetic records from released marginals (post-processing, private-pgm).
+* ``knorm publish`` -- records + a declared domain → private, consistent marginal tables (a tidy CSV).
 
 Each subcommand is a module of this package (``sample.py``, ``info.py``, …) holding its
 parser (``add_parser``) and its ``cmd_*``; the options, checks and output helpers they
@@ -34,10 +35,10 @@ from .. import __version__
 from ..errors import ConvergenceError
 from ..walks.checkpoint import SNAPSHOTS
 from ..walks.prepared import snapshot_path
-from . import bench, info, plot, prepare, sample, synth, uniform
+from . import bench, info, plot, prepare, publish, sample, synth, uniform
 from ._common import CLIError, UsageError, _add_debug, _Parser, _warn
 
-SUBCOMMANDS = (sample, info, uniform, bench, plot, prepare, synth)
+SUBCOMMANDS = (sample, publish, info, uniform, bench, plot, prepare, synth)
 
 
 def build_parser():

@@ -103,7 +103,8 @@ def _load_npy(path, what):
             raise CLIError(f"--data file {path!r} is not a .npy array; --data takes the histogram x (one count per "
                            "column of F), not records: make it in Python with knorm.data.histogram, e.g. "
                            f"np.save('x.npy', knorm.data.histogram(pandas.read_csv({path!r}), domain)) with the "
-                           "knorm.data.Domain declared for F (docs/worked-example.md)")
+                           "knorm.data.Domain declared for F (docs/worked-example.md), or publish marginal tables "
+                           f"from the records with knorm publish --records {path!r} --domain DOMAIN.json")
         raise CLIError(f"{what} file {path!r} is not a .npy array; make one in Python with numpy.save, e.g. "
                        f"np.save('{stem}.npy', np.loadtxt({path!r}, delimiter=','))")
     try:
@@ -292,7 +293,8 @@ def check_output(path, force, option="--out", inputs=(), suffixes=(".npy", ".npz
         return None
     p = Path(path)
     if p.suffix not in suffixes:
-        raise CLIError(f"{option} {path!r} must end in {', '.join(suffixes[:-1])} or {suffixes[-1]}")
+        ends = " or ".join(filter(None, (", ".join(suffixes[:-1]), suffixes[-1])))
+        raise CLIError(f"{option} {path!r} must end in {ends}")
     if p.is_dir():
         raise CLIError(f"{option} {path!r} is a directory")
     if p.exists() and not force:

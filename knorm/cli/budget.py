@@ -11,10 +11,10 @@ from pathlib import Path
 from ._common import CLIError, UsageError, _positive_float, _probability
 
 
-def add_budget_options(parser):
+def add_budget_options(parser, what="with --data: record the release in this budget ledger"):
     parser.add_argument("--budget", metavar="FILE",
-                        help="with --data: record the release in this budget ledger (one per data set; JSON lines, "
-                             "0600) and refuse it, before anything is drawn, if it would pass the ledger's budget")
+                        help=f"{what} (one per data set; JSON lines, 0600) and refuse it, before anything is drawn, "
+                             "if it would pass the ledger's budget")
     parser.add_argument("--budget-epsilon", type=_positive_float, default=None, metavar="E",
                         help="with --budget: the total ε of a new ledger (required when FILE does not exist yet; "
                              "set once)")
