@@ -287,7 +287,7 @@ if __name__ == "__main__":
     print("|---|" + "---|" * (len(cols) + ratio))
     for k in keys[1:]:
         vals = [res[k] * (1e6 if k in time_keys else 1) for res in results]
-        cells = [f"{v:.3g}" for v in vals]
+        cells = [f"{v:.3g}" if isinstance(v, (int, float)) else str(v) for v in vals]
         if ratio:
             cells.append(f"{vals[-1] / vals[0]:.2f}×" if vals[0] else "")
         print(f"| {k} | " + " | ".join(cells) + " |")
