@@ -25,6 +25,7 @@ as inf or NaN; δ's are computed so that they saturate at 1 exactly where the ma
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -466,6 +467,22 @@ class BudgetAccountant:
 
     # slack for floating-point sums: ten releases at ε = 0.1 fit a budget of 1
     _SLACK = 1e-12
+    _MAKING = threading.Lock()  # makes each accountant's own lock once
+
+    def _mutex(self) -> Any:
+        """This accountant's re-entrant lock (made on first use, never pickled): a spend's check and
+        its record are one step, so threads sharing the accountant never pass the budget together."""
+        lock = self.__dict__.get("_lock")
+        if lock is None:
+            with BudgetAccountant._MAKING:
+                lock = self.__dict__.setdefault("_lock", threading.RLock())
+        return lock
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def __init__(self, *, epsilon: float = float("inf"), delta: float = 0.0) -> None:
         self.epsilon = _nonneg("epsilon", epsilon, allow_inf=True)
@@ -508,9 +525,10 @@ class BudgetAccountant:
         check_str("label", label)
         if claim is not None and not isinstance(claim, PrivacyClaim):
             raise TypeError(f"claim must be None or a knorm.PrivacyClaim, got {type(claim).__name__}")
-        eps, dl = self.check(epsilon, delta)
-        self.spends.append(Spend(eps, dl, label, claim))
-        return self.total
+        with self._mutex():
+            eps, dl = self.check(epsilon, delta)
+            self.spends.append(Spend(eps, dl, label, claim))
+            return self.total
 
     def to_dp_event(self) -> Any:
         """Everything spent as one dp-accounting ``ComposedDpEvent`` (one event per spend,
@@ -522,7 +540,8 @@ class BudgetAccountant:
 
     def reset(self) -> None:
         """Forget every spend (a new data set)."""
-        self.spends = []
+        with self._mutex():
+            self.spends = []
 
     def __repr__(self) -> str:
         e, d = self.total

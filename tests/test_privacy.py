@@ -265,3 +265,51 @@ def test_a_composed_delta_over_one_exceeds_the_budget():
     open_acc = P.BudgetAccountant(epsilon=10.0, delta=1.0)
     GaussianMechanism(np.eye(2), epsilon=1.0, delta=0.5, accountant=open_acc).release(np.zeros(2), size=3)
     assert open_acc.total == (3.0, 1.0)
+
+
+def test_threads_sharing_an_accountant_never_pass_its_budget(monkeypatch):
+    """8 threads, each its own Laplace mechanism (ε = 1) on one accountant of ε = 5, each asking for
+    3 answers one at a time: exactly 5 answers are returned, the accountant holds ε = 5, and every
+    mechanism's count is the answers it returned (a refused release counts nothing). The budget's
+    check is slowed (1 ms after reading the total) so that, were a spend's check and record two
+    steps, threads would pass it together (they did, without the accountant's lock)."""
+    import threading
+    import time
+
+    import knorm
+    from knorm.errors import BudgetExceededError
+    from knorm.privacy import BudgetAccountant
+
+    check = BudgetAccountant.check
+
+    def slow_check(self, epsilon, delta=0.0):
+        out = check(self, epsilon, delta)
+        time.sleep(0.001)
+        return out
+
+    monkeypatch.setattr(BudgetAccountant, "check", slow_check)
+
+    acc = knorm.privacy.BudgetAccountant(epsilon=5.0)
+    F = np.eye(4)
+    mechs = [knorm.LaplaceMechanism(F, epsilon=1.0, accountant=acc) for _ in range(8)]
+    got = [0] * 8
+    start = threading.Barrier(8)
+
+    def run(i):
+        start.wait()
+        for _ in range(3):
+            try:
+                mechs[i].release(np.ones(4))
+                got[i] += 1
+            except BudgetExceededError:
+                pass
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(got) == 5 and acc.total == (5.0, 0.0) and len(acc.spends) == 5
+    assert [m.answers for m in mechs] == got
+    import pickle
+    assert pickle.loads(pickle.dumps(acc)).total == (5.0, 0.0)  # the lock is not pickled

@@ -370,14 +370,16 @@ class Accounted:
 
     def _spend(self, k: int, datasets: int = 1, basis: str = "") -> None:
         """Count k answers on each of ``datasets`` disjoint data sets (1: one data set; more: one
-        batch of :meth:`Mechanism.release_each`, parallel composition, disjoint by ``basis``) and spend them."""
+        batch of :meth:`Mechanism.release_each`, parallel composition, disjoint by ``basis``) and spend them.
+        The accountant first: if another thread's release passed the budget since :meth:`_check_budget`,
+        its refusal leaves this mechanism's count as it was (the answers are not returned)."""
+        if self.accountant is not None:
+            self.accountant.spend(k * self._claim.epsilon, k * self._claim.delta, label=self._claim.mechanism,
+                                  claim=self.privacy_per_answer.parallel(datasets, basis).composed(k))
         self.answers += k
         self.datasets = max(self.datasets, datasets)
         if basis and basis not in self._disjoint_by:
             self._disjoint_by = f"{self._disjoint_by}; {basis}" if self._disjoint_by else basis
-        if self.accountant is not None:
-            self.accountant.spend(k * self._claim.epsilon, k * self._claim.delta, label=self._claim.mechanism,
-                                  claim=self.privacy_per_answer.parallel(datasets, basis).composed(k))
 
 
 def _vectors(name: str, value: ArrayLike, width: int) -> NDArray[np.float64]:
