@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import numpy as np  # noqa: E402
 
 import knorm  # noqa: E402
-from knorm.body.marginal import MarginalStructure  # noqa: E402
+import knorm.implicit  # noqa: E402
 from knorm.data import histogram  # noqa: E402
 from knorm.datasets import nltcs, nltcs_domain  # noqa: E402
 
@@ -47,24 +47,25 @@ def main():
     a = p.parse_args()
     X = nltcs()
     x = histogram(X, nltcs_domain()).astype(float)
-    F = MarginalStructure((2,) * 16, tuple(itertools.combinations(range(16), a.k))).matrix()
+    # the workload by its structure: never a d × 65,536 matrix (F.matrix() makes it for nonnegative below)
+    F = knorm.implicit.marginals((2,) * 16, list(itertools.combinations(range(16), a.k)))
     w = knorm.load_prepared(a.prepared, F)
     m = knorm.KNormMechanism(F, epsilon=a.epsilon, prepared=w)
     t_load = time.perf_counter() - t_start
     t = time.perf_counter()
     ans = m.release(x)
     t_rel = time.perf_counter() - t
-    print(f"load (import, data, F {F.shape[0]}×{F.shape[1]}, file, mechanism): {t_load:.1f} s; first release "
+    print(f"load (import, data, F {F.d}×{F.n} by its structure, file, mechanism): {t_load:.1f} s; first release "
           f"{t_rel:.1f} s; {t_load + t_rel:.1f} s from the process's start")
-    d = F.shape[0]
-    truth = F @ x
+    d = F.d
+    truth = F.apply(x)
     rms = m.expected_error(rms=True)
     lap = knorm.LaplaceMechanism(F, epsilon=a.epsilon)
     lap_rms = lap.expected_error(rms=True)
     print(f"per-query RMSE at ε = {a.epsilon:g}: K-norm {rms.value / np.sqrt(d):.2f} ± {rms.stderr / np.sqrt(d):.2f} "
           f"(certified pool), Laplace {lap_rms.value / np.sqrt(d):.2f} (exact); ratio "
           f"{lap_rms.value / rms.value:.2f}")
-    nn = knorm.postprocess.nonnegative(F, ans)
+    nn = knorm.postprocess.nonnegative(F.matrix(), ans)
     print(f"this release's per-query error: raw {np.linalg.norm(ans - truth) / np.sqrt(d):.2f}, after nonnegative "
           f"{np.linalg.norm(nn - truth) / np.sqrt(d):.2f}")
     if a.regions:
