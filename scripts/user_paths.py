@@ -143,7 +143,8 @@ def main():
     F = survey_matrix(args.dir)
     files, kept = {}, {}
     for c in checkouts:
-        tag = hashlib.sha1(c.encode()).hexdigest()[:8]
+        head = subprocess.run(["git", "-C", c, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        tag = hashlib.sha1(f"{c}@{head}".encode()).hexdigest()[:8]  # a file per checkout and commit: never stale
         files[c] = os.path.join(args.dir, f"survey-{tag}.knorm")
         kept[c] = os.path.join(args.dir, f"survey-{tag}-rows.knorm")
         for path, extra, wanted in ((files[c], [], any(p.startswith("prepared") for p in args.paths)),
