@@ -5,8 +5,8 @@ a dual feasible basis stays dual feasible for every right-hand side ``y``.
 
 Data layout (all kernels):
 
-* ``A``      -- the n columns ``f_j`` of a full-row-rank r×n matrix F, dense or compressed
-  (``(ptr, idx, val, dense)``, see :func:`_col_dot`); a pivot costs O(nnz(F) + r²).
+* ``A``      -- the n columns ``f_j`` of a full-row-rank r×n matrix F, dense, compressed or
+  by a marginal workload's structure (``knorm.body._columns``); a pivot costs O(nnz(F) + r²).
 * ``basis`` -- ``int64[r]`` column codes: ``c < n`` is ``+f_c``, ``c >= n`` is ``-f_{c-n}``.
 * ``Binv`` -- ``(r, r)`` explicit inverse of the basis matrix.
 * ``lam``  -- ``λ = B⁻ᵀ 1``, the outward normal of the current facet (``λ·y = ‖y‖_K``
@@ -29,8 +29,7 @@ import math
 import numpy as np
 
 from .._jit import kernel
-from ._marginal import marginal_dots
-from ._spectral import spectral_dots
+from ._columns import _all_dots, _col_dot, _col_norm2, _column, _ncols  # noqa: F401 (_all_dots: benchmarks)
 
 OK = 0
 PIVOT_LIMIT = -1
@@ -51,93 +50,6 @@ PERTURB = 5e-7       # cost perturbation of the dual phase: δ_j in [PERTURB, 2�
 STALL = 25           # degenerate pivots in a row before switching to Bland's rule
 REPAIR_TRIES = 12    # crash bases tried (the λ direction, then pseudo-random ones) to repair a singular basis
 CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ never block the walk along v
-
-
-# -- the constraint matrix -----------------------------------------------------------
-# ``A = (ptr, idx, val, dense, rptr, ridx, rval, op, spec)``: the n columns f_j of F (in the
-# oracle's coordinates), either dense (``dense`` is (n, r), the rows are the f_j) or,
-# when ``dense`` is (0, 0), compressed twice: by columns (f_j has the entries
-# ``val[ptr[j]:ptr[j+1]]`` at rows ``idx[ptr[j]:ptr[j+1]]``) for single columns, and by
-# rows (row i of F has ``rval[rptr[i]:rptr[i+1]]`` at columns ``ridx[...]``) for Fᵀv,
-# computed as a scatter of the rows: independent adds, no short dependent dot products.
-# ``op`` (``knorm.body._marginal``) or ``spec`` (``knorm.body._spectral``): for a marginal
-# workload, the data with which Fᵀv is computed from the workload's structure, by its tables
-# or by a product transform (dense F then serves single columns only).
-# Every kernel reads F only through the four functions below, so a pivot costs O(nnz)
-# for sparse F (0/1 workloads) and streams contiguous rows for dense F.
-
-
-@kernel()
-def _ncols(A):
-    return A[0].shape[0] - 1
-
-
-@kernel(fastmath=_FM)
-def _col_dot(A, j, v):
-    """``f_jᵀv``."""
-    D = A[3]
-    s = 0.0
-    if D.shape[0] > 0:
-        for i in range(D.shape[1]):
-            s += D[j, i] * v[i]
-    else:
-        ptr, idx, val = A[0], A[1], A[2]
-        for k in range(ptr[j], ptr[j + 1]):
-            s += val[k] * v[idx[k]]
-    return s
-
-
-@kernel(fastmath=_FM)
-def _all_dots(A, v, out):
-    """``out_j = f_jᵀv`` for every column (the pivot's O(nnz) pass)."""
-    D = A[3]
-    if A[8][0].shape[0] > 0:
-        spectral_dots(A[8], v, out)
-    elif A[7][0].shape[1] > 0:
-        marginal_dots(A[7], v, out)
-    elif D.shape[0] > 0:
-        n, r = D.shape
-        for j in range(n):
-            s = 0.0
-            for i in range(r):
-                s += D[j, i] * v[i]
-            out[j] = s
-    else:
-        rptr, ridx, rval = A[4], A[5], A[6]
-        out[:] = 0.0
-        for i in range(rptr.shape[0] - 1):
-            vi = v[i]
-            if vi != 0.0:
-                for k in range(rptr[i], rptr[i + 1]):
-                    out[ridx[k]] += vi * rval[k]
-
-
-@kernel(fastmath=_FM)
-def _col_norm2(A, j):
-    """``‖f_j‖²``."""
-    D = A[3]
-    s = 0.0
-    if D.shape[0] > 0:
-        for i in range(D.shape[1]):
-            s += D[j, i] * D[j, i]
-    else:
-        for k in range(A[0][j], A[0][j + 1]):
-            s += A[2][k] * A[2][k]
-    return s
-
-
-@kernel()
-def _column(A, j, sign, out):
-    """``out ← sign·f_j`` (dense r-vector)."""
-    D = A[3]
-    if D.shape[0] > 0:
-        for i in range(D.shape[1]):
-            out[i] = sign * D[j, i]
-    else:
-        out[:] = 0.0
-        ptr, idx, val = A[0], A[1], A[2]
-        for k in range(ptr[j], ptr[j + 1]):
-            out[idx[k]] = sign * val[k]
 
 
 @kernel(fastmath=_FM)
