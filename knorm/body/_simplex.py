@@ -405,10 +405,11 @@ def _ratio_test(alpha, g, cp, cm, atol, bland, cand):
 
 
 @kernel(inline=True)
-def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
+def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp, nrm):
     """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹.
 
-    Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns 0, or 1 if the
+    ``nrm`` (empty: none) the squared norms of B⁻¹'s rows, kept with it (by the update, not
+    after a refactorisation). Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns 0, or 1 if the
     inverse was refactorised (then incremental updates must be recomputed instead), 2 if
     a singular basis was replaced by a crash basis (then it must be re-solved), or
     ``SINGULAR``.
@@ -431,7 +432,7 @@ def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
             lam[i] -= theta * Binv[p, i]
         for j in range(n):
             g[j] -= theta * alpha[j]
-    _eta_update(Binv, col, u, p, up, np.empty(r))
+    _eta_update(Binv, col, u, p, up, np.empty(r), nrm)
     basis[p] = q
     ctr[0] += 1
     ctr[1] += 1
@@ -444,10 +445,13 @@ def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
 
 
 @kernel(fastmath=_FM)
-def _eta_update(Binv, col, u, p, up, rowp):
+def _eta_update(Binv, col, u, p, up, rowp, nrm):
     """``u = B⁻¹a_q`` (``col = a_q``, ``up = u[p]`` given) and ``B⁻¹ ← E B⁻¹`` for the eta
     matrix of pivot row p, in one pass over B⁻¹: each row k's ``u_k`` is its dot with
     ``a_q`` before the row is updated, ``B⁻¹_k ← B⁻¹_k − u_k·(B⁻¹_p / u_p)``, while it is in cache.
+    ``nrm`` (empty: none): the rows' squared norms, each summed as its row is written (the
+    dual steepest-edge weights of :func:`_leaving_row`, for a row's r more flops while it is
+    in registers instead of a second pass over B⁻¹ at each pricing).
 
     Row p (scaled) is copied to ``rowp`` first: the row updates then provably do not
     alias and vectorise (3× faster than updating from row p in place)."""
@@ -457,14 +461,32 @@ def _eta_update(Binv, col, u, p, up, rowp):
         Binv[p, i] *= inv_up
         rowp[i] = Binv[p, i]
     u[p] = up
+    norms = nrm.shape[0] > 0
     for k in range(r):
         if k != p:
             row = Binv[k]
             f = _dot(row, col)
             u[k] = f
             if f != 0.0:
-                for i in range(r):
-                    row[i] -= f * rowp[i]
+                if norms:
+                    s = 0.0
+                    for i in range(r):
+                        x = row[i] - f * rowp[i]
+                        row[i] = x
+                        s += x * x
+                    nrm[k] = s
+                else:
+                    for i in range(r):
+                        row[i] -= f * rowp[i]
+    if norms:
+        nrm[p] = _dot(rowp, rowp)
+
+
+@kernel(fastmath=_FM)
+def _row_norms(Binv, nrm):
+    """``nrm_k = ‖B⁻¹_k‖²`` for every row (the weights :func:`_eta_update` then keeps)."""
+    for k in range(Binv.shape[0]):
+        nrm[k] = _dot(Binv[k], Binv[k])
 
 
 @kernel()
@@ -483,8 +505,9 @@ def _row(Binv, p, rho):
 
 
 @kernel(inline=True)
-def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand):
-    """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update.
+def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand, nrm):
+    """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update
+    (``nrm``: B⁻¹'s squared row norms kept, or empty, see :func:`_pivot`).
 
     Returns ``NO_ENTERING`` if no column can enter, ``SINGULAR``, 2 if the basis was
     repaired (replaced), 1 if B⁻¹ was refactorised, 0 otherwise (then ``u = B⁻¹a_q`` of
@@ -495,7 +518,7 @@ def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, 
     q = _ratio_test(alpha, g, cp, cm, PIVOT_TOL * rn * fmax, bland, cand)
     if q < 0:
         return NO_ENTERING
-    return _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True)
+    return _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True, nrm)
 
 
 @kernel()
@@ -511,9 +534,10 @@ def _anti_cycling(progress, stall, bland, ctr):
 
 
 @kernel()
-def _leaving_row(Binv, basis, w, bland):
+def _leaving_row(Binv, basis, w, bland, nrm):
     """Dual pricing: the row with the largest dual steepest-edge score ``w_k²/‖ρ_k‖²``
-    among ``w_k < -PRIMAL_TOL·max|w|`` (Bland: the smallest basis code); -1 if none."""
+    among ``w_k < -PRIMAL_TOL·max|w|`` (Bland: the smallest basis code); -1 if none.
+    ``nrm``: the ``‖ρ_k‖²`` kept by the updates (:func:`_eta_update`), or empty: summed here."""
     r = w.shape[0]
     wmax = 0.0
     for k in range(r):
@@ -529,11 +553,14 @@ def _leaving_row(Binv, basis, w, bland):
                 if p < 0 or basis[k] < basis[p]:
                     p = k
             else:
-                nrm = 0.0
-                for i in range(r):
-                    nrm += Binv[k, i] * Binv[k, i]
+                if nrm.shape[0] > 0:
+                    nk = nrm[k]
+                else:
+                    nk = 0.0
+                    for i in range(r):
+                        nk += Binv[k, i] * Binv[k, i]
                 wk = w[k] * inv
-                score = wk * wk / nrm
+                score = wk * wk / nk
                 if score > best:
                     best = score
                     p = k
@@ -647,7 +674,7 @@ def _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
                     p = k
         _row(Binv, p, rho)
         _row_alpha(A, rho, alpha)
-        st = _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u2, ones, ones, False)
+        st = _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u2, ones, ones, False, ones)
         if st < 0:
             return st
         if st == 2:   # basis replaced: back to the dual simplex (unit costs)
@@ -660,9 +687,13 @@ def _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
 
 @kernel(inline=True)
 def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
-    """Dual simplex pivots (costs cp, cm) until ``B⁻¹y >= 0``; returns (status, pivots)."""
+    """Dual simplex pivots (costs cp, cm) until ``B⁻¹y >= 0``; returns (status, pivots).
+
+    ``w = B⁻¹y`` and the pricing's row norms are kept by each pivot's eta update (O(r) and
+    fused into the update's pass over B⁻¹), recomputed only after a refactorisation."""
     n, r = _ncols(A), basis.shape[0]
     w = np.empty(r)
+    nrm = np.empty(r)
     rho = np.empty(r)
     alpha = np.empty(n)
     cand = np.empty(n, np.int64)
@@ -671,18 +702,23 @@ def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
     stall = 0
     bland = False
     obj = _dot(lam, y)
+    _matvec(Binv, y, w)
+    _row_norms(Binv, nrm)
     for it in range(budget + 1):
-        _matvec(Binv, y, w)
-        p = _leaving_row(Binv, basis, w, bland)
+        p = _leaving_row(Binv, basis, w, bland, nrm)
         if p < 0:
             return OK, it
         if it == budget:
             return PIVOT_LIMIT, it
-        st = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand)
+        st = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand, nrm)
         if st < 0:
             return st, it
         if st >= 1:   # refactorised: fresh duals may show drift, absorb it in the shifts
             _shift_costs(basis, g, cp, cm)
+            _matvec(Binv, y, w)
+            _row_norms(Binv, nrm)
+        else:
+            _update_primal(w, u, p)
         new_obj = _dot(lam, y)
         stall, bland = _anti_cycling(new_obj > obj + 1e-13 * (1.0 + abs(obj)), stall, bland, ctr)
         obj = new_obj
@@ -702,10 +738,10 @@ def solve(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     """
     n, r = _ncols(A), basis.shape[0]
     w = np.empty(r)
-    _matvec(Binv, y, w)
-    if _leaving_row(Binv, basis, w, False) < 0:
-        return OK
     ones = np.empty(0)   # empty cost arrays: the true unit costs
+    _matvec(Binv, y, w)
+    if _leaving_row(Binv, basis, w, False, ones) < 0:
+        return OK
     cp = np.empty(n)
     cm = np.empty(n)
     used = 0
@@ -735,7 +771,7 @@ def solve(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
             return st
         # the primal pivots kept B⁻¹y >= 0 up to tolerance; confirm (else another round)
         _matvec(Binv, y, w)
-        if _leaving_row(Binv, basis, w, False) < 0:
+        if _leaving_row(Binv, basis, w, False, ones) < 0:
             return OK
     return PIVOT_LIMIT
 
@@ -826,7 +862,7 @@ def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
             return PIVOT_LIMIT
         advanced = s_row > s + 1e-13 * (1.0 + abs(s))
         s = s_row
-        status = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones, cand)
+        status = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones, cand, ones)
         if status < 0:
             return status
         if status == 2:
