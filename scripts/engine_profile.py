@@ -13,9 +13,10 @@ skipped), it times, in numba loops over realistic inputs taken from a billiard c
 * ``g_update``   -- g ← g − θα and λ ← λ − θρ (O(n + r));
 * ``refactor``   -- one refactorisation (O(r³) + O(n·r)), and amortised per pivot with
   the refactorisation rate measured on the chain (``ctr[2] / ctr[1]``);
-* ``se_pricing`` -- the steepest-edge leaving-row choice of ``solve`` (O(r) per
-  infeasible row, O(r²) per pivot at worst; gauges only, the billiard walk's ``move``
-  chooses by a ratio test in O(r));
+* ``se_pricing`` -- the steepest-edge leaving-row choice with each row's norm summed at the
+  pricing (O(r) per infeasible row, O(r²) per pivot at worst), as ``solve`` priced before its
+  dual phase kept the norms with B⁻¹ (now O(r) a pivot: what keeping them saves; gauges only,
+  the billiard walk's ``move`` chooses by a ratio test in O(r));
 
 and the real thing: CPU µs per pivot of one billiard chain on one thread (and of two
 chains on two threads). All times are CPU time (the machine may be shared). The
