@@ -34,6 +34,15 @@ def _ncols(A):
 
 
 @kernel(fastmath=_FM)
+def _dot(a, b):
+    """``aᵀb`` of two vectors."""
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * b[i]
+    return s
+
+
+@kernel(fastmath=_FM)
 def _col_dot(A, j, v):
     """``f_jᵀv``."""
     D = A[3]
@@ -83,6 +92,20 @@ def _all_dots_for(A, v, out):
     if len(A.types[7]) > 0:
         return lambda A, v, out: marginal_dots(A[7], v, out)
     return lambda A, v, out: _matrix_dots(A, v, out)
+
+
+def structured(A):
+    """True if A's product ``Fᵀv`` comes from a marginal workload's structure (tables or
+    transform: a whole pass far cheaper than n single columns), False if from F's entries."""
+    raise TypeError("knorm.body._columns.structured is called from numba kernels only")
+
+
+@overload(structured, jit_options={"nogil": True})
+def _structured_for(A):
+    """A constant of A's type (see :func:`_all_dots_for`)."""
+    if len(A.types[8]) > 0 or len(A.types[7]) > 0:
+        return lambda A: True
+    return lambda A: False
 
 
 @kernel(fastmath=_FM)

@@ -29,7 +29,8 @@ import math
 import numpy as np
 
 from .._jit import kernel
-from ._columns import _all_dots, _col_dot, _col_norm2, _column, _ncols  # noqa: F401 (_all_dots: benchmarks)
+from ._columns import _all_dots, _column, _dot, _ncols
+from ._crash import _next_rand, crash
 
 OK = 0
 PIVOT_LIMIT = -1
@@ -49,7 +50,6 @@ SINGULAR_TOL = 1e-11  # Gauss–Jordan pivot below this times the column norm: d
 PERTURB = 5e-7       # cost perturbation of the dual phase: δ_j in [PERTURB, 2·PERTURB)
 STALL = 25           # degenerate pivots in a row before switching to Bland's rule
 REPAIR_TRIES = 12    # crash bases tried (the λ direction, then pseudo-random ones) to repair a singular basis
-CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ never block the walk along v
 
 
 @kernel(fastmath=_FM)
@@ -118,105 +118,6 @@ def _basis_matrix(A, basis, B):
     for k in range(r):
         c = basis[k]
         _column(A, c % n, 1.0 if c < n else -1.0, B[:, k])
-
-
-@kernel()
-def _next_rand(state):
-    """xorshift64*: deterministic pseudo-random doubles in [-1, 1) for the crash walk."""
-    x = state[0]
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    state[0] = x
-    v = (x * np.uint64(2685821657736338717)) >> np.uint64(11)
-    return float(v) * (2.0 / 9007199254740992.0) - 1.0
-
-
-@kernel(entry=True)
-def crash(A, direction, basis, seed, cp, cm):
-    """A dual feasible, nonsingular basis: walk inside ``{λ : f_jᵀλ <= cp_j, -f_jᵀλ <= cm_j}``
-    (the polar ``{|Fᵀλ| <= 1}`` for unit costs).
-
-    From λ = 0 move along ``direction`` (projected off the normals already tight) until a
-    new constraint ``|f_iᵀλ| = 1`` becomes tight; r steps give a vertex whose tight columns
-    (with their signs) form the basis. Used to repair a singular basis (direction: the
-    old λ). Returns False if F has no r independent columns at the crash tolerance.
-    """
-    n, r = _ncols(A), basis.shape[0]
-    Q = np.zeros((r, r))
-    lam = np.zeros(r)
-    v0 = direction.copy()
-    v = np.empty(r)
-    rs = np.empty(1, np.uint64)
-    rs[0] = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
-    fn = np.empty(n)
-    for j in range(n):
-        fn[j] = math.sqrt(_col_norm2(A, j))
-    for m in range(r):
-        for attempt in range(4):
-            for rep in range(2):   # project off the tight normals (twice: Gram–Schmidt)
-                for i in range(r):
-                    v[i] = v0[i] if rep == 0 else v[i]
-                for k in range(m):
-                    s = 0.0
-                    for i in range(r):
-                        s += Q[i, k] * v[i]
-                    for i in range(r):
-                        v[i] -= s * Q[i, k]
-            vn = math.sqrt(_dot(v, v))
-            v0n = math.sqrt(_dot(v0, v0))
-            if vn > 1e-8 * v0n and vn > 0.0:
-                break
-            for i in range(r):
-                v0[i] = _next_rand(rs)
-        if not vn > 0.0:
-            return False
-        for i in range(r):
-            v[i] /= vn
-        best = -1
-        smin = np.inf
-        bfv = 0.0
-        for j in range(n):
-            fv = _col_dot(A, j, v)
-            fl = _col_dot(A, j, lam)
-            if not abs(fv) > CRASH_TOL * fn[j]:
-                continue
-            if cp.shape[0] == 0:
-                st = (1.0 - fl) / fv if fv > 0.0 else (1.0 + fl) / -fv
-            else:
-                st = (cp[j] - fl) / fv if fv > 0.0 else (cm[j] + fl) / -fv
-            if st < 0.0:
-                st = 0.0
-            if st < smin - 1e-12 * (1.0 + smin):
-                smin = st
-                best = j
-                bfv = fv
-            elif st <= smin + 1e-12 * (1.0 + smin) and abs(fv) > abs(bfv):
-                best = j
-                bfv = fv
-                smin = min(smin, st)
-        if best < 0:
-            return False
-        for i in range(r):
-            lam[i] += smin * v[i]
-        basis[m] = best if bfv > 0.0 else best + n
-        _column(A, best, 1.0, v)
-        for rep in range(2):
-            for k in range(m):
-                s = 0.0
-                for i in range(r):
-                    s += Q[i, k] * v[i]
-                for i in range(r):
-                    v[i] -= s * Q[i, k]
-        qn = math.sqrt(_dot(v, v))
-        if not qn > 0.0:
-            return False
-        for i in range(r):
-            Q[i, m] = v[i] / qn
-        if m + 1 < r:   # next direction: the original one (projected next round) or random
-            for i in range(r):
-                v0[i] = direction[i]
-    return True
 
 
 @kernel()
@@ -292,14 +193,6 @@ def _matvec(Binv, y, out):
         for i in range(r):
             s += Binv[k, i] * y[i]
         out[k] = s
-
-
-@kernel(fastmath=_FM)
-def _dot(a, b):
-    s = 0.0
-    for i in range(a.shape[0]):
-        s += a[i] * b[i]
-    return s
 
 
 @kernel(inline=True)
