@@ -40,6 +40,19 @@ def _next_rand(state):
 
 
 @kernel()
+def _project_off(Q, m, v):
+    """``v`` projected off Q's first m (orthonormal) columns, the tight normals: twice (Gram–Schmidt)."""
+    r = v.shape[0]
+    for rep in range(2):
+        for k in range(m):
+            s = 0.0
+            for i in range(r):
+                s += Q[i, k] * v[i]
+            for i in range(r):
+                v[i] -= s * Q[i, k]
+
+
+@kernel()
 def _step(j, fv, fl, cp, cm):
     """How far λ may move along v before column j (``fv = f_jᵀv``, ``fl = f_jᵀλ``) becomes tight (>= 0)."""
     if cp.shape[0] == 0:
@@ -108,15 +121,9 @@ def crash(A, direction, basis, seed, cp, cm):
         fn[j] = math.sqrt(_col_norm2(A, j))
     for m in range(r):
         for attempt in range(4):
-            for rep in range(2):   # project off the tight normals (twice: Gram–Schmidt)
-                for i in range(r):
-                    v[i] = v0[i] if rep == 0 else v[i]
-                for k in range(m):
-                    s = 0.0
-                    for i in range(r):
-                        s += Q[i, k] * v[i]
-                    for i in range(r):
-                        v[i] -= s * Q[i, k]
+            for i in range(r):
+                v[i] = v0[i]
+            _project_off(Q, m, v)
             vn = math.sqrt(_dot(v, v))
             v0n = math.sqrt(_dot(v0, v0))
             if vn > 1e-8 * v0n and vn > 0.0:
@@ -141,13 +148,7 @@ def crash(A, direction, basis, seed, cp, cm):
             lam[i] += smin * v[i]
         basis[m] = best if bfv > 0.0 else best + n
         _column(A, best, 1.0, v)
-        for rep in range(2):
-            for k in range(m):
-                s = 0.0
-                for i in range(r):
-                    s += Q[i, k] * v[i]
-                for i in range(r):
-                    v[i] -= s * Q[i, k]
+        _project_off(Q, m, v)
         qn = math.sqrt(_dot(v, v))
         if not qn > 0.0:
             return False
