@@ -219,6 +219,40 @@ class PivotAtLargeN:
     track_us_per_pivot.unit = "µs"
 
 
+class RadiusSolves:
+    """CPU µs per pivot of the length scale's solves (``chains.body_radius``'s first group: 8
+    directions, from the crash basis, each warm-started from the previous one; the dual simplex
+    with steepest-edge pricing) on all ≤ 3-way marginals of 10 binary attributes (rank 176, the
+    product transform), first frame ``chol(FFᵀ/n)`` (issue 49: the dual phase keeps ``w = B⁻¹y``
+    and the pricing's row norms with B⁻¹). ``KNORM_ASV_SMALL=1``: ≤ 2-way of 8 (rank 37)."""
+
+    params = [["8x2"] if SMALL else ["10x3"]]
+    param_names = ["attributes x k"]
+    timeout = 600
+
+    def setup(self, spec):
+        import itertools
+
+        from knorm import implicit
+        from knorm.walks.chains import radius_directions
+
+        m, k = (int(a) for a in spec.split("x"))
+        cliques = [c for j in range(k + 1) for c in itertools.combinations(range(m), j)]
+        base = knorm.SymmetricHull(implicit.marginals((2,) * m, cliques)).frame
+        self.frame = base.mapped(np.linalg.cholesky(base.Ft.T @ base.Ft / base.n + 1e-12 * np.eye(base.r)))
+        self.Z = self.frame.to_oracle(radius_directions(self.frame.r)[:8])
+        self.frame.optimal_bases(self.Z[:1], None, True)  # compile, and the crash basis kept
+
+    def track_us_per_pivot(self, spec):
+        st = self.frame.crash_basis()
+        p0, c = int(st.ctr[1]), time.thread_time()
+        for z in self.Z:
+            self.frame.solve(z, st, True)
+        return 1e6 * (time.thread_time() - c) / max(int(st.ctr[1]) - p0, 1)
+
+    track_us_per_pivot.unit = "µs"
+
+
 # -- the engine issue's workloads (issue 9), measured from a cold body ------------------------------------------------
 
 FAMILIES = {

@@ -16,7 +16,8 @@ from numba.core import event as _event
 from numba.core.registry import CPUDispatcher
 
 _ROOT = Path(__file__).resolve().parent
-KERNEL_SOURCES = ("body/_marginal.py", "body/_spectral.py", "body/_simplex.py", "walks/_kernels.py")
+KERNEL_SOURCES = ("body/_marginal.py", "body/_spectral.py", "body/_columns.py", "body/_crash.py", "body/_simplex.py",
+                  "walks/_kernels.py")
 _STAMP = "knorm-kernels.sha1"
 
 

@@ -13,9 +13,10 @@ skipped), it times, in numba loops over realistic inputs taken from a billiard c
 * ``g_update``   -- g ← g − θα and λ ← λ − θρ (O(n + r));
 * ``refactor``   -- one refactorisation (O(r³) + O(n·r)), and amortised per pivot with
   the refactorisation rate measured on the chain (``ctr[2] / ctr[1]``);
-* ``se_pricing`` -- the steepest-edge leaving-row choice of ``solve`` (O(r) per
-  infeasible row, O(r²) per pivot at worst; gauges only, the billiard walk's ``move``
-  chooses by a ratio test in O(r));
+* ``se_pricing`` -- the steepest-edge leaving-row choice with each row's norm summed at the
+  pricing (O(r) per infeasible row, O(r²) per pivot at worst), as ``solve`` priced before its
+  dual phase kept the norms with B⁻¹ (now O(r) a pivot: what keeping them saves; gauges only,
+  the billiard walk's ``move`` chooses by a ratio test in O(r));
 
 and the real thing: CPU µs per pivot of one billiard chain on one thread (and of two
 chains on two threads). All times are CPU time (the machine may be shared). The
@@ -24,6 +25,7 @@ isolation hides (cache misses when the pieces run together).
 
     python scripts/engine_profile.py                # all four sizes, a markdown table
     python scripts/engine_profile.py --d 40 100 --seconds 0.3
+    python scripts/engine_profile.py --binary 16 --k 3 --walk-seconds 30   # rank 697, the transform
 """
 
 import argparse
@@ -269,13 +271,25 @@ if __name__ == "__main__":
     p.add_argument("--walk-seconds", type=float, default=3.0)
     p.add_argument("--marginals", type=int, nargs="+", default=None, metavar="SIZE",
                    help="profile 2-way marginals over this domain instead of ±1 F (e.g. 2 3 4 5 6 7)")
+    p.add_argument("--binary", type=int, default=None, metavar="M",
+                   help="profile all ≤ --k-way marginals of M binary attributes, built without the dense F "
+                        "(knorm.implicit.marginals; 16 with --k 3: rank 697)")
+    p.add_argument("--k", type=int, default=3)
     a = p.parse_args()
     results = []
-    if a.marginals:
+    if a.binary:
+        import itertools
+
+        from knorm import implicit
+
+        cliques = [c for j in range(a.k + 1) for c in itertools.combinations(range(a.binary), j)]
+        K = SymmetricHull(implicit.marginals((2,) * a.binary, cliques))
+        results.append(profile_body(K, f"≤{a.k}-way of {a.binary} binary", a.seconds, a.walk_seconds))
+    elif a.marginals:
         shape = tuple(a.marginals)
         K = SymmetricHull(W.marginals(shape, 2))
         results.append(profile_body(K, "marginals " + "×".join(map(str, shape)), a.seconds, a.walk_seconds))
-    for d in ([] if a.marginals else a.d):
+    for d in ([] if a.marginals or a.binary else a.d):
         results.append(profile(d, a.seconds, a.walk_seconds))
         print(f"done d={d}", file=sys.stderr, flush=True)
     keys = list(results[0])
@@ -289,7 +303,8 @@ if __name__ == "__main__":
         vals = [res[k] * (1e6 if k in time_keys else 1) for res in results]
         cells = [f"{v:.3g}" if isinstance(v, (int, float)) else str(v) for v in vals]
         if ratio:
-            cells.append(f"{vals[-1] / vals[0]:.2f}×" if vals[0] else "")
+            numeric = isinstance(vals[0], (int, float))
+            cells.append(f"{vals[-1] / vals[0]:.2f}×" if numeric and vals[0] else "")
         print(f"| {k} | " + " | ".join(cells) + " |")
     if ratio:
         r0, r1 = results[0], results[-1]

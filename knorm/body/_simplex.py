@@ -5,8 +5,8 @@ a dual feasible basis stays dual feasible for every right-hand side ``y``.
 
 Data layout (all kernels):
 
-* ``A``      -- the n columns ``f_j`` of a full-row-rank r×n matrix F, dense or compressed
-  (``(ptr, idx, val, dense)``, see :func:`_col_dot`); a pivot costs O(nnz(F) + r²).
+* ``A``      -- the n columns ``f_j`` of a full-row-rank r×n matrix F, dense, compressed or
+  by a marginal workload's structure (``knorm.body._columns``); a pivot costs O(nnz(F) + r²).
 * ``basis`` -- ``int64[r]`` column codes: ``c < n`` is ``+f_c``, ``c >= n`` is ``-f_{c-n}``.
 * ``Binv`` -- ``(r, r)`` explicit inverse of the basis matrix.
 * ``lam``  -- ``λ = B⁻ᵀ 1``, the outward normal of the current facet (``λ·y = ‖y‖_K``
@@ -29,8 +29,8 @@ import math
 import numpy as np
 
 from .._jit import kernel
-from ._marginal import marginal_dots
-from ._spectral import spectral_dots
+from ._columns import _all_dots, _column, _dot, _ncols
+from ._crash import _next_rand, crash
 
 OK = 0
 PIVOT_LIMIT = -1
@@ -50,94 +50,6 @@ SINGULAR_TOL = 1e-11  # Gauss–Jordan pivot below this times the column norm: d
 PERTURB = 5e-7       # cost perturbation of the dual phase: δ_j in [PERTURB, 2·PERTURB)
 STALL = 25           # degenerate pivots in a row before switching to Bland's rule
 REPAIR_TRIES = 12    # crash bases tried (the λ direction, then pseudo-random ones) to repair a singular basis
-CRASH_TOL = 1e-12    # crash: columns with |f_j·v| <= CRASH_TOL·‖f_j‖ never block the walk along v
-
-
-# -- the constraint matrix -----------------------------------------------------------
-# ``A = (ptr, idx, val, dense, rptr, ridx, rval, op, spec)``: the n columns f_j of F (in the
-# oracle's coordinates), either dense (``dense`` is (n, r), the rows are the f_j) or,
-# when ``dense`` is (0, 0), compressed twice: by columns (f_j has the entries
-# ``val[ptr[j]:ptr[j+1]]`` at rows ``idx[ptr[j]:ptr[j+1]]``) for single columns, and by
-# rows (row i of F has ``rval[rptr[i]:rptr[i+1]]`` at columns ``ridx[...]``) for Fᵀv,
-# computed as a scatter of the rows: independent adds, no short dependent dot products.
-# ``op`` (``knorm.body._marginal``) or ``spec`` (``knorm.body._spectral``): for a marginal
-# workload, the data with which Fᵀv is computed from the workload's structure, by its tables
-# or by a product transform (dense F then serves single columns only).
-# Every kernel reads F only through the four functions below, so a pivot costs O(nnz)
-# for sparse F (0/1 workloads) and streams contiguous rows for dense F.
-
-
-@kernel()
-def _ncols(A):
-    return A[0].shape[0] - 1
-
-
-@kernel(fastmath=_FM)
-def _col_dot(A, j, v):
-    """``f_jᵀv``."""
-    D = A[3]
-    s = 0.0
-    if D.shape[0] > 0:
-        for i in range(D.shape[1]):
-            s += D[j, i] * v[i]
-    else:
-        ptr, idx, val = A[0], A[1], A[2]
-        for k in range(ptr[j], ptr[j + 1]):
-            s += val[k] * v[idx[k]]
-    return s
-
-
-@kernel(fastmath=_FM)
-def _all_dots(A, v, out):
-    """``out_j = f_jᵀv`` for every column (the pivot's O(nnz) pass)."""
-    D = A[3]
-    if A[8][0].shape[0] > 0:
-        spectral_dots(A[8], v, out)
-    elif A[7][0].shape[1] > 0:
-        marginal_dots(A[7], v, out)
-    elif D.shape[0] > 0:
-        n, r = D.shape
-        for j in range(n):
-            s = 0.0
-            for i in range(r):
-                s += D[j, i] * v[i]
-            out[j] = s
-    else:
-        rptr, ridx, rval = A[4], A[5], A[6]
-        out[:] = 0.0
-        for i in range(rptr.shape[0] - 1):
-            vi = v[i]
-            if vi != 0.0:
-                for k in range(rptr[i], rptr[i + 1]):
-                    out[ridx[k]] += vi * rval[k]
-
-
-@kernel(fastmath=_FM)
-def _col_norm2(A, j):
-    """``‖f_j‖²``."""
-    D = A[3]
-    s = 0.0
-    if D.shape[0] > 0:
-        for i in range(D.shape[1]):
-            s += D[j, i] * D[j, i]
-    else:
-        for k in range(A[0][j], A[0][j + 1]):
-            s += A[2][k] * A[2][k]
-    return s
-
-
-@kernel()
-def _column(A, j, sign, out):
-    """``out ← sign·f_j`` (dense r-vector)."""
-    D = A[3]
-    if D.shape[0] > 0:
-        for i in range(D.shape[1]):
-            out[i] = sign * D[j, i]
-    else:
-        out[:] = 0.0
-        ptr, idx, val = A[0], A[1], A[2]
-        for k in range(ptr[j], ptr[j + 1]):
-            out[idx[k]] = sign * val[k]
 
 
 @kernel(fastmath=_FM)
@@ -206,105 +118,6 @@ def _basis_matrix(A, basis, B):
     for k in range(r):
         c = basis[k]
         _column(A, c % n, 1.0 if c < n else -1.0, B[:, k])
-
-
-@kernel()
-def _next_rand(state):
-    """xorshift64*: deterministic pseudo-random doubles in [-1, 1) for the crash walk."""
-    x = state[0]
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    state[0] = x
-    v = (x * np.uint64(2685821657736338717)) >> np.uint64(11)
-    return float(v) * (2.0 / 9007199254740992.0) - 1.0
-
-
-@kernel(entry=True)
-def crash(A, direction, basis, seed, cp, cm):
-    """A dual feasible, nonsingular basis: walk inside ``{λ : f_jᵀλ <= cp_j, -f_jᵀλ <= cm_j}``
-    (the polar ``{|Fᵀλ| <= 1}`` for unit costs).
-
-    From λ = 0 move along ``direction`` (projected off the normals already tight) until a
-    new constraint ``|f_iᵀλ| = 1`` becomes tight; r steps give a vertex whose tight columns
-    (with their signs) form the basis. Used to repair a singular basis (direction: the
-    old λ). Returns False if F has no r independent columns at the crash tolerance.
-    """
-    n, r = _ncols(A), basis.shape[0]
-    Q = np.zeros((r, r))
-    lam = np.zeros(r)
-    v0 = direction.copy()
-    v = np.empty(r)
-    rs = np.empty(1, np.uint64)
-    rs[0] = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1)
-    fn = np.empty(n)
-    for j in range(n):
-        fn[j] = math.sqrt(_col_norm2(A, j))
-    for m in range(r):
-        for attempt in range(4):
-            for rep in range(2):   # project off the tight normals (twice: Gram–Schmidt)
-                for i in range(r):
-                    v[i] = v0[i] if rep == 0 else v[i]
-                for k in range(m):
-                    s = 0.0
-                    for i in range(r):
-                        s += Q[i, k] * v[i]
-                    for i in range(r):
-                        v[i] -= s * Q[i, k]
-            vn = math.sqrt(_dot(v, v))
-            v0n = math.sqrt(_dot(v0, v0))
-            if vn > 1e-8 * v0n and vn > 0.0:
-                break
-            for i in range(r):
-                v0[i] = _next_rand(rs)
-        if not vn > 0.0:
-            return False
-        for i in range(r):
-            v[i] /= vn
-        best = -1
-        smin = np.inf
-        bfv = 0.0
-        for j in range(n):
-            fv = _col_dot(A, j, v)
-            fl = _col_dot(A, j, lam)
-            if not abs(fv) > CRASH_TOL * fn[j]:
-                continue
-            if cp.shape[0] == 0:
-                st = (1.0 - fl) / fv if fv > 0.0 else (1.0 + fl) / -fv
-            else:
-                st = (cp[j] - fl) / fv if fv > 0.0 else (cm[j] + fl) / -fv
-            if st < 0.0:
-                st = 0.0
-            if st < smin - 1e-12 * (1.0 + smin):
-                smin = st
-                best = j
-                bfv = fv
-            elif st <= smin + 1e-12 * (1.0 + smin) and abs(fv) > abs(bfv):
-                best = j
-                bfv = fv
-                smin = min(smin, st)
-        if best < 0:
-            return False
-        for i in range(r):
-            lam[i] += smin * v[i]
-        basis[m] = best if bfv > 0.0 else best + n
-        _column(A, best, 1.0, v)
-        for rep in range(2):
-            for k in range(m):
-                s = 0.0
-                for i in range(r):
-                    s += Q[i, k] * v[i]
-                for i in range(r):
-                    v[i] -= s * Q[i, k]
-        qn = math.sqrt(_dot(v, v))
-        if not qn > 0.0:
-            return False
-        for i in range(r):
-            Q[i, m] = v[i] / qn
-        if m + 1 < r:   # next direction: the original one (projected next round) or random
-            for i in range(r):
-                v0[i] = direction[i]
-    return True
 
 
 @kernel()
@@ -380,14 +193,6 @@ def _matvec(Binv, y, out):
         for i in range(r):
             s += Binv[k, i] * y[i]
         out[k] = s
-
-
-@kernel(fastmath=_FM)
-def _dot(a, b):
-    s = 0.0
-    for i in range(a.shape[0]):
-        s += a[i] * b[i]
-    return s
 
 
 @kernel(inline=True)
@@ -493,10 +298,11 @@ def _ratio_test(alpha, g, cp, cm, atol, bland, cand):
 
 
 @kernel(inline=True)
-def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
+def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp, nrm):
     """Replace basis row ``p`` by column code ``q``; ``alpha`` holds ``Fᵀρ``, ρ = row p of B⁻¹.
 
-    Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns 0, or 1 if the
+    ``nrm`` (empty: none) the squared norms of B⁻¹'s rows, kept with it (by the update, not
+    after a refactorisation). Leaves ``u = B⁻¹a_q`` (old basis) for incremental updates; returns 0, or 1 if the
     inverse was refactorised (then incremental updates must be recomputed instead), 2 if
     a singular basis was replaced by a crash basis (then it must be re-solved), or
     ``SINGULAR``.
@@ -519,7 +325,7 @@ def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
             lam[i] -= theta * Binv[p, i]
         for j in range(n):
             g[j] -= theta * alpha[j]
-    _eta_update(Binv, col, u, p, up, np.empty(r))
+    _eta_update(Binv, col, u, p, up, np.empty(r), nrm)
     basis[p] = q
     ctr[0] += 1
     ctr[1] += 1
@@ -532,10 +338,13 @@ def _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, clamp):
 
 
 @kernel(fastmath=_FM)
-def _eta_update(Binv, col, u, p, up, rowp):
+def _eta_update(Binv, col, u, p, up, rowp, nrm):
     """``u = B⁻¹a_q`` (``col = a_q``, ``up = u[p]`` given) and ``B⁻¹ ← E B⁻¹`` for the eta
     matrix of pivot row p, in one pass over B⁻¹: each row k's ``u_k`` is its dot with
     ``a_q`` before the row is updated, ``B⁻¹_k ← B⁻¹_k − u_k·(B⁻¹_p / u_p)``, while it is in cache.
+    ``nrm`` (empty: none): the rows' squared norms, each summed as its row is written (the
+    dual steepest-edge weights of :func:`_leaving_row`, for a row's r more flops while it is
+    in registers instead of a second pass over B⁻¹ at each pricing).
 
     Row p (scaled) is copied to ``rowp`` first: the row updates then provably do not
     alias and vectorise (3× faster than updating from row p in place)."""
@@ -545,14 +354,32 @@ def _eta_update(Binv, col, u, p, up, rowp):
         Binv[p, i] *= inv_up
         rowp[i] = Binv[p, i]
     u[p] = up
+    norms = nrm.shape[0] > 0
     for k in range(r):
         if k != p:
             row = Binv[k]
             f = _dot(row, col)
             u[k] = f
             if f != 0.0:
-                for i in range(r):
-                    row[i] -= f * rowp[i]
+                if norms:
+                    s = 0.0
+                    for i in range(r):
+                        x = row[i] - f * rowp[i]
+                        row[i] = x
+                        s += x * x
+                    nrm[k] = s
+                else:
+                    for i in range(r):
+                        row[i] -= f * rowp[i]
+    if norms:
+        nrm[p] = _dot(rowp, rowp)
+
+
+@kernel(fastmath=_FM)
+def _row_norms(Binv, nrm):
+    """``nrm_k = ‖B⁻¹_k‖²`` for every row (the weights :func:`_eta_update` then keeps)."""
+    for k in range(Binv.shape[0]):
+        nrm[k] = _dot(Binv[k], Binv[k])
 
 
 @kernel()
@@ -571,8 +398,9 @@ def _row(Binv, p, rho):
 
 
 @kernel(inline=True)
-def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand):
-    """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update.
+def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand, nrm):
+    """One dual simplex pivot with leaving row ``p``: ratio test over the 2n columns, update
+    (``nrm``: B⁻¹'s squared row norms kept, or empty, see :func:`_pivot`).
 
     Returns ``NO_ENTERING`` if no column can enter, ``SINGULAR``, 2 if the basis was
     repaired (replaced), 1 if B⁻¹ was refactorised, 0 otherwise (then ``u = B⁻¹a_q`` of
@@ -583,7 +411,7 @@ def _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, 
     q = _ratio_test(alpha, g, cp, cm, PIVOT_TOL * rn * fmax, bland, cand)
     if q < 0:
         return NO_ENTERING
-    return _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True)
+    return _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u, cp, cm, True, nrm)
 
 
 @kernel()
@@ -599,9 +427,10 @@ def _anti_cycling(progress, stall, bland, ctr):
 
 
 @kernel()
-def _leaving_row(Binv, basis, w, bland):
+def _leaving_row(Binv, basis, w, bland, nrm):
     """Dual pricing: the row with the largest dual steepest-edge score ``w_k²/‖ρ_k‖²``
-    among ``w_k < -PRIMAL_TOL·max|w|`` (Bland: the smallest basis code); -1 if none."""
+    among ``w_k < -PRIMAL_TOL·max|w|`` (Bland: the smallest basis code); -1 if none.
+    ``nrm``: the ``‖ρ_k‖²`` kept by the updates (:func:`_eta_update`), or empty: summed here."""
     r = w.shape[0]
     wmax = 0.0
     for k in range(r):
@@ -617,11 +446,14 @@ def _leaving_row(Binv, basis, w, bland):
                 if p < 0 or basis[k] < basis[p]:
                     p = k
             else:
-                nrm = 0.0
-                for i in range(r):
-                    nrm += Binv[k, i] * Binv[k, i]
+                if nrm.shape[0] > 0:
+                    nk = nrm[k]
+                else:
+                    nk = 0.0
+                    for i in range(r):
+                        nk += Binv[k, i] * Binv[k, i]
                 wk = w[k] * inv
-                score = wk * wk / nrm
+                score = wk * wk / nk
                 if score > best:
                     best = score
                     p = k
@@ -735,7 +567,7 @@ def _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
                     p = k
         _row(Binv, p, rho)
         _row_alpha(A, rho, alpha)
-        st = _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u2, ones, ones, False)
+        st = _pivot(A, basis, Binv, lam, g, ctr, p, q, alpha, col, u2, ones, ones, False, ones)
         if st < 0:
             return st
         if st == 2:   # basis replaced: back to the dual simplex (unit costs)
@@ -748,9 +580,13 @@ def _primal_cleanup(A, fmax, basis, Binv, lam, g, ctr, y, budget, ones):
 
 @kernel(inline=True)
 def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
-    """Dual simplex pivots (costs cp, cm) until ``B⁻¹y >= 0``; returns (status, pivots)."""
+    """Dual simplex pivots (costs cp, cm) until ``B⁻¹y >= 0``; returns (status, pivots).
+
+    ``w = B⁻¹y`` and the pricing's row norms are kept by each pivot's eta update (O(r) and
+    fused into the update's pass over B⁻¹), recomputed only after a refactorisation."""
     n, r = _ncols(A), basis.shape[0]
     w = np.empty(r)
+    nrm = np.empty(r)
     rho = np.empty(r)
     alpha = np.empty(n)
     cand = np.empty(n, np.int64)
@@ -759,18 +595,23 @@ def _dual_phase(A, fmax, basis, Binv, lam, g, ctr, y, budget, cp, cm):
     stall = 0
     bland = False
     obj = _dot(lam, y)
+    _matvec(Binv, y, w)
+    _row_norms(Binv, nrm)
     for it in range(budget + 1):
-        _matvec(Binv, y, w)
-        p = _leaving_row(Binv, basis, w, bland)
+        p = _leaving_row(Binv, basis, w, bland, nrm)
         if p < 0:
             return OK, it
         if it == budget:
             return PIVOT_LIMIT, it
-        st = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand)
+        st = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, u, cp, cm, cand, nrm)
         if st < 0:
             return st, it
         if st >= 1:   # refactorised: fresh duals may show drift, absorb it in the shifts
             _shift_costs(basis, g, cp, cm)
+            _matvec(Binv, y, w)
+            _row_norms(Binv, nrm)
+        else:
+            _update_primal(w, u, p)
         new_obj = _dot(lam, y)
         stall, bland = _anti_cycling(new_obj > obj + 1e-13 * (1.0 + abs(obj)), stall, bland, ctr)
         obj = new_obj
@@ -790,10 +631,10 @@ def solve(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
     """
     n, r = _ncols(A), basis.shape[0]
     w = np.empty(r)
-    _matvec(Binv, y, w)
-    if _leaving_row(Binv, basis, w, False) < 0:
-        return OK
     ones = np.empty(0)   # empty cost arrays: the true unit costs
+    _matvec(Binv, y, w)
+    if _leaving_row(Binv, basis, w, False, ones) < 0:
+        return OK
     cp = np.empty(n)
     cm = np.empty(n)
     used = 0
@@ -823,7 +664,7 @@ def solve(A, fmax, basis, Binv, lam, g, ctr, y, max_pivots):
             return st
         # the primal pivots kept B⁻¹y >= 0 up to tolerance; confirm (else another round)
         _matvec(Binv, y, w)
-        if _leaving_row(Binv, basis, w, False) < 0:
+        if _leaving_row(Binv, basis, w, False, ones) < 0:
             return OK
     return PIVOT_LIMIT
 
@@ -914,7 +755,7 @@ def move(A, fmax, basis, Binv, lam, g, ctr, x, u, s_max, max_pivots, out):
             return PIVOT_LIMIT
         advanced = s_row > s + 1e-13 * (1.0 + abs(s))
         s = s_row
-        status = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones, cand)
+        status = _pivot_out(A, fmax, basis, Binv, lam, g, ctr, p, bland, rho, alpha, col, tmp, ones, ones, cand, ones)
         if status < 0:
             return status
         if status == 2:

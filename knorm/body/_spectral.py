@@ -16,7 +16,7 @@ visits only its blocks (of points·stride cells, nested in the next pass's) that
 spectral position: the others are still zero (the first passes of 3-way marginals of 16
 binary attributes touch 5% and 17% of the cells).
 
-Layout ``S`` (a tuple, empty arrays when the transform is not used):
+Layout ``S`` (a tuple; the oracle holds ``()`` in its slot when the transform is not used):
 ``(A, pos, passes, hptr, hval, bptr, blocks)``; ``passes[p] = (kind, stride, m)``: kind 2, 4
 or 8 a Walsh–Hadamard butterfly of that many points at that stride, kind 0 the mode product
 of ``H = hval[hptr[p]:hptr[p+1]]`` (``m × m``, row-major) at that stride; pass p visits the

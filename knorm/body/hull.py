@@ -17,9 +17,9 @@ from .._fingerprint import fingerprint
 from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
-from .marginal import MarginalMatch, empty_operator, marginal_operator, plan_ops, recognise
+from .marginal import MarginalMatch, marginal_operator, plan_ops, recognise
 from .marginal_ops import as_marginal, check_body_memory, complete, dense_marginal, fingerprint_of
-from .spectral import empty_spectral, span_of, span_rows, spectral_cost, spectral_operator
+from .spectral import span_of, span_rows, spectral_cost, spectral_operator
 from .symmetry import ValueSymmetry, row_tables, value_symmetry
 
 if TYPE_CHECKING:
@@ -222,12 +222,12 @@ def _oracle_coordinates(Fc, U, S, unit, structure=None, e=0):
 class Columns:
     """The columns of a full-row-rank ``(r, n)`` matrix in the oracle's coordinates, laid
     out for the kernels: ``A = (ptr, idx, val, dense, rptr, ridx, rval, operator, spectral)``
-    (see ``knorm.body._simplex``), compressed when at most ``DENSE_ABOVE`` of the entries are
+    (see ``knorm.body._columns``), compressed when at most ``DENSE_ABOVE`` of the entries are
     non-zero, else dense. ``operator`` or ``spectral``: for a marginal workload, the kernel
     data with which the pivots' product ``Fᵀv`` is computed from the workload's structure, by
     its tables (:func:`knorm.body.marginal.marginal_operator`) or by a product transform
     (:func:`knorm.body.spectral.spectral_operator`); the dense copy then serves single
-    columns. ``structured`` says which (``"tables"``, ``"transform"`` or None).
+    columns; the slot not used is ``()``. ``structured`` says which (``"tables"``, ``"transform"`` or None).
     Shared by every frame of a body (rounding only changes the frame's map T)."""
 
     def __init__(self, Fz, operator=None, spectral=None):
@@ -236,8 +236,9 @@ class Columns:
         nz = Fz != 0.0
         self.nnz = int(np.count_nonzero(nz))
         none_i, none_f = np.empty(0, np.int64), np.empty(0)
-        op = empty_operator() if operator is None else operator
-        spec = empty_spectral() if spectral is None else spectral
+        # an unused slot is the empty tuple: the kernels' product is chosen by A's type (knorm.body._columns)
+        op = () if operator is None else operator
+        spec = () if spectral is None else spectral
         self.structured = "tables" if operator is not None else "transform" if spectral is not None else None
         if self.structured or self.nnz > DENSE_ABOVE * Fz.size:
             self.A = (np.zeros(self.n + 1, np.int64), none_i, none_f, np.ascontiguousarray(Fz.T),

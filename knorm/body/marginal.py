@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["MarginalStructure", "MarginalMatch", "marginal_operator", "recognise", "empty_operator", "plan_ops",
+__all__ = ["MarginalStructure", "MarginalMatch", "marginal_operator", "recognise", "plan_ops",
            "match_arrays", "match_from_arrays"]
 
 
@@ -218,12 +218,6 @@ def plan_ops(structure: MarginalStructure, r: int) -> int:
     shape, cliques = structure.shape, structure.cliques
     return structure.rows * r + min(_plan_cost(shape, cliques, L) for L in range(len(shape) + 1))
 
-
-
-def empty_operator() -> tuple:
-    """The operator slot of an unstructured matrix (same types, no data)."""
-    z1, z2 = np.zeros(0, np.int64), np.zeros((0, 0), np.int64)
-    return (np.zeros((0, 0)), z1, z1, z1, z1, z2, np.zeros(1, np.int64), z1, z2, z2, 0)
 
 
 def marginal_operator(structure: MarginalStructure, W: np.ndarray, outer: int | None = None) -> tuple:

@@ -20,7 +20,7 @@ from ._spectral import spectral_rows
 from .marginal import MarginalMatch, MarginalStructure
 
 __all__ = ["attribute_basis", "spectrum", "spectrum_norms", "spectral_weights", "spectral_operator", "spectral_cost",
-           "empty_spectral", "transform_rows", "span_of", "span_rows"]
+           "transform_rows", "span_of", "span_rows"]
 
 
 def attribute_basis(m: int) -> NDArray[np.float64]:
@@ -98,12 +98,6 @@ def spectral_cost(structure: MarginalStructure, r: int) -> float:
     cells = sum(len(_live_blocks(pos, (k or m) * st)) * (k or m) * st * (PASS_COST if k else PASS_COST * m)
                 for k, st, m in _passes(structure.shape))
     return len(pos) * r + structure.cells + cells
-
-
-def empty_spectral() -> tuple:
-    """The spectral slot of an oracle that does not use the transform (same types, no data)."""
-    z = np.zeros(0, np.int64)
-    return (np.zeros((0, 0)), z, np.zeros((0, 3), np.int64), np.zeros(1, np.int64), np.zeros(0), np.zeros(1, np.int64), z)
 
 
 def spectral_weights(structure: MarginalStructure, W: NDArray[np.float64]) -> NDArray[np.float64]:
