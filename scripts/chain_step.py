@@ -19,6 +19,33 @@ import sys
 import time
 
 
+def first_frame(frame):
+    """The frame ``chol(FFᵀ/n)`` of a body's frame (the rounding's first map)."""
+    import numpy as np
+
+    r, n = frame.r, frame.n
+    Ft = frame.Ft
+    return frame.mapped(np.linalg.cholesky(Ft.T @ Ft / n + 1e-12 * np.eye(r)))
+
+
+def time_steps(frame, steps):
+    """One chain from the centre (``default_rng(5)``), 2 steps, then ``steps`` timed: CPU s and pivots
+    per step, µs per pivot, and a hash of the end point."""
+    import numpy as np
+    from knorm.walks import chains as C
+
+    params = C.default_params("billiard", frame)
+    chain = C.Chain(frame, np.zeros(frame.r), np.random.default_rng(5))
+    chain.run("billiard", 2, 2, params)
+    p0 = chain.pivots
+    c = time.process_time()
+    chain.run("billiard", steps, steps, params)
+    cpu = time.process_time() - c
+    piv = chain.pivots - p0
+    return {"step_cpu_s": cpu / steps, "step_pivots": piv / steps, "step_us_per_pivot": 1e6 * cpu / piv,
+            "step_bits": hashlib.sha1(np.ascontiguousarray(chain.x).tobytes()).hexdigest()[:12]}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--checkout", default=".", help="the checkout whose knorm is timed")
@@ -27,27 +54,12 @@ def main():
     p.add_argument("--steps", type=int, default=3)
     a = p.parse_args()
     sys.path.insert(0, os.path.abspath(a.checkout))
-    import numpy as np
     from knorm import workloads as W
     from knorm.body.hull import SymmetricHull
-    from knorm.walks import chains as C
 
-    base = SymmetricHull(W.marginals(tuple(a.shape), a.k)).frame
-    r, n = base.r, base.n
-    Ft = base.Ft
-    frame = base.mapped(np.linalg.cholesky(Ft.T @ Ft / n + 1e-12 * np.eye(r)))
-    params = C.default_params("billiard", frame)
-    chain = C.Chain(frame, np.zeros(r), np.random.default_rng(5))
-    chain.run("billiard", 2, 2, params)
-    p0 = chain.pivots
-    c = time.process_time()
-    chain.run("billiard", a.steps, a.steps, params)
-    cpu = time.process_time() - c
-    piv = chain.pivots - p0
-    print(json.dumps({"checkout": a.checkout, "r": r, "product": frame.cols.structured or "dense",
-                      "step_cpu_s": cpu / a.steps, "pivots_per_step": piv / a.steps, "us_per_pivot": 1e6 * cpu / piv,
-                      "bits": hashlib.sha1(np.ascontiguousarray(chain.x).tobytes()).hexdigest()[:12]}), flush=True)
-
+    frame = first_frame(SymmetricHull(W.marginals(tuple(a.shape), a.k)).frame)
+    print(json.dumps({"checkout": a.checkout, "r": frame.r, "product": frame.cols.structured or "dense",
+                      **time_steps(frame, a.steps)}), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import knorm.implicit as I  # noqa: E402
 from knorm.body.hull import SymmetricHull  # noqa: E402
 from knorm.walks import chains as C  # noqa: E402
+from chain_step import first_frame, time_steps  # noqa: E402  (scripts/, this script's folder)
 
 
 def _sha(*arrays):
@@ -48,11 +49,8 @@ def main():
     p.add_argument("--steps", type=int, default=1)
     a = p.parse_args()
     cliques = [c for j in range(a.k + 1) for c in itertools.combinations(range(a.binary), j)]
-    base = SymmetricHull(I.marginals((2,) * a.binary, cliques)).frame
-    r, n = base.r, base.n
-    Ft = base.Ft
-    frame = base.mapped(np.linalg.cholesky(Ft.T @ Ft / n + 1e-12 * np.eye(r)))
-    del Ft
+    frame = first_frame(SymmetricHull(I.marginals((2,) * a.binary, cliques)).frame)
+    r, n = frame.r, frame.n
     out = {"r": r, "n": n, "product": frame.cols.structured or "dense"}
 
     c = time.process_time()
@@ -78,16 +76,7 @@ def main():
     C._RADII[frame] = (float(np.median(1.0 / g)), bases)
 
     if a.steps:
-        params = C.default_params("billiard", frame)
-        chain = C.Chain(frame, np.zeros(r), np.random.default_rng(5))
-        chain.run("billiard", 2, 2, params)
-        p0 = chain.pivots
-        c = time.process_time()
-        chain.run("billiard", a.steps, a.steps, params)
-        cpu = time.process_time() - c
-        piv = chain.pivots - p0
-        out.update(step_cpu_s=cpu / a.steps, step_pivots=piv / a.steps, step_us_per_pivot=1e6 * cpu / piv,
-                   step_bits=_sha(chain.x))
+        out.update(time_steps(frame, a.steps))
     print(json.dumps(out), flush=True)
 
 
