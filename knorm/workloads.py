@@ -26,8 +26,13 @@ __all__ = ["identity", "prefix", "all_range", "width_range", "marginals", "cliqu
 MAX_ENTRIES = 2**28  # float64 entries of one workload matrix: 2 GiB
 
 
-def _fits(name: str, value: Any, rows: int, cols: int, what: str) -> None:
-    """Refuse a ``rows × cols`` float64 matrix over ``MAX_ENTRIES`` (Python ints: no overflow)."""
+MARGINAL_HINT = ("; a marginal workload by its structure is never made dense: knorm.implicit.marginals(shape, "
+                 "cliques) or knorm.data.marginal_workload(domain, k, dense=False)")
+
+
+def _fits(name: str, value: Any, rows: int, cols: int, what: str, hint: str = "") -> None:
+    """Refuse a ``rows × cols`` float64 matrix over ``MAX_ENTRIES`` (Python ints: no overflow);
+    ``hint``: what to do instead, appended to the message."""
     size = rows * cols
     if size > MAX_ENTRIES:
         big = size >= 10**300  # past float64's range: no GiB figure to print
@@ -35,7 +40,7 @@ def _fits(name: str, value: Any, rows: int, cols: int, what: str) -> None:
         gib = "more than 1e290" if big else f"{8 * float(size) / 2**30:.3g}"
         dims = f"{rows} x {cols} = " if size < 10**30 else ""
         raise ValueError(f"{name}={short_repr(value)}: {what} would be {dims}{entries} entries "
-                         f"({gib} GiB), over the cap of {MAX_ENTRIES} entries (2 GiB)")
+                         f"({gib} GiB), over the cap of {MAX_ENTRIES} entries (2 GiB){hint}")
 
 
 def identity(n: int) -> NDArray[np.float64]:
@@ -101,7 +106,8 @@ def marginals(shape: Sequence[int], k: int) -> NDArray[np.float64]:
         rows += math.prod(shape[a] for a in attrs)
         if rows * n > MAX_ENTRIES:
             break
-    _fits("shape", shape, rows, n, f"marginals(shape, k={k})" + (" (at least)" if rows * n > MAX_ENTRIES else ""))
+    _fits("shape", shape, rows, n, f"marginals(shape, k={k})" + (" (at least)" if rows * n > MAX_ENTRIES else ""),
+          MARGINAL_HINT)
     return clique_marginals(shape, list(itertools.combinations(range(len(shape)), k)))
 
 
@@ -126,7 +132,7 @@ def clique_marginals(shape: Sequence[int], cliques: Sequence[Sequence[int]]) -> 
             raise ValueError(f"cliques[{i}] must hold distinct attribute indices in [0, {len(shape)}), got {short_repr(c)}")
         out.append(attrs)
     structure = MarginalStructure(tuple(shape), tuple(out))
-    _fits("cliques", cliques, structure.rows, structure.cells, "clique_marginals(shape, cliques)")
+    _fits("cliques", cliques, structure.rows, structure.cells, "clique_marginals(shape, cliques)", MARGINAL_HINT)
     return structure.matrix()
 
 

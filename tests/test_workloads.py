@@ -109,3 +109,16 @@ def test_marginals_of_a_larger_domain_match_their_definition():
     # the row of attributes (0, 2) and values (1, 3) counts the cells with a0 = 1 and a2 = 3
     row = 2 * 3 + 1 * 4 + 3
     np.testing.assert_array_equal(M[row], (cells[:, 0] == 1) & (cells[:, 2] == 3))
+
+
+def test_marginals_too_large_to_be_dense_point_to_the_structure():
+    """All 3-way marginals of 16 binary attributes (4,480 × 65,536: 2.2 GiB) are refused as a dense
+    matrix, and the message names the structured path, which takes them."""
+    import itertools
+
+    import knorm.implicit as I
+
+    with pytest.raises(ValueError, match=r"shape=.*over the cap.*knorm\.implicit\.marginals"):
+        W.marginals((2,) * 16, 3)
+    w = I.marginals((2,) * 16, list(itertools.combinations(range(16), 3)))
+    assert (w.d, w.n) == (4480, 65536)
