@@ -652,7 +652,7 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
         as_generator(rng)  # refuses a bad rng here, not as a failure of every row
     check_accountant(accountant)
     if prepared is not None:
-        if isinstance(W, ImplicitWorkload) and W.marginal_match() is None:
+        if implicit and not marginal:
             raise ValueError("prepared: a prepared workload is of an explicit F or a marginal workload (K-norm and "
                              "NIM need W's entries)")
         check_prepared(prepared, W)

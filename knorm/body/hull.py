@@ -514,7 +514,7 @@ class SymmetricHull:
         check_body_memory(match)
         self._source = fingerprint_of(match) if fingerprint is None else fingerprint
         self._F: NDArray[np.float64] | None = None
-        self.ambient_dim, self._n_columns = len(match.rows), match.structure.cells
+        self.ambient_dim, self._n_columns = match.shape
         e = _exponent(np.array([match.scale]))
         self._finish(match, e, span_of(match, e), max(self.ambient_dim, self._n_columns), None)
 

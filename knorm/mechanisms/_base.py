@@ -474,7 +474,7 @@ class Mechanism(Accounted, ABC):
             self._F = validate_matrix(F)
             self.d, self.n = self._F.shape
         else:
-            self.d, self.n = len(self._match.rows), self._match.structure.cells
+            self.d, self.n = self._match.shape
         self._rng = as_generator(rng)
         self._init_accounting(rng, accountant)
 

@@ -68,7 +68,7 @@ def as_workload(F: Any, name: str = "F") -> tuple[Workload, str, tuple[int, int]
     the SHA-256 of F's float64 bytes, the same either way."""
     match = as_marginal(F)
     if match is not None:
-        return match, fingerprint_of(match), (len(match.rows), match.structure.cells)
+        return match, fingerprint_of(match), match.shape
     F = validate_matrix(F, name)
     return F, SymmetricHull._source_hash(F), (int(F.shape[0]), int(F.shape[1]))
 
@@ -95,7 +95,7 @@ def body_of(F: Any, fingerprint: str | None = None) -> SymmetricHull:
     if fingerprint is None:
         F, fp, shape = as_workload(F)
     else:
-        fp, shape = fingerprint, _shape_of(F)
+        fp, shape = fingerprint, F.shape
     body = _BODIES.pop(fp, None)
     if body is None:
         cached = cache.lookup(fp, lambda path: load_prepared(path, F))
@@ -106,13 +106,6 @@ def body_of(F: Any, fingerprint: str | None = None) -> SymmetricHull:
     while len(_BODIES) > BODY_CACHE:
         _BODIES.popitem(last=False)
     return body
-
-
-def _shape_of(F: Workload) -> tuple[int, int]:
-    """(d, n) of a validated F or a marginal workload."""
-    if isinstance(F, MarginalMatch):
-        return len(F.rows), F.structure.cells
-    return int(F.shape[0]), int(F.shape[1])
 
 
 class PreparedWorkload:
@@ -560,8 +553,8 @@ def load_prepared(path: str | os.PathLike[str], F: Any = None) -> PreparedWorklo
         body._structure = None
         rnd = _rounding(z, body, path)
     cert = _certified(z, rnd, body, path) if "certificate" in z else None
-    rows, arrays = _rows(z, path, _shape_of(F)[1])
-    w = PreparedWorkload(body, fp, _shape_of(F), rnd, rows, arrays, cert, F=F)
+    rows, arrays = _rows(z, path, F.shape[1])
+    w = PreparedWorkload(body, fp, F.shape, rnd, rows, arrays, cert, F=F)
     if rnd is not None and "point_bases" in z and z["point_bases"].shape == rnd.points.shape:
         w.point_bases = np.asarray(z["point_bases"], dtype=np.int64)  # checked in _rounding
     if rnd is not None and "radius_bases" in z:
@@ -594,15 +587,15 @@ def _matrix_of(z: dict[str, NDArray[Any]], path: Path, F: Any) -> tuple[Workload
     if F is not None:
         match = as_marginal(F)
         F = validate_matrix(F) if match is None else match
-        if _shape_of(F) != shape:
+        if F.shape != shape:
             raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (its shape {shape}), not for "
-                             f"this F {_shape_of(F)}: prepare this F")
+                             f"this F {F.shape}: prepare this F")
     F = _stored_matrix(z, path, shape) if F is None else F
     fp = workload_fingerprint(F)
     if str(z["fingerprint"]) != fp:
         raise ValueError(f"prepared: {str(path)!r} was prepared for another matrix (shape "
                          f"{tuple(int(s) for s in z['shape'])}, fingerprint {str(z['fingerprint'])[:12]}…), not for "
-                         f"this F {_shape_of(F)} ({fp[:12]}…): prepare this F")
+                         f"this F {F.shape} ({fp[:12]}…): prepare this F")
     return F, fp
 
 
