@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+from collections.abc import Iterator
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,10 +29,10 @@ from numpy.typing import NDArray
 from .._validate import check_memory
 from .marginal import MarginalMatch, MarginalStructure
 
-__all__ = ["canonical", "complete", "answers", "column_counts", "dense_rows", "dense_marginal", "fingerprint_of",
+__all__ = ["canonical", "complete", "answers", "column_counts", "dense_marginal", "fingerprint_of",
            "as_marginal", "rank_bound", "check_body_memory", "ROW_CHUNK"]
 
-ROW_CHUNK = 64  # rows of F made at a time by dense_rows' callers (64 × 65,536 cells: 32 MB)
+ROW_CHUNK = 64  # rows of F made at a time (_row_chunks) (64 × 65,536 cells: 32 MB)
 
 
 def _offsets(structure: MarginalStructure) -> NDArray[np.int64]:
@@ -136,32 +137,42 @@ def column_counts(match: MarginalMatch) -> NDArray[np.int64]:
     return out.astype(np.int64)
 
 
-def dense_rows(match: MarginalMatch, start: int, stop: int) -> NDArray[np.float64]:
-    """Rows ``start:stop`` of F as a dense (stop − start, n) array."""
+def _row_chunks(match: MarginalMatch) -> Iterator[NDArray[np.float64]]:
+    """F's rows as dense ``(ROW_CHUNK, n)`` arrays (the last one shorter), in order. The cells'
+    index of each table is made once per pass and kept while consecutive chunks use it."""
     st = match.structure
-    rows = match.rows[start:stop]
-    out = np.zeros((len(rows), st.cells))
-    q_of = _clique_of_rows(st, rows)
+    d, n = match.shape
     offs = _offsets(st)
+    q_all = _clique_of_rows(st, match.rows)
     cells = np.indices(st.shape).reshape(len(st.shape), -1)
-    for q in np.unique(q_of[q_of >= 0]):
-        c = st.cliques[int(q)]
-        code = np.ravel_multi_index(tuple(cells[a] for a in c), [st.shape[a] for a in c]) if c else \
-            np.zeros(st.cells, np.int64)
-        mine = np.flatnonzero(q_of == q)
-        out[mine] = np.where(code[None, :] == (rows[mine] - offs[q])[:, None], match.scale, 0.0)
-    return out
+    codes: dict[int, NDArray[np.int64]] = {}
+    for start in range(0, d, ROW_CHUNK):
+        rows, q_of = match.rows[start:start + ROW_CHUNK], q_all[start:start + ROW_CHUNK]
+        out = np.zeros((len(rows), n))
+        here = [int(q) for q in np.unique(q_of[q_of >= 0])]
+        codes = {q: codes[q] if q in codes else _cell_codes(st, q, cells) for q in here}
+        for q in here:
+            mine = np.flatnonzero(q_of == q)
+            out[mine] = np.where(codes[q][None, :] == (rows[mine] - offs[q])[:, None], match.scale, 0.0)
+        yield out
+
+
+def _cell_codes(st: MarginalStructure, q: int, cells: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Each cell's row in table ``q`` (C order over its attributes); ``cells``: the cells' digits."""
+    c = st.cliques[q]
+    if not c:
+        return np.zeros(st.cells, np.int64)
+    return np.ravel_multi_index(tuple(cells[a] for a in c), [st.shape[a] for a in c])
 
 
 def fingerprint_of(match: MarginalMatch) -> str:
     """``knorm._fingerprint.fingerprint(F)`` of the dense float64 F, its rows made ``ROW_CHUNK`` at
     a time (the same bytes in the same order: dtype, shape, then F in C order)."""
-    d, n = len(match.rows), match.structure.cells
     h = hashlib.sha256()
     h.update(b"l1:")
-    h.update(f"a{np.dtype(np.float64).str}{(d, n)}:".encode())
-    for start in range(0, d, ROW_CHUNK):
-        h.update(dense_rows(match, start, min(d, start + ROW_CHUNK)).tobytes())
+    h.update(f"a{np.dtype(np.float64).str}{match.shape}:".encode())
+    for chunk in _row_chunks(match):
+        h.update(chunk.tobytes())
     return h.hexdigest()
 
 
@@ -187,11 +198,11 @@ def check_body_memory(match: MarginalMatch, name: str = "F") -> None:
 def dense_marginal(match: MarginalMatch, name: str = "F") -> NDArray[np.float64]:
     """F as a dense float64 (d, n) array (+0.0 where it is zero), memory checked before allocating:
     a one-line ValueError naming ``name`` if it does not fit."""
-    d, n = len(match.rows), match.structure.cells
+    d, n = match.shape
     check_memory(name, None, 8 * d * n + 8 * ROW_CHUNK * n)
     out = np.empty((d, n))
-    for start in range(0, d, ROW_CHUNK):
-        out[start:start + ROW_CHUNK] = dense_rows(match, start, min(d, start + ROW_CHUNK))
+    for start, chunk in zip(range(0, d, ROW_CHUNK), _row_chunks(match)):
+        out[start:start + len(chunk)] = chunk
     return out
 
 
