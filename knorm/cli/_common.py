@@ -140,8 +140,8 @@ def load_workload(args, dense=False):
     if dense and not isinstance(F, np.ndarray):
         from ..body.marginal_ops import dense_marginal
 
-        try:
-            F = dense_marginal(F, "--workload marginals")
+        try:  # the option F came from: --workload marginals, or a marginal workload's --prepared file
+            F = dense_marginal(F, "--workload marginals" if getattr(args, "workload", None) else "--prepared")
         except ValueError as exc:
             raise CLIError(f"{exc}; choose smaller sizes") from None
     return F, label

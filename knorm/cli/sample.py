@@ -24,7 +24,6 @@ from .budget import add_budget_options, budget_line, budget_summary, open_budget
 from .prepare import load_prepared_option, prepare_chains
 
 
-
 def _npy_ndim(path):
     """The dimensions of a .npy file from its header alone (no value read), or None where it is not
     one that numpy opens (load_data says why, later)."""
@@ -32,6 +31,7 @@ def _npy_ndim(path):
         return np.load(path, mmap_mode="r", allow_pickle=False).ndim  # mapped, not read
     except Exception:  # not a .npy numpy opens: load_data's messages say why
         return None
+
 
 def _checkpoint(args, F, x):
     """``--checkpoint``: the run's :class:`~knorm.walks.checkpoint.Checkpoint`, bound to the
