@@ -347,7 +347,9 @@ def _eta_update(Binv, col, u, p, up, rowp, nrm):
     in registers instead of a second pass over B⁻¹ at each pricing).
 
     Row p (scaled) is copied to ``rowp`` first: the row updates then provably do not
-    alias and vectorise (3× faster than updating from row p in place)."""
+    alias and vectorise (3× faster than updating from row p in place). Rows go two at a
+    time: ``a_q`` and ``rowp`` are loaded once for both, each row's operations and their order
+    unchanged (the same bits)."""
     r = Binv.shape[0]
     inv_up = 1.0 / up
     for i in range(r):
@@ -355,22 +357,52 @@ def _eta_update(Binv, col, u, p, up, rowp, nrm):
         rowp[i] = Binv[p, i]
     u[p] = up
     norms = nrm.shape[0] > 0
-    for k in range(r):
-        if k != p:
+    k = 0
+    while k < r:
+        if k == p:
+            k += 1
+            continue
+        k2 = k + 1 if k + 1 != p else k + 2
+        if k2 >= r:  # the last row alone
             row = Binv[k]
             f = _dot(row, col)
             u[k] = f
             if f != 0.0:
+                s = 0.0
+                for i in range(r):
+                    x = row[i] - f * rowp[i]
+                    row[i] = x
+                    s += x * x
                 if norms:
-                    s = 0.0
-                    for i in range(r):
-                        x = row[i] - f * rowp[i]
-                        row[i] = x
-                        s += x * x
                     nrm[k] = s
-                else:
-                    for i in range(r):
-                        row[i] -= f * rowp[i]
+            break
+        a = Binv[k]
+        b = Binv[k2]
+        fa = 0.0
+        fb = 0.0
+        for i in range(r):
+            c = col[i]
+            fa += a[i] * c
+            fb += b[i] * c
+        u[k] = fa
+        u[k2] = fb
+        # a row with u_k = 0 is unchanged (x − 0·q = x), and its norm is not rewritten
+        sa = 0.0
+        sb = 0.0
+        for i in range(r):
+            q = rowp[i]
+            x = a[i] - fa * q
+            y = b[i] - fb * q
+            a[i] = x
+            b[i] = y
+            sa += x * x
+            sb += y * y
+        if norms:
+            if fa != 0.0:
+                nrm[k] = sa
+            if fb != 0.0:
+                nrm[k2] = sb
+        k = k2 + 1
     if norms:
         nrm[p] = _dot(rowp, rowp)
 
