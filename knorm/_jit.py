@@ -29,17 +29,41 @@ def kernel_hash():
 
 
 def _cache_dirs():
-    """The package's own ``__pycache__`` folders holding kernel caches.
+    """The folders where numba keeps the kernels' caches now, and the others it could use: for each
+    kernel source folder, every place numba's own cache locators would use (the package's ``__pycache__``; under a
+    user-set ``NUMBA_CACHE_DIR``, or the user-wide cache of a read-only install, the
+    sub-folder numba names after that source folder: knorm's alone, never another package's).
 
-    A user-set ``NUMBA_CACHE_DIR`` is shared with other packages and left alone.
+    Before 2026-12-02 only ``__pycache__`` was checked: with ``NUMBA_CACHE_DIR`` set, a caller's
+    cached machine code (``walks/_kernels.py``) kept an edited callee's old code
+    (``body/_simplex.py``), and an upgrade of knorm could run the previous version's kernels.
     """
-    return sorted({_ROOT / rel.rsplit("/", 1)[0] / "__pycache__" for rel in KERNEL_SOURCES})
+    from numba.core import caching
+
+    active, found = set(), set()
+    for rel in KERNEL_SOURCES:
+        src, chosen = str(_ROOT / rel), None
+        for cls in caching.CacheImpl._locator_classes:  # numba uses the first that applies
+            try:
+                if chosen is None:  # as numba does (it makes the folder it will use)
+                    chosen = cls.from_function(_cache_dirs, src)
+                    if chosen is not None:
+                        active.add(Path(chosen.get_cache_path()))
+                        continue
+                path = Path(cls(_cache_dirs, src).get_cache_path())  # the path only: nothing made
+                if path.is_absolute():  # (a user cache folder that is not set is the empty path)
+                    found.add(path)
+            except Exception:  # a locator that does not apply here (IPython, zip imports)
+                pass
+    return sorted(active), sorted(found - active)
 
 
 def invalidate_stale_caches():
-    """Delete numba cache files of knorm's kernels if the kernel sources changed."""
+    """Delete numba cache files of knorm's kernels if the kernel sources changed (in the folders
+    numba uses now, stamped; and in any other of :func:`_cache_dirs` that exists)."""
     digest = kernel_hash()
-    for d in _cache_dirs():
+    active, others = _cache_dirs()
+    for d in active + [d for d in others if d.exists()]:
         stamp = d / _STAMP
         try:
             if stamp.exists() and stamp.read_text() == digest:
