@@ -14,6 +14,8 @@ structure alone.
   ``‖f_j‖₂ = |scale|·√count_j``).
 * :func:`fingerprint_of`: the SHA-256 of F's float64 bytes exactly as
   :func:`knorm._fingerprint.fingerprint` of the dense matrix, from rows made a piece at a time.
+* :func:`project_rows`: ``UᵀF`` (k × n) summed over F's rows a piece at a time, the same bits for
+  the structure and for the dense matrix (NIM's levels, the SVD Gaussian's ``WᵀF``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from .._validate import check_memory
 from .marginal import MarginalMatch, MarginalStructure
 
 __all__ = ["canonical", "complete", "answers", "column_counts", "dense_marginal", "fingerprint_of",
-           "as_marginal", "rank_bound", "check_body_memory", "ROW_CHUNK"]
+           "as_marginal", "rank_bound", "check_body_memory", "project_rows", "ROW_CHUNK"]
 
 ROW_CHUNK = 64  # rows of F made at a time (_row_chunks) (64 × 65,536 cells: 32 MB)
 
@@ -174,6 +176,29 @@ def fingerprint_of(match: MarginalMatch) -> str:
     for chunk in _row_chunks(match):
         h.update(chunk.tobytes())
     return h.hexdigest()
+
+
+def project_rows(U: NDArray[np.float64], F: NDArray[np.float64] | MarginalMatch,
+                 name: str = "F") -> NDArray[np.float64]:
+    """``UᵀF`` (k × n) for U (d × k) and F a dense (d, n) array or a marginal workload by its structure,
+    summed over F's rows ``ROW_CHUNK`` at a time (``Σ U[chunk]ᵀ·F[chunk]``, in order): the same
+    products in the same order either way, so the structure and its dense matrix give the same bits,
+    and F by its structure is never made whole. Memory checked first (the result, one product and,
+    for a structure, a piece of F's rows): a one-line ValueError naming ``name``."""
+    U = np.asarray(U, dtype=np.float64)
+    d, n = F.shape
+    if U.ndim != 2 or U.shape[0] != d:
+        raise ValueError(f"U must have shape ({d}, k) (one row per row of F), got {U.shape}")
+    k = U.shape[1]
+    making = isinstance(F, MarginalMatch)
+    rows = 2 * ROW_CHUNK + len(F.structure.shape) + 2 if making else 0  # the chunk, its codes, the cells' digits
+    check_memory(name, None, 8.0 * n * (2 * k + rows))
+    chunks = _row_chunks(F) if making else (F[s:s + ROW_CHUNK] for s in range(0, d, ROW_CHUNK))
+    out, part = np.zeros((k, n)), np.empty((k, n))
+    for start, chunk in zip(range(0, d, ROW_CHUNK), chunks):
+        np.matmul(U[start:start + len(chunk)].T, chunk, out=part)
+        out += part
+    return out
 
 
 def rank_bound(match: MarginalMatch) -> int:
