@@ -252,7 +252,7 @@ class NIMechanism(Mechanism):
 
         self.levels: list[NIMLevel] = []
         for i, (st, c, e) in enumerate(zip(stages, costs, eps)):
-            Fl = self.workload_source if i == 0 else st.rows  # the structure itself where F is known by one
+            Fl: Any = self.workload_source if i == 0 else st.rows  # the structure itself where F is known by one
             mech = KNormMechanism(Fl, epsilon=float(e), walk=walk, rng=self._rng, body=st.body,
                                   bank_size=bank_size, sampler_options=sampler_options,
                                   accept_uncertified=accept_uncertified)

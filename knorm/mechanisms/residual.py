@@ -39,7 +39,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -334,8 +334,9 @@ def _span_rows(F: NDArray[np.float64] | MarginalMatch) -> tuple[NDArray[np.float
         U, S = span_of(match, e)
     else:
         check_memory("F", None, 8.0 * (3.0 * d * n + 5.0 * min(d, n) * n))
-        e = unit_exponent(F)  # type: ignore[arg-type]
-        U, S = _left_singular(np.ldexp(F, -e))
+        dense = cast(NDArray[np.float64], F)  # not a MarginalMatch: that one is taken above
+        e = unit_exponent(dense)
+        U, S = _left_singular(np.ldexp(dense, -e))
     if not S.size or not S[0] > 0:
         raise ValueError("F is zero: there is nothing to answer")
     r = int(np.sum(S > S[0] * max(d, n) * np.finfo(float).eps))

@@ -203,7 +203,7 @@ def test_requests_too_large_fail_fast_naming_f(monkeypatch):
 
 def test_recommend_runs_nim_and_the_svd_gaussian_by_the_structure(never_dense):
     w = I.marginals((2, 3, 4), kway((2, 3, 4), 2))
-    names = ["gaussian-svd", "knorm", "nim"]
+    names = ["gaussian-marginal", "gaussian-svd", "knorm", "nim"]
     fresh()
     dense = knorm.recommend(w.matrix(), epsilon=1.0, delta=1e-6, rng=0, n_samples=300, candidates=names)
     fresh()
