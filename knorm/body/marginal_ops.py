@@ -23,7 +23,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+from collections import OrderedDict
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +37,8 @@ __all__ = ["canonical", "complete", "answers", "column_counts", "dense_marginal"
            "as_marginal", "rank_bound", "check_body_memory", "project_rows", "ROW_CHUNK"]
 
 ROW_CHUNK = 64  # rows of F made at a time (_row_chunks) (64 × 65,536 cells: 32 MB)
+FINGERPRINTS = 8  # structures whose fingerprints are kept (fingerprint_of)
+_FINGERPRINTS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 
 
 def _offsets(structure: MarginalStructure) -> NDArray[np.int64]:
@@ -169,13 +173,23 @@ def _cell_codes(st: MarginalStructure, q: int, cells: NDArray[np.int64]) -> NDAr
 
 def fingerprint_of(match: MarginalMatch) -> str:
     """``knorm._fingerprint.fingerprint(F)`` of the dense float64 F, its rows made ``ROW_CHUNK`` at
-    a time (the same bytes in the same order: dtype, shape, then F in C order)."""
-    h = hashlib.sha256()
-    h.update(b"l1:")
-    h.update(f"a{np.dtype(np.float64).str}{match.shape}:".encode())
-    for chunk in _row_chunks(match):
-        h.update(chunk.tobytes())
-    return h.hexdigest()
+    a time (the same bytes in the same order: dtype, shape, then F in C order). The digests of the
+    last ``FINGERPRINTS`` structures are kept (by their shape, cliques, scale and rows: all F is made
+    of), so a mechanism and the K-norm mechanism of its first level (NIM) stream F once."""
+    st = match.structure
+    key = (st.shape, st.cliques, np.float64(match.scale).tobytes(), np.asarray(match.rows, np.int64).tobytes())
+    found = _FINGERPRINTS.pop(key, None)
+    if found is None:
+        h = hashlib.sha256()
+        h.update(b"l1:")
+        h.update(f"a{np.dtype(np.float64).str}{match.shape}:".encode())
+        for chunk in _row_chunks(match):
+            h.update(chunk.tobytes())
+        found = h.hexdigest()
+    _FINGERPRINTS[key] = found
+    while len(_FINGERPRINTS) > FINGERPRINTS:
+        _FINGERPRINTS.popitem(last=False)
+    return found
 
 
 def project_rows(U: NDArray[np.float64], F: NDArray[np.float64] | MarginalMatch,

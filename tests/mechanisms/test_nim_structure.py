@@ -17,6 +17,7 @@ import pytest
 
 import knorm
 import knorm.implicit as I
+from knorm._fingerprint import fingerprint
 from knorm import NIMechanism, SVDGaussianMechanism
 from knorm.body.marginal import MarginalMatch, MarginalStructure
 from knorm.body.marginal_ops import ROW_CHUNK, as_marginal, dense_marginal, project_rows
@@ -217,3 +218,25 @@ def test_recommend_runs_nim_and_the_svd_gaussian_by_the_structure(never_dense):
     from knorm.recommend import row_cost
     for name in ("nim", "gaussian-svd"):
         assert row_cost(name, 4993, 65536, rank=697, shape=(2,) * 16)[1] < row_cost(name, 4993, 65536, rank=697)[1]
+
+
+def test_a_structure_is_fingerprinted_once(monkeypatch):
+    """NIM and its first level's K-norm mechanism name the same F: its rows are streamed once."""
+    import knorm.body.marginal_ops as ops
+
+    w = I.marginals((2, 3, 2), [(0, 1), (1, 2), (0, 2)])
+    expected = fingerprint(np.ascontiguousarray(w.matrix()))
+    streamed = []
+    rows = ops._row_chunks
+
+    def counted(match):
+        streamed.append(match.shape)
+        return rows(match)
+    monkeypatch.setattr(ops, "_FINGERPRINTS", type(ops._FINGERPRINTS)())
+    monkeypatch.setattr(ops, "_row_chunks", counted)
+    fresh()
+    m = NIMechanism(w, epsilon=1.0, max_levels=1)
+    assert streamed == [(16, 12)]
+    assert m.levels[0].mechanism.workload_fingerprint() == m.workload_fingerprint() == expected
+    other = MarginalMatch(as_marginal(w).structure, 2.0, as_marginal(w).rows)  # another scale: another F
+    assert ops.fingerprint_of(other) != m.workload_fingerprint() and len(streamed) == 2
