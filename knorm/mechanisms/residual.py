@@ -46,7 +46,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 from .._validate import check_flag, check_memory, is_int, short_repr
-from ..body.hull import _exponent, _left_singular
+from ..body.hull import _exponent
 from ..body.marginal import MarginalMatch, MarginalStructure, recognise
 from ..body.marginal_ops import ROW_CHUNK, as_marginal, project_rows, rank_bound
 from ..body.spectral import span_of
@@ -314,31 +314,32 @@ class ResidualGaussianMechanism(Mechanism):
         return np.atleast_2d(self.sample_noise(m))
 
 
-def _span_rows(F: NDArray[np.float64] | MarginalMatch) -> tuple[NDArray[np.float64], NDArray[np.float64], int]:
-    """``(W, R, e)``: W (d × r) an orthonormal basis of F's column span and ``R = WᵀF·2^-e`` (r × n), so
-    that ``F·2^-e = W·R`` (``max|F|·2^-e`` in [1, 2)). F: a validated matrix or a marginal workload by
-    its structure. A marginal workload, by its structure or recognised from the dense entries, takes
-    its span from the structure (:func:`~knorm.body.spectral.span_of`: an SVD of d × r_Φ) and R is summed
-    over F's rows a piece at a time (:func:`~knorm.body.marginal_ops.project_rows`), so F by its
-    structure is never made dense and the dense F gives the same bits; any other F its span from
-    the SVD of ``F·2^-e`` (of the triangular factor of its transpose when wide). The rank: the
-    singular values above ``max(d, n)·eps`` times the largest. Memory checked first: a one-line
-    ValueError naming F."""
+def _span_rows(F: NDArray[np.float64] | MarginalMatch) -> tuple[NDArray[np.float64] | None, NDArray[np.float64], int]:
+    """``(W, R, e)`` with ``F·2^-e = W·R`` (``max|F|·2^-e`` in [1, 2)): W (d × r) with orthonormal
+    columns (None: the identity, r = d) and R (r × n). F: a validated matrix or a marginal workload
+    by its structure. A marginal workload, by its structure or recognised from the dense entries,
+    takes W from the structure (:func:`~knorm.body.spectral.span_of`, an SVD of d × r_Φ; the rank at
+    ``max(d, n)·eps`` times the largest singular value) and ``R = WᵀF·2^-e`` is summed over F's rows a
+    piece at a time (:func:`~knorm.body.marginal_ops.project_rows`), so F by its structure is never
+    made dense and the dense F gives the same bits. Any other F: ``R = F·2^-e`` itself when it is
+    wide or square, its reduced QR when tall (r = n). Memory checked first: a one-line ValueError
+    naming F."""
     d, n = F.shape
     match = F if isinstance(F, MarginalMatch) else recognise(F)
-    if match is not None:
-        rb = rank_bound(match)
-        check_memory("F", None, 8.0 * (3.0 * d * rb + 2.0 * match.structure.rows * rb
-                                       + n * (5.0 * rb + 2 * ROW_CHUNK + len(match.structure.shape) + 2)))
-        e = int(_exponent(np.array([match.scale]))) - 1
-        U, S = span_of(match, e)
-    else:
-        check_memory("F", None, 8.0 * (3.0 * d * n + 5.0 * min(d, n) * n))
+    if match is None:
+        check_memory("F", None, 8.0 * (4.0 * d * n + 3.0 * min(d, n) * n))
         dense = cast(NDArray[np.float64], F)  # not a MarginalMatch: that one is taken above
         e = unit_exponent(dense)
-        U, S = _left_singular(np.ldexp(dense, -e))
-    if not S.size or not S[0] > 0:
-        raise ValueError("F is zero: there is nothing to answer")
+        Fu = np.ldexp(dense, -e)
+        if d <= n:
+            return None, Fu, e
+        Q, R = np.linalg.qr(Fu)
+        return Q, R, e
+    rb = rank_bound(match)
+    check_memory("F", None, 8.0 * (3.0 * d * rb + 2.0 * match.structure.rows * rb
+                                   + n * (5.0 * rb + 2 * ROW_CHUNK + len(match.structure.shape) + 2)))
+    e = int(_exponent(np.array([match.scale]))) - 1
+    U, S = span_of(match, e)
     r = int(np.sum(S > S[0] * max(d, n) * np.finfo(float).eps))
     W = np.ascontiguousarray(U[:, :r])
     return W, np.ldexp(project_rows(W, F), -e), e
@@ -350,9 +351,10 @@ class SVDGaussianMechanism(Mechanism):
     ``σ₁²(tr G^½)²/n`` when G^½ has a constant diagonal (``attains_bound``; ``bound_ratio``
     = rms / the bound's root otherwise).
 
-    ``F = W·(WᵀF)`` with W (d × r) an orthonormal basis of its column span (:func:`_span_rows`), so
-    with the SVD ``WᵀF = P·Σ·Qᵀ`` (r × n: ``O(r²n)``, no n × n matrix) ``G^½ = QΣQᵀ`` and the noise
-    ``F A⁺ z = W P Σ^½ Qᵀ z``. ``F``: a matrix or a marginal workload known by its structure
+    ``F·2^-e = W·R`` with W (d × r) orthonormal columns (:func:`_span_rows`: the identity, a QR, or a
+    marginal workload's span), so with the SVD ``R = P·Σ·Qᵀ`` (r × n: ``O(r²n)``, no n × n matrix)
+    ``G^½ = QΣQᵀ`` and the noise ``F A⁺ z = W P Σ^½ Qᵀ z``: no division, every direction of F gets
+    its noise. ``F``: a matrix or a marginal workload known by its structure
     (:func:`knorm.implicit.marginals`, :class:`~knorm.body.marginal.MarginalMatch`): then F is never
     made dense, and the mechanism is that of the dense F, bit for bit.
     """
@@ -372,7 +374,7 @@ class SVDGaussianMechanism(Mechanism):
         self.bound_ratio = float(np.sqrt(diag.max() * n / trace))  # rms / √(SVD bound)
         self.attains_bound = bool(self.bound_ratio <= 1.0 + 1e-9)
         self._Qt = Qt                               # F A⁺ = W P Σ^½ Qᵀ (unit scale): z ↦ (z Q)(W P Σ^½)ᵀ
-        self._WP = (W @ P) * np.sqrt(root)[None, :]
+        self._WP = (P if W is None else W @ P) * np.sqrt(root)[None, :]
         self._e = e
         self._unit_rms = float(np.sqrt(diag.max() * trace))
         # noise = (2^e·Δ₂(A_u)/μ)·B z with B = F_u A_u⁺ at unit scale (F = 2^e F_u)

@@ -240,3 +240,17 @@ def test_a_structure_is_fingerprinted_once(monkeypatch):
     assert m.levels[0].mechanism.workload_fingerprint() == m.workload_fingerprint() == expected
     other = MarginalMatch(as_marginal(w).structure, 2.0, as_marginal(w).rows)  # another scale: another F
     assert ops.fingerprint_of(other) != m.workload_fingerprint() and len(streamed) == 2
+
+
+@pytest.mark.parametrize("F", [knorm.workloads.all_range(8), np.diag([1.0, 1e-8]) @ knorm.workloads.random_pm1(2, 6, rng=1),
+                               np.diag([1.0, 1e-8])], ids=["tall", "thin wide", "thin square"])
+def test_every_direction_of_f_gets_its_noise(F):
+    """Tall F (its reduced QR), wide and square (F itself): the noise covariance is (FFᵀ)^½·scale², down
+    to F's thinnest direction (the n × n eigendecomposition dropped G's eigenvalues below
+    16·n·eps·λ_max: there Fx was released with no noise)."""
+    s = SVDGaussianMechanism(F, epsilon=1.0, delta=1e-6, rng=0)
+    B = s._WP @ s._Qt
+    U, S, _ = np.linalg.svd(np.ldexp(F, -s._e), full_matrices=False)
+    want = (U * S) @ U.T
+    np.testing.assert_allclose(B @ B.T, want, rtol=1e-9, atol=1e-13 * S[0])
+    np.testing.assert_allclose(np.diag(U.T @ (B @ B.T) @ U) / S, 1.0, rtol=1e-6)  # the thinnest too
