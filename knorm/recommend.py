@@ -71,7 +71,7 @@ from .mechanisms.residual import ResidualGaussianMechanism, SVDGaussianMechanism
 from .mechanisms._p_identity import _check_starts, _factor_pays
 from .mechanisms.strategy import KroneckerHierarchicalMechanism, KroneckerPIdentityMechanism
 from .body.marginal import MarginalMatch
-from .body.marginal_ops import dense_marginal
+from .body.marginal_ops import ROW_CHUNK, dense_marginal
 from .implicit import ImplicitWorkload, from_marginal_match, from_matrix
 from .walks.chains import check_workers, walk_id
 from .privacy import gdp_delta
@@ -254,7 +254,9 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
     exact structure, ``exact``); NIM twice K-norm's (its plan and its levels' draws; with an exact
     K its MCMC levels are taken to have 2√r dimensions).
     ``shape``: the attribute sizes of an implicit workload (nothing of size d·n is then held or
-    computed: its Gram matrices are); None: an explicit d × n matrix.
+    computed: its Gram matrices are; K-norm, NIM and the SVD Gaussian of a marginal one hold the
+    body's or WᵀF's r × n, by its structure); None: an explicit d × n matrix. The SVD Gaussian: F's
+    span (an SVD), ``WᵀF`` and its SVD (``4r²n``).
     """
     if not isinstance(name, str) or name not in CANDIDATES:
         raise ValueError(f"name must be one of {list(CANDIDATES)}, got {short_repr(name)}")
@@ -272,8 +274,9 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
         flops, nbytes = 3 * dn, 32 * dn  # a copy of F, |F| at unit scale, temporaries
     elif name == "gaussian-marginal":  # recognise F: a pass over F per divisor of n tried
         flops, nbytes = 3 * dn * (1 + np.log2(n + 1)), 24 * dn
-    elif name == "gaussian-svd":  # FᵀF, its eigendecomposition and F A⁺
-        flops, nbytes = 2 * dn * n + 10.0 * n**3 + 2 * dn * n, 8.0 * (4.0 * n * n + 3 * dn)
+    elif name == "gaussian-svd":  # F = W·R (a QR, or a marginal workload's span and WᵀF), R's SVD: no n × n
+        span, held_f = (4.0 * d * r * r, 3.0 * d * r) if shape is not None else (4 * dn * min(d, n), 3 * dn)
+        flops, nbytes = span + 2 * dn * r + 4.0 * r * r * n, 8.0 * (held_f + 5.0 * r * n + 2 * ROW_CHUNK * n)
     elif name == "identity":
         flops, nbytes = (3 * dn, 24 * dn) if shape is None else (float(sum(s * s for s in shape)), 0.0)
     elif name == "hierarchical":  # all b from FᵀF (HB) in O(n² log n)
@@ -297,7 +300,9 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
         k = 0 if exact and name == "knorm" else min(r, 2 * int(np.sqrt(r))) if exact else r
         mcmc = m * k * k * n * MCMC_STEP
         flops = svd * (2 if name == "nim" else 1)
-        nbytes = 8 * (6 * dn + 4 * m * d) * (2 if name == "nim" else 1)
+        # a marginal workload by its structure (shape): the body's r × n columns, never F (docs/design.md §2.2)
+        body = 6 * dn if shape is None else n * (3.0 * r + ROW_CHUNK)
+        nbytes = 8 * (body + 4 * m * d) * (2 if name == "nim" else 1)
         return flops / FLOP_RATE + mcmc * (2 if name == "nim" else 1), nbytes
     return flops / FLOP_RATE, nbytes
 
@@ -618,13 +623,13 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
     W: ImplicitWorkload | NDArray[np.float64]
     marginal = False
     if isinstance(F, MarginalMatch):  # a marginal workload by its structure: as an implicit one where it is
-        try:                          # one (tables in order), else made dense (memory checked)
+        try:                          # one (tables in order), else made dense (memory checked) for every row
             F = from_marginal_match(F)
         except ValueError:
             F = dense_marginal(F)
     if isinstance(F, ImplicitWorkload):
         W, implicit = F, True
-        marginal = F.marginal_match() is not None  # its mechanisms take it (K-norm, Laplace, Gaussian: never dense)
+        marginal = F.marginal_match() is not None  # its mechanisms take it, never dense (K-norm, NIM, Laplace, Gaussian, SVD)
     else:
         if isinstance(F, np.ndarray) and F.ndim == 2 and F.size:  # before the validated copy: the least a row needs
             check_memory("F", None, 8.0 * F.size + min(row_cost(c, *F.shape)[1] for c in ("laplace", "identity")))
@@ -679,8 +684,8 @@ def recommend(F: ArrayLike | ImplicitWorkload, *, epsilon: float, delta: float |
                 row = b.skipped(name, _one_line(exc))
             table[name] = replace(row, seconds=time.perf_counter() - t)
             continue
-        if implicit and name in NEED_W and not marginal:  # a marginal one: K-norm, Laplace and Gaussian by its
-                                                          # structure, the others from F made dense (memory checked)
+        if implicit and name in NEED_W and not marginal:  # a marginal one: every row by its structure (K-norm,
+                                                          # NIM, Laplace, Gaussians), never made dense
             table[name] = b.skipped(name, "needs W's entries: F is an implicit workload (Gram/Kronecker terms)")
             continue
         if nbytes > limit:

@@ -14,6 +14,8 @@ structure alone.
   ``‖f_j‖₂ = |scale|·√count_j``).
 * :func:`fingerprint_of`: the SHA-256 of F's float64 bytes exactly as
   :func:`knorm._fingerprint.fingerprint` of the dense matrix, from rows made a piece at a time.
+* :func:`project_rows`: ``UᵀF`` (k × n) summed over F's rows a piece at a time, the same bits for
+  the structure and for the dense matrix (NIM's levels, the SVD Gaussian's ``WᵀF``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+from collections import OrderedDict
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,9 +34,11 @@ from .._validate import check_memory
 from .marginal import MarginalMatch, MarginalStructure
 
 __all__ = ["canonical", "complete", "answers", "column_counts", "dense_marginal", "fingerprint_of",
-           "as_marginal", "rank_bound", "check_body_memory", "ROW_CHUNK"]
+           "as_marginal", "rank_bound", "check_body_memory", "project_rows", "ROW_CHUNK"]
 
 ROW_CHUNK = 64  # rows of F made at a time (_row_chunks) (64 × 65,536 cells: 32 MB)
+FINGERPRINTS = 8  # structures whose fingerprints are kept (fingerprint_of)
+_FINGERPRINTS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 
 
 def _offsets(structure: MarginalStructure) -> NDArray[np.int64]:
@@ -167,13 +173,46 @@ def _cell_codes(st: MarginalStructure, q: int, cells: NDArray[np.int64]) -> NDAr
 
 def fingerprint_of(match: MarginalMatch) -> str:
     """``knorm._fingerprint.fingerprint(F)`` of the dense float64 F, its rows made ``ROW_CHUNK`` at
-    a time (the same bytes in the same order: dtype, shape, then F in C order)."""
-    h = hashlib.sha256()
-    h.update(b"l1:")
-    h.update(f"a{np.dtype(np.float64).str}{match.shape}:".encode())
-    for chunk in _row_chunks(match):
-        h.update(chunk.tobytes())
-    return h.hexdigest()
+    a time (the same bytes in the same order: dtype, shape, then F in C order). The digests of the
+    last ``FINGERPRINTS`` structures are kept (by their shape, cliques, scale and rows: all F is made
+    of), so a mechanism and the K-norm mechanism of its first level (NIM) stream F once."""
+    st = match.structure
+    key = (st.shape, st.cliques, np.float64(match.scale).tobytes(), np.asarray(match.rows, np.int64).tobytes())
+    found = _FINGERPRINTS.pop(key, None)
+    if found is None:
+        h = hashlib.sha256()
+        h.update(b"l1:")
+        h.update(f"a{np.dtype(np.float64).str}{match.shape}:".encode())
+        for chunk in _row_chunks(match):
+            h.update(chunk.tobytes())
+        found = h.hexdigest()
+    _FINGERPRINTS[key] = found
+    while len(_FINGERPRINTS) > FINGERPRINTS:
+        _FINGERPRINTS.popitem(last=False)
+    return found
+
+
+def project_rows(U: NDArray[np.float64], F: NDArray[np.float64] | MarginalMatch,
+                 name: str = "F") -> NDArray[np.float64]:
+    """``UᵀF`` (k × n) for U (d × k) and F a dense (d, n) array or a marginal workload by its structure,
+    summed over F's rows ``ROW_CHUNK`` at a time (``Σ U[chunk]ᵀ·F[chunk]``, in order): the same
+    products in the same order either way, so the structure and its dense matrix give the same bits,
+    and F by its structure is never made whole. Memory checked first (the result, one product and,
+    for a structure, a piece of F's rows): a one-line ValueError naming ``name``."""
+    U = np.asarray(U, dtype=np.float64)
+    d, n = F.shape
+    if U.ndim != 2 or U.shape[0] != d:
+        raise ValueError(f"U must have shape ({d}, k) (one row per row of F), got {U.shape}")
+    k = U.shape[1]
+    making = isinstance(F, MarginalMatch)
+    rows = 2 * ROW_CHUNK + len(F.structure.shape) + 2 if making else 0  # the chunk, its codes, the cells' digits
+    check_memory(name, None, 8.0 * n * (2 * k + rows))
+    chunks = _row_chunks(F) if making else (F[s:s + ROW_CHUNK] for s in range(0, d, ROW_CHUNK))
+    out, part = np.zeros((k, n)), np.empty((k, n))
+    for start, chunk in zip(range(0, d, ROW_CHUNK), chunks):
+        np.matmul(U[start:start + len(chunk)].T, chunk, out=part)
+        out += part
+    return out
 
 
 def rank_bound(match: MarginalMatch) -> int:

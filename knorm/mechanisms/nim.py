@@ -25,6 +25,7 @@ from ..privacy import BudgetAccountant
 
 from .._validate import as_real_array, check_flag, is_int, positive_int, short_repr
 from ..body.hull import SymmetricHull
+from ..body.marginal_ops import project_rows
 from ..errors import ConvergenceError
 from ..walks.certify import certified_of, known_moments
 from ..walks.chains import check_workers, walk_id
@@ -131,6 +132,7 @@ class _Stage:
     exact: bool        # exact covariance (exact structure)
     precise: bool      # exact, or estimated from PLAN_DRAWS draws (else: the rounding's estimate)
     split: int = 0     # 0: released whole (last level); else dim of the next subspace
+    rows: np.ndarray | None = None  # (k, n) UᵀF, the matrix of a later level's body (None at the first)
 
     def set_covariance(self, C: NDArray[np.float64]) -> _Stage:
         """Cov(Uniform K) in span coordinates, body frame units²: sets ``lam`` (descending, first
@@ -198,7 +200,15 @@ class NIMechanism(Mechanism):
     of this F: the first level's body and rounding are taken from it (the plan and the noise
     law are the same); or ``body``: K = F·B₁ⁿ of this F (as :class:`KNormMechanism`'s, whose
     rounding is then reused). ``plan_of``: an NIMechanism of the same F, split, max_levels and
-    max_estimates whose plan is taken as it is (the plan is a function of F: no search).
+    max_estimates whose plan is taken as it is (the plan is a function of F: no search; the two
+    F are compared by their fingerprints).
+
+    ``F``: a matrix, or a marginal workload known by its structure (:func:`knorm.implicit.marginals`,
+    :func:`knorm.data.marginal_workload` with ``dense=False``, a
+    :class:`~knorm.body.marginal.MarginalMatch`; docs/design.md §2.2): then F is never made dense
+    (the first level's body and K-norm mechanism take the structure, each later level's ``UᵀF`` is
+    summed over F's rows made a piece at a time, memory checked), and plans and seeded releases are
+    those of the dense F, bit for bit.
     """
 
     @on_one_blas_thread
@@ -229,7 +239,8 @@ class NIMechanism(Mechanism):
         else:
             if prepared is not None and body is not None:
                 raise ValueError("prepared: give a prepared workload or a body, not both")
-            root = check_prepared(prepared, self.F) if prepared is not None else self._check_body(body)
+            root = (check_prepared(prepared, self.workload_source, fingerprint=self.workload_fingerprint())
+                    if prepared is not None else self._check_body(body))
             self._root_log_scale = root._log_scale
             stages = self._search(root)
         self._stages = stages
@@ -241,7 +252,7 @@ class NIMechanism(Mechanism):
 
         self.levels: list[NIMLevel] = []
         for i, (st, c, e) in enumerate(zip(stages, costs, eps)):
-            Fl = self.F if i == 0 else st.basis.T @ self.F
+            Fl: Any = self.workload_source if i == 0 else st.rows  # the structure itself where F is known by one
             mech = KNormMechanism(Fl, epsilon=float(e), walk=walk, rng=self._rng, body=st.body,
                                   bank_size=bank_size, sampler_options=sampler_options,
                                   accept_uncertified=accept_uncertified)
@@ -282,7 +293,7 @@ class NIMechanism(Mechanism):
         """``body``: K = F·B₁ⁿ of this F (as :class:`KNormMechanism`'s ``body``, the caller's to match;
         its rounding is reused), or None: this process's body of F (:func:`~knorm.walks.prepared.body_of`)."""
         if body is None:
-            return body_of(self.F)
+            return body_of(self.workload_source, self.workload_fingerprint())
         if not isinstance(body, SymmetricHull) or body.ambient_dim != self.d:
             raise ValueError(f"body must be None or the SymmetricHull of this F (K = F·B₁ⁿ in R^{self.d})")
         return body
@@ -293,7 +304,8 @@ class NIMechanism(Mechanism):
             raise ValueError(f"plan_of must be an NIMechanism, got {type(other).__name__}")
         if prepared is not None or body is not None:
             raise ValueError("plan_of: give a plan to reuse, or a prepared workload or body, not both")
-        same = (other.F.shape == self.F.shape and np.array_equal(other.F, self.F) and other.split == self.split
+        same = ((other.d, other.n) == (self.d, self.n) and other.workload_fingerprint() == self.workload_fingerprint()
+                and other.split == self.split
                 and other.max_levels == self.max_levels and other.max_estimates == self.max_estimates)
         if not same:
             raise ValueError("plan_of must be an NIMechanism of this F with the same split, max_levels and "
@@ -302,14 +314,15 @@ class NIMechanism(Mechanism):
         self.covariance_estimates, self.precise_estimates = other.covariance_estimates, other.precise_estimates
         return other._stages, other._stages[0].body
 
-    def _stage(self, body: SymmetricHull, U: NDArray[np.float64] | None = None) -> _Stage:
-        """A level's stage: body on F itself (the first level, ``U`` None) or on ``UᵀF``
+    def _stage(self, body: SymmetricHull, U: NDArray[np.float64] | None = None,
+               rows: NDArray[np.float64] | None = None) -> _Stage:
+        """A level's stage: body on F itself (the first level, ``U`` None) or on ``rows = UᵀF``
         (U: the level's subspace in answer space, orthonormal); the rounding's covariance
         unless the body has exact structure."""
         exact = body.exact_structure is not None
         st = _Stage(body, body.span_basis if U is None else U,
                     body.span_basis if U is None else U @ body.span_basis,
-                    float(np.exp(2.0 * (body._log_scale - self._root_log_scale))), exact, exact)
+                    float(np.exp(2.0 * (body._log_scale - self._root_log_scale))), exact, exact, rows=rows)
         return st.set_covariance(_span_covariance(body, self._workers))
 
     def _refine(self, st: _Stage) -> _Stage:
@@ -328,8 +341,12 @@ class NIMechanism(Mechanism):
         return st.set_covariance(Z.T @ Z / len(Z))
 
     def _sub_stage(self, st: _Stage, t: int) -> _Stage:
+        """The stage of ``U' = span(top t eigenvectors)``: its body on ``U'ᵀF`` (t × n), summed over F's
+        rows a piece at a time (:func:`~knorm.body.marginal_ops.project_rows`: F by its structure is
+        never made dense, and the dense F gives the same bits)."""
         U = st.vec[:, :t]
-        return self._stage(SymmetricHull(U.T @ self.F), U)
+        rows = project_rows(U, self.workload_source)
+        return self._stage(SymmetricHull(rows), U, rows)
 
     def _search(self, root: SymmetricHull) -> list[_Stage]:
         if root.exact_structure is None:

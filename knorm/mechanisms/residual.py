@@ -39,15 +39,17 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 from .._validate import check_flag, check_memory, is_int, short_repr
-from ..body.marginal import MarginalStructure, recognise
-from ..body.marginal_ops import as_marginal
+from ..body.hull import _exponent
+from ..body.marginal import MarginalMatch, MarginalStructure, recognise
+from ..body.marginal_ops import ROW_CHUNK, as_marginal, project_rows, rank_bound
+from ..body.spectral import span_of
 from ._base import (CHUNK_BYTES, ErrorEstimate, Mechanism, PrivacyClaim, check_delta, check_epsilon,
                     check_finite_output, check_noise_scale, check_size, in_float_range, mc_expected_norm, scaled,
                     unit_exponent)
@@ -312,11 +314,49 @@ class ResidualGaussianMechanism(Mechanism):
         return np.atleast_2d(self.sample_noise(m))
 
 
+def _span_rows(F: NDArray[np.float64] | MarginalMatch) -> tuple[NDArray[np.float64] | None, NDArray[np.float64], int]:
+    """``(W, R, e)`` with ``F·2^-e = W·R`` (``max|F|·2^-e`` in [1, 2)): W (d × r) with orthonormal
+    columns (None: the identity, r = d) and R (r × n). F: a validated matrix or a marginal workload
+    by its structure. A marginal workload, by its structure or recognised from the dense entries,
+    takes W from the structure (:func:`~knorm.body.spectral.span_of`, an SVD of d × r_Φ; the rank at
+    ``max(d, n)·eps`` times the largest singular value) and ``R = WᵀF·2^-e`` is summed over F's rows a
+    piece at a time (:func:`~knorm.body.marginal_ops.project_rows`), so F by its structure is never
+    made dense and the dense F gives the same bits. Any other F: ``R = F·2^-e`` itself when it is
+    wide or square, its reduced QR when tall (r = n). Memory checked first: a one-line ValueError
+    naming F."""
+    d, n = F.shape
+    match = F if isinstance(F, MarginalMatch) else recognise(F)
+    if match is None:
+        check_memory("F", None, 8.0 * (4.0 * d * n + 3.0 * min(d, n) * n))
+        dense = cast(NDArray[np.float64], F)  # not a MarginalMatch: that one is taken above
+        e = unit_exponent(dense)
+        Fu = np.ldexp(dense, -e)
+        if d <= n:
+            return None, Fu, e
+        Q, R = np.linalg.qr(Fu)
+        return Q, R, e
+    rb = rank_bound(match)
+    check_memory("F", None, 8.0 * (3.0 * d * rb + 2.0 * match.structure.rows * rb
+                                   + n * (5.0 * rb + 2 * ROW_CHUNK + len(match.structure.shape) + 2)))
+    e = int(_exponent(np.array([match.scale]))) - 1
+    U, S = span_of(match, e)
+    r = int(np.sum(S > S[0] * max(d, n) * np.finfo(float).eps))
+    W = np.ascontiguousarray(U[:, :r])
+    return W, np.ldexp(project_rows(W, F), -e), e
+
+
 class SVDGaussianMechanism(Mechanism):
     """``Fx + noise``, the Gaussian strategy ``A = (FᵀF)^¼`` for any F (module docstring):
     (ε, δ)-DP, exact; ``E‖noise‖₂² = σ₁²·max diag(G^½)·tr(G^½)``, the SVD bound
     ``σ₁²(tr G^½)²/n`` when G^½ has a constant diagonal (``attains_bound``; ``bound_ratio``
-    = rms / the bound's root otherwise). Costs an n × n eigendecomposition of ``G = FᵀF``.
+    = rms / the bound's root otherwise).
+
+    ``F·2^-e = W·R`` with W (d × r) orthonormal columns (:func:`_span_rows`: the identity, a QR, or a
+    marginal workload's span), so with the SVD ``R = P·Σ·Qᵀ`` (r × n: ``O(r²n)``, no n × n matrix)
+    ``G^½ = QΣQᵀ`` and the noise ``F A⁺ z = W P Σ^½ Qᵀ z``: no division, every direction of F gets
+    its noise. ``F``: a matrix or a marginal workload known by its structure
+    (:func:`knorm.implicit.marginals`, :class:`~knorm.body.marginal.MarginalMatch`): then F is never
+    made dense, and the mechanism is that of the dense F, bit for bit.
     """
 
     def __init__(self, F: ArrayLike, *, epsilon: float, delta: float,
@@ -324,21 +364,17 @@ class SVDGaussianMechanism(Mechanism):
         super().__init__(F, rng, accountant)
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta)
-        d, n = self.F.shape
-        check_memory("F", None, 8.0 * (4.0 * n * n + 2.0 * d * n))
-        e = unit_exponent(self.F)
-        Fu = np.ldexp(self.F, -e)
-        lam, U = np.linalg.eigh(Fu.T @ Fu)
-        keep = lam > max(lam.max(), 0.0) * n * np.finfo(float).eps * 16
-        lam, U = lam[keep], U[:, keep]
-        root = np.sqrt(lam)
-        diag = np.einsum("ij,j,ij->i", U, root, U)  # diag G^½ (unit scale)
+        n = self.n
+        W, R, e = _span_rows(self.workload_source)
+        P, root, Qt = np.linalg.svd(R, full_matrices=False)  # G = Q Σ² Qᵀ: root = √λ(G) (unit scale)
+        diag = np.einsum("ji,j,ji->i", Qt, root, Qt)  # diag G^½ (unit scale)
         self.mu, used = gaussian_mu(self.epsilon, self.delta)
         self._sens_unit = float(np.sqrt(diag.max()))  # Δ₂(A), A = G^¼
         trace = float(root.sum())
         self.bound_ratio = float(np.sqrt(diag.max() * n / trace))  # rms / √(SVD bound)
         self.attains_bound = bool(self.bound_ratio <= 1.0 + 1e-9)
-        self._B = (Fu @ (U * lam ** -0.25)) @ U.T  # F A⁺ (unit scale)
+        self._Qt = Qt                               # F A⁺ = W P Σ^½ Qᵀ (unit scale): z ↦ (z Q)(W P Σ^½)ᵀ
+        self._WP = (P if W is None else W @ P) * np.sqrt(root)[None, :]
         self._e = e
         self._unit_rms = float(np.sqrt(diag.max() * trace))
         # noise = (2^e·Δ₂(A_u)/μ)·B z with B = F_u A_u⁺ at unit scale (F = 2^e F_u)
@@ -362,7 +398,7 @@ class SVDGaussianMechanism(Mechanism):
         out = np.empty((k, self.d))
         for i in range(0, k, step):
             z = self._rng.standard_normal((min(step, k - i), self.n))
-            out[i:i + len(z)] = z @ self._B.T
+            out[i:i + len(z)] = (z @ self._Qt.T) @ self._WP.T
         with np.errstate(over="ignore", under="ignore"):
             return self._one_or_many(check_finite_output(out * self.noise_scale, "the noise"), m)
 
