@@ -314,6 +314,9 @@ class ResidualGaussianMechanism(Mechanism):
         return np.atleast_2d(self.sample_noise(m))
 
 
+GRAM_MARGIN = 2.0**20  # a tall F's span from FᵀF only if its least eigenvalue is above 2^20·n·eps·λ_max
+
+
 def _span_rows(F: NDArray[np.float64] | MarginalMatch) -> tuple[NDArray[np.float64] | None, NDArray[np.float64], int]:
     """``(W, R, e)`` with ``F·2^-e = W·R`` (``max|F|·2^-e`` in [1, 2)): W (d × r) with orthonormal
     columns (None: the identity, r = d) and R (r × n). F: a validated matrix or a marginal workload
@@ -322,7 +325,9 @@ def _span_rows(F: NDArray[np.float64] | MarginalMatch) -> tuple[NDArray[np.float
     ``max(d, n)·eps`` times the largest singular value) and ``R = WᵀF·2^-e`` is summed over F's rows a
     piece at a time (:func:`~knorm.body.marginal_ops.project_rows`), so F by its structure is never
     made dense and the dense F gives the same bits. Any other F: ``R = F·2^-e`` itself when it is
-    wide or square, its reduced QR when tall (r = n). Memory checked first: a one-line ValueError
+    wide or square; when tall (r = n), ``F = W·R`` from G = FᵀF = UΛUᵀ (``R = Λ^½Uᵀ``, ``W = F·UΛ^-½``)
+    if G is far from singular (every ``λ > 2^20·n·eps·λ_max``: each to about 1e-6 of itself), else its
+    reduced QR. Memory checked first: a one-line ValueError
     naming F."""
     d, n = F.shape
     match = F if isinstance(F, MarginalMatch) else recognise(F)
@@ -333,6 +338,13 @@ def _span_rows(F: NDArray[np.float64] | MarginalMatch) -> tuple[NDArray[np.float
         Fu = np.ldexp(dense, -e)
         if d <= n:
             return None, Fu, e
+        # tall: from G = FᵀF (d·n² and n³) where its eigenvalues are all far above their rounding
+        # (then W = F U Λ^-½ is orthonormal to the same accuracy), else the reduced QR (4.5× the
+        # time at 32,896 × 256): never a direction of F dropped
+        lam, U = np.linalg.eigh(Fu.T @ Fu)
+        if lam[0] > lam[-1] * n * np.finfo(float).eps * GRAM_MARGIN:
+            root = np.sqrt(lam)
+            return Fu @ (U / root), root[:, None] * U.T, e
         Q, R = np.linalg.qr(Fu)
         return Q, R, e
     rb = rank_bound(match)

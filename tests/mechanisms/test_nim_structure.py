@@ -242,13 +242,20 @@ def test_a_structure_is_fingerprinted_once(monkeypatch):
     assert ops.fingerprint_of(other) != m.workload_fingerprint() and len(streamed) == 2
 
 
-@pytest.mark.parametrize("F", [knorm.workloads.all_range(8), np.diag([1.0, 1e-8]) @ knorm.workloads.random_pm1(2, 6, rng=1),
-                               np.diag([1.0, 1e-8])], ids=["tall", "thin wide", "thin square"])
-def test_every_direction_of_f_gets_its_noise(F):
-    """Tall F (its reduced QR), wide and square (F itself): the noise covariance is (FFᵀ)^½·scale², down
-    to F's thinnest direction (the n × n eigendecomposition dropped G's eigenvalues below
-    16·n·eps·λ_max: there Fx was released with no noise)."""
+@pytest.mark.parametrize("F", [knorm.workloads.all_range(8), knorm.workloads.random_pm1(6, 2, rng=1) @ np.diag([1.0, 1e-8]),
+                               np.diag([1.0, 1e-8]) @ knorm.workloads.random_pm1(2, 6, rng=1),
+                               np.diag([1.0, 1e-8])], ids=["tall", "thin tall", "thin wide", "thin square"])
+def test_every_direction_of_f_gets_its_noise(F, monkeypatch):
+    """Tall F (from FᵀF when far from singular, else its reduced QR), wide and square (F itself): the
+    noise covariance is (FFᵀ)^½·scale², down to F's thinnest direction (the n × n eigendecomposition
+    dropped G's eigenvalues below 16·n·eps·λ_max: there Fx was released with no noise)."""
+    from knorm.mechanisms import residual
+
+    qr, used = np.linalg.qr, []
+    monkeypatch.setattr(residual.np.linalg, "qr", lambda *a, **k: used.append(1) or qr(*a, **k))
     s = SVDGaussianMechanism(F, epsilon=1.0, delta=1e-6, rng=0)
+    tall = F.shape[0] > F.shape[1]
+    assert bool(used) == (tall and np.linalg.cond(F) > 1e6)  # the QR only where FᵀF is near singular
     B = s._WP @ s._Qt
     U, S, _ = np.linalg.svd(np.ldexp(F, -s._e), full_matrices=False)
     want = (U * S) @ U.T
