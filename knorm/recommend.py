@@ -47,6 +47,7 @@ reason, and with ``budget_s`` a row whose estimate exceeds the time left is drop
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
@@ -273,14 +274,14 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
     if name in ("laplace", "gaussian"):
         flops, nbytes = 3 * dn, 32 * dn  # a copy of F, |F| at unit scale, temporaries
     elif name == "gaussian-marginal":  # recognise F: a pass over F per divisor of n tried
-        flops, nbytes = 3 * dn * (1 + np.log2(n + 1)), 24 * dn
+        flops, nbytes = 3 * dn * (1 + math.log2(n + 1)), 24 * dn
     elif name == "gaussian-svd":  # F = W·R (a QR, or a marginal workload's span and WᵀF), R's SVD: no n × n
         span, held_f = (4.0 * d * r * r, 3.0 * d * r) if shape is not None else (4 * dn * min(d, n), 3 * dn)
         flops, nbytes = span + 2 * dn * r + 4.0 * r * r * n, 8.0 * (held_f + 5.0 * r * n + 2 * ROW_CHUNK * n)
     elif name == "identity":
         flops, nbytes = (3 * dn, 24 * dn) if shape is None else (float(sum(s * s for s in shape)), 0.0)
     elif name == "hierarchical":  # all b from FᵀF (HB) in O(n² log n)
-        flops = gram + 50.0 * n * n * np.log2(n + 1)
+        flops = gram + 50.0 * n * n * math.log2(n + 1)
         nbytes = held + 32.0 * n * n + 4 * CHUNK_BYTES
     elif name == "p-identity":
         p = max(1, n // 16) if p is None else p
@@ -288,7 +289,7 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
         nbytes = held + 8.0 * (8 * n * n + 4 * p * n + 3 * p * p) + 8.0 * n * (n + p)
     elif name == "kron-hierarchical":  # an HB tree per attribute, every b (a union: up to 10 rounds)
         sizes = list(shape) if shape is not None else [n]
-        flops = sum(50.0 * s * s * np.log2(s + 1) for s in sizes) + 4.0 * n * max(sizes)
+        flops = sum(50.0 * s * s * math.log2(s + 1) for s in sizes) + 4.0 * n * max(sizes)
         nbytes = 8.0 * sum(12 * s * s for s in sizes) + 8.0 * 4 * n
     elif name == "kron-p-identity":  # a p-Identity per attribute (a union: up to 10 rounds of them)
         sizes = list(shape) if shape is not None else [n]

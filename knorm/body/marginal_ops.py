@@ -128,8 +128,10 @@ def answers(match: MarginalMatch, X: NDArray[np.float64]) -> NDArray[np.float64]
 
 
 def column_counts(match: MarginalMatch) -> NDArray[np.int64]:
-    """Per cell, how many rows of F contain it (F's column ℓ₁ norm over ``|scale|``)."""
+    """Per cell, how many rows of F contain it (F's column ℓ₁ norm over ``|scale|``). Memory checked
+    first (three arrays over the cells): a one-line ValueError naming F."""
     st = match.structure
+    check_memory("F", None, 8.0 * 3 * st.cells)
     per = np.bincount(match.rows[match.rows >= 0], minlength=st.rows).astype(np.float64)
     n = st.cells
     out = np.zeros(n)
@@ -145,9 +147,12 @@ def column_counts(match: MarginalMatch) -> NDArray[np.int64]:
 
 def _row_chunks(match: MarginalMatch) -> Iterator[NDArray[np.float64]]:
     """F's rows as dense ``(ROW_CHUNK, n)`` arrays (the last one shorter), in order. The cells'
-    index of each table is made once per pass and kept while consecutive chunks use it."""
+    index of each table is made once per pass and kept while consecutive chunks use it. Memory
+    checked before anything is made (the cells' digits, a chunk and its tables' indices): a
+    one-line ValueError naming F."""
     st = match.structure
     d, n = match.shape
+    check_memory("F", None, 8.0 * n * (len(st.shape) + 3 * ROW_CHUNK))
     offs = _offsets(st)
     q_all = _clique_of_rows(st, match.rows)
     cells = np.indices(st.shape).reshape(len(st.shape), -1)

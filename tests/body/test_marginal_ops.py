@@ -154,3 +154,26 @@ def test_a_domain_s_marginals_by_structure_are_its_matrix():
     assert fingerprint_of(as_marginal(w)) == fingerprint(np.ascontiguousarray(marginal_workload(dom, 2)))
     with pytest.raises(ValueError, match="dense"):
         marginal_workload(dom, 2, dense="no")
+
+
+@pytest.mark.parametrize("make", [
+    lambda w: knorm.KNormMechanism(w, epsilon=1.0), lambda w: knorm.LaplaceMechanism(w, epsilon=1.0),
+    lambda w: knorm.GaussianMechanism(w, epsilon=1.0, delta=1e-6), lambda w: knorm.NIMechanism(w, epsilon=1.0),
+    lambda w: knorm.SVDGaussianMechanism(w, epsilon=1.0, delta=1e-6), lambda w: SymmetricHull(w)],
+    ids=["knorm", "laplace", "gaussian", "nim", "svd-gaussian", "body"])
+def test_a_domain_too_large_for_its_cells_fails_fast_naming_f(make):
+    """2^70 cells: no mechanism can hold its cells (x alone would be 8 ZiB); each says so in one line
+    naming F before anything is allocated (was numpy's "Maximum allowed dimension exceeded")."""
+    w = I.marginals((2,) * 70, [(0, 1)])
+    with pytest.raises(ValueError) as info:
+        make(w)
+    msg = str(info.value)
+    assert msg.startswith("F needs about") and "\n" not in msg
+
+
+def test_recommend_on_a_domain_too_large_for_its_cells_still_answers_from_the_structure():
+    """The identity strategy's error is exact from F's structure alone; every other row says why it
+    is skipped (memory), none fails."""
+    rec = knorm.recommend(I.marginals((2,) * 70, [(0, 1)]), epsilon=1.0)
+    assert rec.best == "identity"
+    assert all("GiB" in (row.skipped or "") for name, row in rec.table.items() if name != "identity")
