@@ -275,7 +275,7 @@ def row_cost(name: str, d: int, n: int, *, n_samples: int = 2000, rank: int | No
         flops, nbytes = 3 * dn, 32 * dn  # a copy of F, |F| at unit scale, temporaries
     elif name == "gaussian-marginal":  # recognise F: a pass over F per divisor of n tried
         flops, nbytes = 3 * dn * (1 + math.log2(n + 1)), 24 * dn
-    elif name == "gaussian-svd":  # F = W·R (a QR, or a marginal workload's span and WᵀF), R's SVD: no n × n
+    elif name == "gaussian-svd":  # F = W·R (tall: FᵀF or a QR; a marginal workload: its span and WᵀF), R's SVD
         span, held_f = (4.0 * d * r * r, 3.0 * d * r) if shape is not None else (4 * dn * min(d, n), 3 * dn)
         flops, nbytes = span + 2 * dn * r + 4.0 * r * r * n, 8.0 * (held_f + 5.0 * r * n + 2 * ROW_CHUNK * n)
     elif name == "identity":
