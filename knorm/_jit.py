@@ -30,47 +30,55 @@ def kernel_hash():
 
 def _cache_dirs():
     """The folders where numba keeps the kernels' caches now, and the others it could use: for each
-    kernel source folder, every place numba's own cache locators would use (the package's ``__pycache__``; under a
-    user-set ``NUMBA_CACHE_DIR``, or the user-wide cache of a read-only install, the
-    sub-folder numba names after that source folder: knorm's alone, never another package's).
+    kernel source folder, the places numba's source-file cache locators would use (the package's
+    ``__pycache__``; under a user-set ``NUMBA_CACHE_DIR``, or the user-wide cache of a read-only
+    install, the sub-folder numba names after that source folder: knorm's alone, never another
+    package's). Returns ``(active, others)``, lists of ``(folder, module stems)``.
 
     Before 2026-12-02 only ``__pycache__`` was checked: with ``NUMBA_CACHE_DIR`` set, a caller's
     cached machine code (``walks/_kernels.py``) kept an edited callee's old code
     (``body/_simplex.py``), and an upgrade of knorm could run the previous version's kernels.
+    Locators whose folder does not come from the source file (IPython's one shared
+    ``numba_cache``, zip imports) are never looked at.
     """
     from numba.core import caching
 
-    active, found = set(), set()
+    # numba tries these in this order and uses the first that applies (it makes that folder)
+    locators = (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)
+    active: dict[Path, set[str]] = {}
+    found: dict[Path, set[str]] = {}
     for rel in KERNEL_SOURCES:
         src, chosen = str(_ROOT / rel), None
-        for cls in caching.CacheImpl._locator_classes:  # numba uses the first that applies
+        for cls in locators:
             try:
-                if chosen is None:  # as numba does (it makes the folder it will use)
+                if chosen is None:
                     chosen = cls.from_function(_cache_dirs, src)
                     if chosen is not None:
-                        active.add(Path(chosen.get_cache_path()))
+                        active.setdefault(Path(chosen.get_cache_path()), set()).add(Path(rel).stem)
                         continue
                 path = Path(cls(_cache_dirs, src).get_cache_path())  # the path only: nothing made
-                if path.is_absolute():  # (a user cache folder that is not set is the empty path)
-                    found.add(path)
-            except Exception:  # a locator that does not apply here (IPython, zip imports)
-                pass
-    return sorted(active), sorted(found - active)
+            except Exception:  # a locator that does not apply here
+                continue
+            if path.is_absolute():  # (a user cache folder that is not set is the empty path)
+                found.setdefault(path, set()).add(Path(rel).stem)
+    others = {d: st for d, st in found.items() if d not in active}
+    return sorted(active.items()), sorted(others.items())
 
 
 def invalidate_stale_caches():
-    """Delete numba cache files of knorm's kernels if the kernel sources changed (in the folders
-    numba uses now, stamped; and in any other of :func:`_cache_dirs` that exists)."""
+    """Delete the numba cache files of knorm's kernel modules if the kernel sources changed (in the
+    folders numba uses now, stamped; and in any other of :func:`_cache_dirs` that exists)."""
     digest = kernel_hash()
     active, others = _cache_dirs()
-    for d in active + [d for d in others if d.exists()]:
+    for d, stems in active + [(d, st) for d, st in others if d.exists()]:
         stamp = d / _STAMP
         try:
             if stamp.exists() and stamp.read_text() == digest:
                 continue
             if d.exists():
-                for f in list(d.glob("*.nbi")) + list(d.glob("*.nbc")):
-                    f.unlink()
+                for stem in stems:  # knorm's kernel modules' caches only (``module.function-line.…``)
+                    for f in list(d.glob(f"{stem}.*.nbi")) + list(d.glob(f"{stem}.*.nbc")):
+                        f.unlink()
             d.mkdir(parents=True, exist_ok=True)
             stamp.write_text(digest)
         except OSError:

@@ -9,6 +9,9 @@ processes to compare (docs/benchmarks.md, "Census, 2-way, after the session's en
     for i in 1 2; do for c in /tmp/knorm-base .; do
       python scripts/chain_step.py --checkout $c --shape 2 2 3 4 5 5 6 8 --k 2 --steps 3
     done; done
+
+``--operator dense|tables|transform`` forces the pivot's product (a comparison of paths, as
+``scripts/prepare_projection.py --operator``).
 """
 
 import argparse
@@ -52,10 +55,19 @@ def main():
     p.add_argument("--shape", type=int, nargs="+", required=True)
     p.add_argument("--k", type=int, default=2)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--operator", choices=["auto", "dense", "tables", "transform"], default="auto",
+                   help="the pivot's product: the body's choice (default), or forced (as prepare_projection.py)")
     a = p.parse_args()
     sys.path.insert(0, os.path.abspath(a.checkout))
+    import numpy as np
     from knorm import workloads as W
+    from knorm.body import hull
     from knorm.body.hull import SymmetricHull
+
+    if a.operator != "auto":  # the body's cost model, overridden
+        hull.STRUCTURED_ABOVE = np.inf if a.operator == "dense" else 0.0
+        hull.plan_ops = lambda st, r: 0.0 if a.operator == "tables" else np.inf
+        hull.spectral_cost = lambda st, r: 0.0 if a.operator == "transform" else np.inf
 
     frame = first_frame(SymmetricHull(W.marginals(tuple(a.shape), a.k)).frame)
     print(json.dumps({"checkout": a.checkout, "r": frame.r, "product": frame.cols.structured or "dense",

@@ -386,21 +386,24 @@ def _eta_update(Binv, col, u, p, up, rowp, nrm):
             fb += b[i] * c
         u[k] = fa
         u[k2] = fb
-        # a row with u_k = 0 is unchanged (x − 0·q = x), and its norm is not rewritten
+        # a row with u_k = 0 is left exactly as it is (x − 0·q would turn its −0.0 into +0.0 where
+        # q < 0, and into NaN where row p is not finite): a select, not a branch, keeps the loop whole
+        ka = fa != 0.0
+        kb = fb != 0.0
         sa = 0.0
         sb = 0.0
         for i in range(r):
             q = rowp[i]
-            x = a[i] - fa * q
-            y = b[i] - fb * q
+            x = a[i] - fa * q if ka else a[i]
+            y = b[i] - fb * q if kb else b[i]
             a[i] = x
             b[i] = y
             sa += x * x
             sb += y * y
         if norms:
-            if fa != 0.0:
+            if ka:
                 nrm[k] = sa
-            if fb != 0.0:
+            if kb:
                 nrm[k2] = sb
         k = k2 + 1
     if norms:
