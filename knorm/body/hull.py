@@ -53,9 +53,10 @@ def validate_matrix(F: ArrayLike, name: str = "F") -> NDArray[np.float64]:
         raise ValueError(f"{name} must be 2-D (d queries x n cells), got {arr.ndim}-D shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} is empty (shape {arr.shape})")
-    arr = arr.astype(np.float64)
+    arr = arr.astype(np.float64)  # a copy of its own
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite entries")
+    np.add(arr, 0.0, out=arr)  # −0.0 → +0.0: F equal as numbers is one workload (its fingerprint, its plans)
     if not np.any(arr):
         raise ValueError(f"{name} has no non-zero column: K = F·B₁ⁿ would be the single point 0")
     return arr
@@ -559,6 +560,9 @@ class SymmetricHull:
         self.span_basis = U.copy()
         Fr = self.span_basis.T @ dense[2] if structure is None else span_rows(structure, self.span_basis, e)
         unit = float(np.max(np.linalg.norm(Fr, axis=0)))
+        if not np.isfinite(unit):  # a marginal workload's weights past float64 at a subnormal scale
+            raise ValueError(f"F's entries (about 2^{e}) are too close to float64's limits for its body to be "
+                             "computed: rescale F by a power of two (its answers scale with it)")
         self._exp = e
         self._unit = unit
         with np.errstate(over="ignore"):

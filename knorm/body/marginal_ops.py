@@ -257,9 +257,19 @@ def as_marginal(F: object) -> MarginalMatch | None:
     it is not a marginal workload). None for anything else (a matrix: recognised from its entries
     where it is needed)."""
     if isinstance(F, MarginalMatch):
-        return canonical(F)
+        return canonical(_checked(F))
     find = getattr(F, "marginal_match", None)
     if callable(find):
         found = find()
-        return canonical(found) if isinstance(found, MarginalMatch) else None
+        return canonical(_checked(found)) if isinstance(found, MarginalMatch) else None
     return None
+
+
+def _checked(match: MarginalMatch) -> MarginalMatch:
+    """``match`` if F has finite entries and a non-zero one, else the one-line ValueError naming F
+    that a dense F gets (:func:`~knorm.body.hull.validate_matrix`)."""
+    if not math.isfinite(float(match.scale)):
+        raise ValueError("F contains NaN or infinite entries")
+    if match.scale == 0.0 or not np.any(np.asarray(match.rows) >= 0):
+        raise ValueError("F has no non-zero column: K = F·B₁ⁿ would be the single point 0")
+    return match

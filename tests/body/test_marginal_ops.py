@@ -177,3 +177,36 @@ def test_recommend_on_a_domain_too_large_for_its_cells_still_answers_from_the_st
     rec = knorm.recommend(I.marginals((2,) * 70, [(0, 1)]), epsilon=1.0)
     assert rec.best == "identity"
     assert all("GiB" in (row.skipped or "") for name, row in rec.table.items() if name != "identity")
+
+
+@pytest.mark.parametrize("scale, rows, msg", [
+    (1.0, [-1, -1], "F has no non-zero column"), (0.0, [0, 1, 2], "F has no non-zero column"),
+    (float("nan"), [0, 1], "F contains NaN or infinite entries"),
+    (float("inf"), [0, 1], "F contains NaN or infinite entries")])
+def test_a_degenerate_structure_gets_the_dense_matrix_s_error(scale, rows, msg):
+    """A match whose F is zero or not finite: every mechanism says what validate_matrix says of the
+    dense F, in one line (the SVD Gaussian raised an IndexError, a LinAlgError or a misleading
+    underflow before)."""
+    m = MarginalMatch(MarginalStructure((2, 3), ((0,), (1,))), scale, np.array(rows, np.int64))
+    for make in (lambda: knorm.SVDGaussianMechanism(m, epsilon=1.0, delta=1e-6), lambda: knorm.KNormMechanism(m, epsilon=1.0),
+                 lambda: knorm.LaplaceMechanism(m, epsilon=1.0), lambda: knorm.NIMechanism(m, epsilon=1.0)):
+        with pytest.raises(ValueError, match=f"^{msg}"):
+            make()
+
+
+def test_signed_zeros_are_one_workload():
+    """F with −0.0 where another has +0.0 is the same matrix: the same fingerprint, so a plan, a body
+    or a prepared file of one serves the other (a NIM plan_of was refused as 'not this F')."""
+    F = knorm.workloads.marginals((2, 3, 4), 2)
+    Fm = np.where(F == 0, -0.0, F)
+    a = knorm.NIMechanism(F, epsilon=1.0, rng=0, max_levels=1)
+    b = knorm.NIMechanism(Fm, epsilon=1.0, rng=0, plan_of=a, max_levels=1)
+    assert a.workload_fingerprint() == b.workload_fingerprint() == fingerprint(F)
+    assert np.signbit(Fm).any() and not np.signbit(b.F).any()  # the caller's array is not changed
+
+
+def test_a_subnormal_marginal_workload_says_to_rescale():
+    """Entries near 2^-1029: the structure's weights leave float64; one line says to rescale (it said
+    'a column of Euclidean norm ≈ 2^nan')."""
+    with pytest.raises(ValueError, match="^F's entries .* rescale F by a power of two"):
+        SymmetricHull(np.eye(3) * 1e-310)
