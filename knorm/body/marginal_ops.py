@@ -182,7 +182,8 @@ def fingerprint_of(match: MarginalMatch) -> str:
     last ``FINGERPRINTS`` structures are kept (by their shape, cliques, scale and rows: all F is made
     of), so a mechanism and the K-norm mechanism of its first level (NIM) stream F once."""
     st = match.structure
-    key = (st.shape, st.cliques, np.float64(match.scale).tobytes(), np.asarray(match.rows, np.int64).tobytes())
+    key = (tuple(int(s) for s in st.shape), tuple(tuple(int(a) for a in c) for c in st.cliques),
+           np.float64(match.scale).tobytes(), np.asarray(match.rows, np.int64).tobytes())
     found = _FINGERPRINTS.pop(key, None)
     if found is None:
         h = hashlib.sha256()
