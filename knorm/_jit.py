@@ -45,24 +45,27 @@ def _cache_dirs():
 
     # numba tries these in this order and uses the first that applies (it makes that folder)
     locators = (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator)
-    active: dict[Path, set[str]] = {}
-    found: dict[Path, set[str]] = {}
+    folders: dict[Path, set[str]] = {}  # a locator's folder depends on the source's folder only
     for rel in KERNEL_SOURCES:
-        src, chosen = str(_ROOT / rel), None
+        folders.setdefault((_ROOT / rel).parent, set()).add(Path(rel).stem)
+    active: list[tuple[Path, set[str]]] = []
+    others: list[tuple[Path, set[str]]] = []
+    for folder, stems in sorted(folders.items()):
+        src = str(folder / (sorted(stems)[0] + ".py"))
+        chosen = None
         for cls in locators:
             try:
                 if chosen is None:
                     chosen = cls.from_function(_cache_dirs, src)
                     if chosen is not None:
-                        active.setdefault(Path(chosen.get_cache_path()), set()).add(Path(rel).stem)
+                        active.append((Path(chosen.get_cache_path()), stems))
                         continue
                 path = Path(cls(_cache_dirs, src).get_cache_path())  # the path only: nothing made
             except Exception:  # a locator that does not apply here
                 continue
             if path.is_absolute():  # (a user cache folder that is not set is the empty path)
-                found.setdefault(path, set()).add(Path(rel).stem)
-    others = {d: st for d, st in found.items() if d not in active}
-    return sorted(active.items()), sorted(others.items())
+                others.append((path, stems))
+    return active, others
 
 
 def invalidate_stale_caches():

@@ -46,7 +46,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..privacy import BudgetAccountant
 from .._validate import check_flag, check_memory, is_int, short_repr
-from ..body.hull import _exponent
 from ..body.marginal import MarginalMatch, MarginalStructure, recognise
 from ..body.marginal_ops import ROW_CHUNK, as_marginal, project_rows, rank_bound
 from ..body.spectral import span_of
@@ -350,7 +349,7 @@ def _span_rows(F: NDArray[np.float64] | MarginalMatch) -> tuple[NDArray[np.float
     rb = rank_bound(match)
     check_memory("F", None, 8.0 * (3.0 * d * rb + 2.0 * match.structure.rows * rb
                                    + n * (5.0 * rb + 2 * ROW_CHUNK + len(match.structure.shape) + 2)))
-    e = int(_exponent(np.array([match.scale]))) - 1
+    e = unit_exponent(np.array([match.scale]))
     U, S = span_of(match, e)
     r = int(np.sum(S > S[0] * max(d, n) * np.finfo(float).eps))
     W = np.ascontiguousarray(U[:, :r])
