@@ -11,28 +11,51 @@ same outer attributes) plus a scalar (cliques of outer attributes only). The ope
 instead of n·r.
 
 Operator layout ``M`` (a tuple, empty arrays when F is not a marginal workload):
-``(Wᵀ, mem_off, mem_group, mem_outptr, mem_outoff, mem_inmap, g_vptr, g_nout, codes, oo_idx, B)``.
+``(into, mem_off, mem_group, mem_outptr, mem_outoff, mem_inmap, g_vptr, g_nout, codes, oo_idx, B)``;
+``into = (lift, perm, tab, psi, sizes)``: how t is made from v (:func:`marginal_tables`;
+``sizes = (len(t), scratch)``).
 """
 
 import numpy as np
 
 from .._jit import kernel
+from ._spectral import lift
 
 _FM = {"reassoc", "contract"}
 
 
 @kernel(fastmath=_FM)
-def marginal_tables(M, v, t, V):
-    """``t = W v`` (the query-space vector, d·r) and the groups' inner vectors ``V`` (gathers
-    from t): what every block of :func:`marginal_block` reads."""
-    Wt, mem_off, mem_group, mem_outptr, mem_outoff, mem_inmap, g_vptr, g_nout, codes, oo_idx, B = M
-    r, d = Wt.shape
-    t[:] = 0.0
-    for i in range(r):
-        vi = v[i]
-        row = Wt[i]
-        for k in range(d):
-            t[k] += vi * row[k]
+def marginal_tables(M, v, t, V, sh):
+    """``t = W v`` (the query-space vector) and the groups' inner vectors ``V`` (gathers
+    from t): what every block of :func:`marginal_block` reads. ``sh``: scratch.
+
+    In the characters' coordinates (``M[0]``'s dense map empty) t comes from the spectrum: the
+    lifted ``ŝ`` (:func:`~knorm.body._spectral.lift`) spread over its tables, ``t_C = Ψ_C·ŝ_C``
+    (Ψ_C: the characters of one clique's table that hold their support there, on its cells; every
+    table is one, all its rows are written); else ``t = W v`` by the dense map (``d·r``)."""
+    L, perm, tab, psi = M[0][0], M[0][1], M[0][2], M[0][3]
+    mem_off, mem_group, mem_outptr, mem_outoff, mem_inmap, g_vptr, g_nout = M[1], M[2], M[3], M[4], M[5], M[6], M[7]
+    B = M[10]
+    r = v.shape[0]
+    if L[0].shape[0] == 0:
+        lift(L, v, sh[:r], sh[r:2 * r])
+        for c in range(tab.shape[0]):
+            off, p, k0, nc, at = tab[c, 0], tab[c, 1], tab[c, 2], tab[c, 3], tab[c, 4]
+            tt = t[off:off + p]
+            if nc == 0:
+                tt[:] = 0.0
+                continue
+            w = sh[perm[k0]]
+            col = psi[at:at + p]
+            for i in range(p):
+                tt[i] = w * col[i]
+            for k in range(1, nc):
+                w = sh[perm[k0 + k]]
+                col = psi[at + k * p:at + (k + 1) * p]
+                for i in range(p):
+                    tt[i] += w * col[i]
+    else:
+        lift(L, v, t, sh[:r])
     V[:] = 0.0
     for m in range(mem_off.shape[0]):
         g = mem_group[m]
@@ -89,15 +112,18 @@ def marginal_block(M, t, V, o, seg):
 
 @kernel()
 def marginal_scratch(M):
-    """The ``(t, V)`` buffers of :func:`marginal_tables` for the operator M."""
-    return np.empty(M[0].shape[1]), np.empty(M[6][M[6].shape[0] - 1])
+    """The ``(t, V, sh)`` buffers of :func:`marginal_tables` for the operator M (one allocation)."""
+    sizes = M[0][4]
+    nt, nv = sizes[0], M[6][M[6].shape[0] - 1]
+    buf = np.empty(nt + nv + sizes[1])
+    return buf[:nt], buf[nt:nt + nv], buf[nt + nv:]
 
 
 @kernel()
 def marginal_dots(M, v, out):
     """``out = Fᵀ(W v)`` for the marginal operator ``M`` (see the module docstring)."""
-    t, V = marginal_scratch(M)
-    marginal_tables(M, v, t, V)
+    t, V, sh = marginal_scratch(M)
+    marginal_tables(M, v, t, V, sh)
     B = M[10]
     for o in range(M[8].shape[1]):
         marginal_block(M, t, V, o, out[o * B: (o + 1) * B])

@@ -114,17 +114,56 @@ def _transform(L, out):
 
 
 @kernel(fastmath=_FM)
+def rotate_t(rot, v, out):
+    """``out = Rᵀv`` for the butterfly rotation ``rot = (c, s)`` (``levels × r``; see
+    :func:`knorm.body.spectral.butterfly`): ``R = R_{L−1}⋯R_0``, level l turning each pair
+    ``(i, i + 2^l)`` (bit l of i clear, ``i + 2^l < r``) by ``[[c, −s], [s, c]]``; so ``Rᵀ``
+    is the levels from the last, each turned back. ``r·levels`` pairs of four products,
+    where a dense ``r × r`` map costs ``r²``."""
+    c, s = rot
+    r = v.shape[0]
+    for i in range(r):
+        out[i] = v[i]
+    for lv in range(c.shape[0] - 1, -1, -1):
+        h = 1 << lv
+        cl, sl = c[lv], s[lv]
+        for i in range(r - h):
+            if (i & h) == 0:
+                a, b = out[i], out[i + h]
+                out[i] = cl[i] * a + sl[i] * b
+                out[i + h] = cl[i] * b - sl[i] * a
+
+
+@kernel(fastmath=_FM)
+def lift(L, v, out, w):
+    """``out[k] = g_k·(Rᵀv)_k`` when the map is the characters' (``L = (Ad, rot, g)`` with ``Ad``
+    empty), else ``out = Ad·v`` (a dense ``k × r`` map); ``w``: r scratch. The first step of both
+    structured products: the oracle's dual vector taken to the workload's spectrum (or tables)."""
+    Ad, rot, g = L
+    rs, r = Ad.shape
+    if rs == 0:
+        rotate_t(rot, v, w)
+        for k in range(g.shape[0]):
+            out[k] = g[k] * w[k]
+    else:
+        for k in range(rs):
+            row = Ad[k]
+            s = 0.0
+            for i in range(r):
+                s += row[i] * v[i]
+            out[k] = s
+
+
+@kernel(fastmath=_FM)
 def spectral_dots(S, v, out):
-    """``out = H·ŝ`` with ``ŝ[pos] = A v`` (see the module docstring): ``Fᵀ(W v)`` over all cells."""
-    A, pos = S[0], S[1]
+    """``out = H·ŝ`` with ``ŝ[pos] =`` :func:`lift` of v (see the module docstring): ``Fᵀ(W v)``
+    over all cells."""
+    pos = S[1]
     out[:] = 0.0
-    rs, r = A.shape
-    for k in range(rs):
-        row = A[k]
-        s = 0.0
-        for i in range(r):
-            s += row[i] * v[i]
-        out[pos[k]] = s
+    sh = np.empty(pos.shape[0] + v.shape[0])
+    lift(S[0], v, sh[:pos.shape[0]], sh[pos.shape[0]:])
+    for k in range(pos.shape[0]):
+        out[pos[k]] = sh[k]
     _transform(S[1:], out)
 
 

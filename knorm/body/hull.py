@@ -17,6 +17,7 @@ from .._fingerprint import fingerprint
 from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
+from .characters import character_coordinates
 from .marginal import MarginalMatch, marginal_operator, plan_ops, recognise
 from .marginal_ops import as_marginal, check_body_memory, complete, dense_marginal, fingerprint_of
 from .spectral import span_of, span_rows, spectral_cost, spectral_operator
@@ -201,16 +202,28 @@ def _oracle_coordinates(Fc, U, S, unit, structure=None, e=0):
     (:mod:`knorm.body.marginal`) or by the product transform (:mod:`knorm.body.spectral`),
     whichever its cost model predicts cheaper, when that is ``STRUCTURED_ABOVE`` times
     cheaper than the dense product.
+    A marginal workload of full rank whose structured product is chosen takes the characters'
+    coordinates instead (:func:`knorm.body.characters.character_coordinates`: ``z = Mc·Uᵀy``, a
+    rotation of its spectrum; the pivots' product then needs no dense map at all).
     Returns ``(Columns, T, s)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``, with
-    ``T = diag(s·unit)`` (the map is diagonal in the span's basis).
+    ``T = diag(s·unit)`` (the map is diagonal in the span's basis; s a vector), or ``T = Mc·unit``
+    (s the matrix Mc) in the characters' coordinates.
     """
     r = U.shape[1]
+    if structure is not None:
+        tables, spectral = plan_ops(structure.structure, r), spectral_cost(structure.structure, r)
+        if Fc.size >= STRUCTURED_ABOVE * min(tables, spectral):
+            chars = character_coordinates(structure, e, U)
+            if chars is not None:  # the characters' coordinates (knorm.body.characters)
+                Mc, Fz, lift, into = chars
+                op = None if spectral < tables else marginal_operator(structure.structure, None, into=into)
+                spec = spectral_operator(structure.structure, None, lift=lift) if spectral < tables else None
+                return Columns(Fz, op, spec), Mc * unit, Mc
     s = np.ones(r) if S[r - 1] >= WHITEN * S[0] else 1.0 / S[:r]
     s = np.ldexp(s, -_row_exponents(Fc * s[:, None]))
     Fz = Fc * s[:, None]
     op = spec = None
     if structure is not None:
-        tables, spectral = plan_ops(structure.structure, r), spectral_cost(structure.structure, r)
         if Fz.size >= STRUCTURED_ABOVE * min(tables, spectral):
             weights = structure.weights(np.ldexp(U * s[None, :], -e))
             if spectral < tables:
@@ -218,6 +231,14 @@ def _oracle_coordinates(Fc, U, S, unit, structure=None, e=0):
             else:
                 op = marginal_operator(structure.structure, weights)
     return Columns(Fz, op, spec), np.diag(s * unit), s
+
+
+def _zmap(C, s, dual=False):
+    """Span coordinates (rows of C) -> the oracle's, ``s ∘ c`` or ``Mc·c`` (:func:`_oracle_coordinates`'
+    s, a vector or the matrix Mc); ``dual``: oracle normals λ_z -> the span's, ``s ∘ λ`` or ``Mcᵀλ``."""
+    if s.ndim == 1:
+        return C * s
+    return C @ s if dual else C @ s.T
 
 
 class Columns:
@@ -631,7 +652,7 @@ class SymmetricHull:
         resid = Ys - C @ self.span_basis.T
         yn = np.linalg.norm(Ys, axis=1)
         off = np.linalg.norm(resid, axis=1) / np.where(yn > 0, yn, 1.0)
-        return C * self._zscale, k, off
+        return _zmap(C, self._zscale), k, off
 
     def to_ambient(self, Z: ArrayLike) -> NDArray[np.float64]:
         """Span coordinates (frame units, as used by the kernels) -> ambient points."""
@@ -652,7 +673,7 @@ class SymmetricHull:
         resid = ys - self.span_basis @ c
         yy = float(ys @ ys)
         off = math.sqrt(float(resid @ resid) / yy) if yy > 0.0 else 0.0
-        return c * self._zscale, k, off
+        return _zmap(c, self._zscale), k, off
 
     def _check_points(self, y: ArrayLike, name: str) -> NDArray[np.float64]:
         arr = as_real_array(name, y)
@@ -700,10 +721,10 @@ class SymmetricHull:
         return inside if Y.ndim == 2 else bool(inside[0])
 
     def _normal_to_ambient(self, normals):
-        """Oracle-coordinate normals λ_z (``λ_z·z = ‖y‖`` for ``z = s ∘ Uᵀy``) -> ambient λ in
-        the span: ``U·(s ∘ λ_z)``."""
+        """Oracle-coordinate normals λ_z (``λ_z·z = ‖y‖`` for ``z = s ∘ Uᵀy``, or ``z = Mc·Uᵀy``) ->
+        ambient λ in the span: ``U·(s ∘ λ_z)`` (``U·Mcᵀλ_z``)."""
         with np.errstate(over="ignore", invalid="ignore"):
-            lam = np.ldexp((normals * self._zscale) @ self.span_basis.T, -self._exp)
+            lam = np.ldexp(_zmap(normals, self._zscale, dual=True) @ self.span_basis.T, -self._exp)
         if not np.all(np.isfinite(lam)):
             raise ValueError("F: facet normals of K overflow float64 (K is too thin at this scale)")
         return lam

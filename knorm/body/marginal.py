@@ -11,6 +11,7 @@ entry; :func:`marginal_operator` lays out the kernel data with which the oracle 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -213,19 +214,55 @@ def _plan_cost(shape: tuple[int, ...], cliques: tuple[tuple[int, ...], ...], L: 
     return 2 * gather + nblocks * (len(groups) * (B + 8) + outer_only + 8)
 
 
-def plan_ops(structure: MarginalStructure, r: int) -> int:
-    """Predicted operations of the operator's product (``t = W v``, then the cheapest split)."""
+def spectrum_size(structure: MarginalStructure) -> int:
+    """``r_Φ``, the rank of the full marginal workload: ``Σ Π_{a∈S}(m_a − 1)`` over the attribute
+    sets S inside some clique (:func:`knorm.body.spectral.spectrum` lists them)."""
+    sets = {S for c in structure.cliques for j in range(len(c) + 1) for S in itertools.combinations(c, j)}
+    return sum(math.prod(structure.shape[a] - 1 for a in S) for S in sets)
+
+
+def lift_ops(structure: MarginalStructure, r: int, tables: bool) -> float:
+    """Operations of a product's first step, the oracle's dual vector taken to the spectrum (``tables``:
+    and into the tables): in the characters' coordinates (rank ``r = r_Φ``) a butterfly rotation,
+    plus each character spread over its table for the tables; else a dense map
+    (``rows·r`` into the tables, ``r_Φ·r`` into the spectrum)."""
+    if r != spectrum_size(structure):
+        return float((structure.rows if tables else r) * r)
+    # measured against the dense map's contiguous products (r = 95, 2-way over 2×3×3×4×4×4): the two
+    # levels of plane rotations (knorm.body.characters.ROTATION_LEVELS) about 18 of its operations per
+    # coordinate, a character spread over its table (short runs) about 3 per cell, at most r·(largest table)
+    out = 18.0 * r
+    if tables:
+        out += 3.0 * r * max((math.prod(structure.shape[a] for a in c) for c in structure.cliques), default=1)
+    return out
+
+
+def plan_ops(structure: MarginalStructure, r: int) -> float:
+    """Predicted operations of the operator's product (``t`` from v, :func:`lift_ops`; then the cheapest split)."""
     shape, cliques = structure.shape, structure.cliques
-    return structure.rows * r + min(_plan_cost(shape, cliques, L) for L in range(len(shape) + 1))
+    return lift_ops(structure, r, True) + min(_plan_cost(shape, cliques, L) for L in range(len(shape) + 1))
 
 
 
-def marginal_operator(structure: MarginalStructure, W: np.ndarray, outer: int | None = None) -> tuple:
-    """The kernel layout ``M`` of ``knorm.body._marginal`` for ``Fᵀ(W v)`` (W: rows × r).
+def dense_into(W: np.ndarray) -> tuple:
+    """``M[0]`` of the layout for ``t = W v`` by a dense map (W: rows × r)."""
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    f0 = np.zeros((0, W.shape[1]))
+    return ((W, (f0, f0), np.zeros(0)), np.zeros(0, np.int64), np.zeros((0, 5), np.int64), np.zeros(0),
+            np.array([W.shape[0], W.shape[1]], np.int64))
+
+
+def marginal_operator(structure: MarginalStructure, W: np.ndarray | None, outer: int | None = None,
+                      into: tuple | None = None) -> tuple:
+    """The kernel layout ``M`` of ``knorm.body._marginal`` for ``Fᵀ(W v)`` (W: rows × r), or, W None,
+    for t made from v by ``into`` (the characters' coordinates,
+    :func:`knorm.body.characters.character_into`).
 
     ``outer``: how many leading attributes index the blocks (default: the cheapest split
     by :func:`_plan_cost`); blocks hold the cells of the remaining attributes.
     """
+    if (W is None) == (into is None):
+        raise ValueError("marginal_operator: give W or into, not both")
     shape, cliques = structure.shape, structure.cliques
     k = len(shape)
     L = min(range(k + 1), key=lambda L: _plan_cost(shape, cliques, L)) if outer is None else outer
@@ -277,7 +314,10 @@ def marginal_operator(structure: MarginalStructure, W: np.ndarray, outer: int | 
     g_vptr = np.zeros(G + 1, np.int64)
     np.cumsum(g_nout * B, out=g_vptr[1:])
     i64 = np.int64
-    return (np.ascontiguousarray(np.asarray(W, dtype=np.float64).T), np.array(mem_off, i64), np.array(mem_group, i64),
+    if into is None:
+        assert W is not None
+        into = dense_into(W)
+    return (into, np.array(mem_off, i64), np.array(mem_group, i64),
             np.array(mem_outptr, i64),
             np.concatenate(mem_outoff).astype(i64) if mem_outoff else np.zeros(0, i64),
             np.array(mem_inmap, i64).reshape(len(mem_inmap), B), g_vptr, g_nout, codes,

@@ -17,10 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._spectral import spectral_rows
-from .marginal import MarginalMatch, MarginalStructure
+from .marginal import MarginalMatch, MarginalStructure, lift_ops
 
 __all__ = ["attribute_basis", "spectrum", "spectrum_norms", "spectral_weights", "spectral_operator", "spectral_cost",
-           "transform_rows", "span_of", "span_rows"]
+           "transform_rows", "span_of", "span_rows", "lifting"]
 
 
 def attribute_basis(m: int) -> NDArray[np.float64]:
@@ -91,13 +91,13 @@ PASS_COST = 3.0
 
 
 def spectral_cost(structure: MarginalStructure, r: int) -> float:
-    """Operations of one product: ``r_Φ·r`` for ``A v``, clearing the cells (n) and the passes
+    """Operations of one product: ŝ from v (:func:`~knorm.body.marginal.lift_ops`), clearing the cells (n) and the passes
     over their live blocks (``PASS_COST`` a cell per butterfly pass, ``PASS_COST·m`` per cell
     of a mode product)."""
     pos = spectrum(structure)
     cells = sum(len(_live_blocks(pos, (k or m) * st)) * (k or m) * st * (PASS_COST if k else PASS_COST * m)
                 for k, st, m in _passes(structure.shape))
-    return len(pos) * r + structure.cells + cells
+    return lift_ops(structure, r, False) + structure.cells + cells
 
 
 def spectral_weights(structure: MarginalStructure, W: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -154,11 +154,20 @@ def _layout(structure: MarginalStructure) -> tuple:
             np.concatenate(live).astype(i64) if live else np.zeros(0, i64))
 
 
-def spectral_operator(structure: MarginalStructure, W: NDArray[np.float64]) -> tuple:
+def spectral_operator(structure: MarginalStructure, W: NDArray[np.float64] | None,
+                      lift: tuple | None = None) -> tuple:
     """The kernel layout ``S`` of ``knorm.body._spectral`` for ``Fᵀ(W v)`` (W: rows of the
-    marginal tables × r, :meth:`~knorm.body.marginal.MarginalMatch.weights`): ``A`` of
-    :func:`spectral_weights`, then :func:`_layout`."""
-    return (np.ascontiguousarray(spectral_weights(structure, W)),) + _layout(structure)
+    marginal tables × r, :meth:`~knorm.body.marginal.MarginalMatch.weights`; ``ŝ[pos] = A v``
+    with ``A`` of :func:`spectral_weights`), or, W None, for ``ŝ`` made from v by ``lift`` (the
+    characters' coordinates, :func:`knorm.body.characters.character_lift`); then :func:`_layout`."""
+    if (W is None) == (lift is None):
+        raise ValueError("spectral_operator: give W or lift, not both")
+    if lift is None:
+        assert W is not None
+        A = np.ascontiguousarray(spectral_weights(structure, W))
+        f0 = np.zeros((0, A.shape[1]))
+        lift = (A, (f0, f0), np.zeros(0))
+    return (lift,) + _layout(structure)
 
 
 def transform_rows(structure: MarginalStructure, A: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -176,13 +185,19 @@ def span_of(match: MarginalMatch, e: int) -> tuple[NDArray[np.float64], NDArray[
     :func:`spectral_weights`) and Φ's rows orthogonal (norms² N), so F's left singular
     vectors and values are those of ``L·diag(√N)``: an SVD of d × r_Φ instead of a QR of
     F's n × d transpose."""
+    U, S, _ = np.linalg.svd(lifting(match, e) * np.sqrt(spectrum_norms(match.structure))[None, :],
+                            full_matrices=False)
+    return U, S
+
+
+def lifting(match: MarginalMatch, e: int) -> NDArray[np.float64]:
+    """``L`` (d × r_Φ) with ``F·2^-e = L·Φ``: F's rows in the spectrum's product vectors."""
     st = match.structure
     G = spectral_weights(st, np.eye(st.rows)).T  # rows of M × r_Φ
     live = match.rows >= 0
     L = np.zeros((len(match.rows), G.shape[1]))
     L[live] = G[match.rows[live]] * np.ldexp(match.scale, -e)
-    U, S, _ = np.linalg.svd(L * np.sqrt(spectrum_norms(st))[None, :], full_matrices=False)
-    return U, S
+    return L
 
 
 def span_rows(match: MarginalMatch, U: NDArray[np.float64], e: int) -> NDArray[np.float64]:

@@ -1,0 +1,120 @@
+"""The oracle's coordinates for a marginal workload: its characters, turned by a fixed rotation
+(docs/design.md §2.2).
+
+A full-rank marginal workload (rank ``r = r_Φ``) has ``F·2^-e = L·Φ`` with Φ's rows the
+spectrum's product vectors (:mod:`knorm.body.spectral`), so a column's coefficients ``h_j``
+(Φ's column j) are coordinates of the span. The oracle takes
+
+    ``z = R·diag(g)·h``,  ``g_k = 2^-round(log₂(‖φ_k‖/√n))``,
+
+R a butterfly rotation (:func:`butterfly`: ``ROTATION_LEVELS`` levels of r/2 plane rotations
+at fixed angles). Then a pivot's dual vector v reaches the spectrum as ``ŝ = g ∘ Rᵀv`` in
+about ``3r`` operations a level, where the span's orthonormal coordinates need a dense ``r × r``
+map (the transform) or ``rows × r`` (the tables). The columns ``diag(g)·Φ`` have orthogonal
+rows of norms within √2 of √n (entries of order one, as the span's coordinates scaled
+per row): the basis matrices are as well conditioned as in the span's
+whitened coordinates. The rotation is what keeps the ratio tests' ties broken: in Φ's own
+±1/integer coordinates B⁻¹ is often exact and mathematically tied columns tie exactly, which
+makes the parametric ray walk cycle (design §2.2); R's irrational entries leave only rounding
+ties, as the orthonormal span coordinates do. The angles are fixed (public, the same in every
+process): the coordinates, hence every seeded walk, are reproducible bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .marginal import MarginalMatch, MarginalStructure
+from .spectral import _strides, attribute_basis, lifting, spectrum, spectrum_norms, transform_rows
+
+__all__ = ["butterfly", "rotate", "character_coordinates"]
+
+ROTATION_SEED = 20261202  # the butterfly's angles: public constants, not noise
+ROTATION_LEVELS = 2  # enough to make every basis entry irrational (the ties' cure); each level costs ~r
+
+
+def butterfly(r: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(c, s)`` (levels × r) of the rotation ``R = R_{L−1}⋯R_0``: level l turns each pair
+    ``(i, i + 2^l)`` with bit l of i clear and ``i + 2^l < r`` by ``[[c_i, −s_i], [s_i, c_i]]``
+    (angles uniform in [0, 2π) from ``ROTATION_SEED``); other entries unused."""
+    levels = max(1, min(ROTATION_LEVELS, math.ceil(math.log2(max(r, 2)))))
+    theta = np.random.default_rng(ROTATION_SEED).uniform(0.0, 2.0 * np.pi, (levels, r))
+    return np.ascontiguousarray(np.cos(theta)), np.ascontiguousarray(np.sin(theta))
+
+
+def _pairs(r: int, lv: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    i = np.arange(r)
+    h = 1 << lv
+    i = i[((i & h) == 0) & (i + h < r)]
+    return i, i + h
+
+
+def rotate(rot: tuple[NDArray[np.float64], NDArray[np.float64]], X: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``R·X`` for a ``(r, k)`` array X, in place (the forward rotation; the kernels apply ``Rᵀ``,
+    :func:`knorm.body._spectral.rotate_t`)."""
+    c, s = rot
+    r = X.shape[0]
+    for lv in range(c.shape[0]):
+        i, j = _pairs(r, lv)
+        a, b = X[i], X[j]
+        ci, si = c[lv, i][:, None], s[lv, i][:, None]
+        X[i] = ci * a - si * b
+        X[j] = si * a + ci * b
+    return X
+
+
+def _tables(structure: MarginalStructure, pos: NDArray[np.int64], r: int) -> tuple:
+    """The tables' part of ``into`` (:func:`knorm.body.marginal.marginal_operator`): each spectral
+    index k goes to the first clique C holding its support, where it is the vector
+    ``ψ_k(x_C) = Π_{a∈C} H_a[x_a, k_a]`` over C's table (C order), so ``t_C = Ψ_C·ŝ_C``: ``perm``
+    lists the indices clique by clique, ``tab`` row ``(offset in t, table size p, first of perm,
+    count c, offset in psi)`` per clique, psi its ψ_k one after another (Ψ_C column by column):
+    ``Σ_C p·c`` operations in all (at most r·(largest table)), in runs of p contiguous ones."""
+    shape, cliques = structure.shape, structure.cliques
+    st = _strides(shape)
+    digits = np.array([(pos // st[a]) % shape[a] for a in range(len(shape))]).reshape(len(shape), len(pos))
+    offs = np.cumsum([0] + [math.prod(shape[a] for a in c) for c in cliques])
+    bases = [attribute_basis(m) for m in shape]
+    owner = np.array([next(i for i, c in enumerate(cliques) if set(np.flatnonzero(digits[:, k]).tolist()) <= set(c))
+                      for k in range(len(pos))], np.int64).reshape(len(pos))
+    perm = np.argsort(owner, kind="stable").astype(np.int64)
+    tab, mats = [], []
+    first = at = 0
+    for ci, c in enumerate(cliques):  # every table, those without characters of their own too (t_C = 0)
+        ks = np.flatnonzero(owner == ci)
+        for k in ks:
+            psi = np.ones(1)
+            for a in c:
+                psi = np.multiply.outer(psi, bases[a][:, digits[a, k]]).reshape(-1)
+            mats.append(psi)
+        size = math.prod(shape[a] for a in c)
+        tab.append((int(offs[ci]), size, first, len(ks), at))
+        first += len(ks)
+        at += size * len(ks)
+    return (perm, np.array(tab, np.int64).reshape(len(tab), 5), np.concatenate(mats) if mats else np.zeros(0),
+            np.array([structure.rows, 2 * r], np.int64))
+
+
+def character_coordinates(match: MarginalMatch, e: int, U: NDArray[np.float64]) -> tuple | None:
+    """The oracle's character coordinates for the marginal workload ``F = match``, or None where F's
+    rank ``r`` (U's columns, the span's orthonormal basis) is below ``r_Φ`` (a partial table):
+    ``(Mc, Fz, lift, into)`` with ``z = Mc·Uᵀ(y·2^-e)`` for y in the span, ``Fz = R·diag(g)·Φ`` the
+    columns (r × n), ``lift`` the spectral operator's first step and ``into`` the tables' (the
+    layouts of :func:`~knorm.body.spectral.spectral_operator` and
+    :func:`~knorm.body.marginal.marginal_operator`)."""
+    st = match.structure
+    pos = spectrum(st)
+    r = U.shape[1]
+    if len(pos) != r:
+        return None
+    g = np.ldexp(1.0, -np.round(0.5 * np.log2(spectrum_norms(st) / st.cells)).astype(np.int64))
+    rot = butterfly(r)
+    # h_j = (UᵀL)⁻¹·(Uᵀf_j): the span's coordinates of a column to its characters'
+    Mc = rotate(rot, g[:, None] * np.linalg.inv(U.T @ lifting(match, e)))
+    Fz = rotate(rot, g[:, None] * transform_rows(st, np.eye(r)))
+    f0 = np.zeros((0, r))
+    lift = (f0, rot, g)
+    return Mc, Fz, lift, (lift,) + _tables(st, pos, r)
