@@ -28,9 +28,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .marginal import MarginalMatch, MarginalStructure
-from .spectral import _strides, attribute_basis, lifting, spectrum, spectrum_norms, transform_rows
+from .spectral import _strides, attribute_basis, lifting, spectral_weights, spectrum, spectrum_norms, transform_rows
 
-__all__ = ["butterfly", "rotate", "character_coordinates"]
+__all__ = ["butterfly", "rotate", "character_coordinates", "column_norm_max"]
 
 ROTATION_SEED = 20261202  # the butterfly's angles: public constants, not noise
 ROTATION_LEVELS = 2  # enough to make every basis entry irrational (the ties' cure); each level costs ~r
@@ -53,17 +53,29 @@ def _pairs(r: int, lv: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
 
 
 def rotate(rot: tuple[NDArray[np.float64], NDArray[np.float64]], X: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``R·X`` for a ``(r, k)`` array X, in place (the forward rotation; the kernels apply ``Rᵀ``,
-    :func:`knorm.body._spectral.rotate_t`)."""
+    """``R·X`` for a ``(r, k)`` array X, in place, 4,096 columns at a time (the forward rotation; the
+    kernels apply ``Rᵀ``, :func:`knorm.body._spectral.rotate_t`)."""
     c, s = rot
     r = X.shape[0]
-    for lv in range(c.shape[0]):
-        i, j = _pairs(r, lv)
-        a, b = X[i], X[j]
-        ci, si = c[lv, i][:, None], s[lv, i][:, None]
-        X[i] = ci * a - si * b
-        X[j] = si * a + ci * b
+    pairs = [_pairs(r, lv) for lv in range(c.shape[0])]
+    for j0 in range(0, X.shape[1], 4096):
+        Xc = X[:, j0:j0 + 4096]
+        for lv, (i, j) in enumerate(pairs):
+            a, b = Xc[i], Xc[j]
+            ci, si = c[lv, i][:, None], s[lv, i][:, None]
+            Xc[i] = ci * a - si * b
+            Xc[j] = si * a + ci * b
     return X
+
+
+def column_norm_max(match: MarginalMatch, e: int) -> float:
+    """``max_j ‖f_j‖₂·2^-e`` for the marginal workload of ``match``, from its structure: column j has
+    ``|scale|`` in one row of each table per live row of F that is a copy of it, so
+    ``‖f_j‖² = scale²·(Mᵀc)_j`` with c F's row counts per row of M (a transform, no F)."""
+    st = match.structure
+    c = np.bincount(match.rows[match.rows >= 0], minlength=st.rows).astype(np.float64)
+    counts = transform_rows(st, spectral_weights(st, c[:, None]))[0]
+    return float(np.sqrt(np.max(counts))) * abs(float(np.ldexp(match.scale, -e)))
 
 
 def _tables(structure: MarginalStructure, pos: NDArray[np.int64], r: int) -> tuple:

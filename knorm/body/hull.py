@@ -17,7 +17,7 @@ from .._fingerprint import fingerprint
 from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
 from . import _simplex as sx
-from .characters import character_coordinates
+from .characters import character_coordinates, column_norm_max
 from .marginal import MarginalMatch, marginal_operator, plan_ops, recognise
 from .marginal_ops import as_marginal, check_body_memory, complete, dense_marginal, fingerprint_of
 from .spectral import span_of, span_rows, spectral_cost, spectral_operator
@@ -202,28 +202,18 @@ def _oracle_coordinates(Fc, U, S, unit, structure=None, e=0):
     (:mod:`knorm.body.marginal`) or by the product transform (:mod:`knorm.body.spectral`),
     whichever its cost model predicts cheaper, when that is ``STRUCTURED_ABOVE`` times
     cheaper than the dense product.
-    A marginal workload of full rank whose structured product is chosen takes the characters'
-    coordinates instead (:func:`knorm.body.characters.character_coordinates`: ``z = Mc·Uᵀy``, a
-    rotation of its spectrum; the pivots' product then needs no dense map at all).
+    (A marginal workload of full rank whose structured product is chosen takes the characters'
+    coordinates instead: :func:`_character_columns`.)
     Returns ``(Columns, T, s)``: ``z = T·c`` for span coordinates ``c = Uᵀy/unit``, with
-    ``T = diag(s·unit)`` (the map is diagonal in the span's basis; s a vector), or ``T = Mc·unit``
-    (s the matrix Mc) in the characters' coordinates.
+    ``T = diag(s·unit)`` (the map is diagonal in the span's basis).
     """
     r = U.shape[1]
-    if structure is not None:
-        tables, spectral = plan_ops(structure.structure, r), spectral_cost(structure.structure, r)
-        if Fc.size >= STRUCTURED_ABOVE * min(tables, spectral):
-            chars = character_coordinates(structure, e, U)
-            if chars is not None:  # the characters' coordinates (knorm.body.characters)
-                Mc, Fz, lift, into = chars
-                op = None if spectral < tables else marginal_operator(structure.structure, None, into=into)
-                spec = spectral_operator(structure.structure, None, lift=lift) if spectral < tables else None
-                return Columns(Fz, op, spec), Mc * unit, Mc
     s = np.ones(r) if S[r - 1] >= WHITEN * S[0] else 1.0 / S[:r]
     s = np.ldexp(s, -_row_exponents(Fc * s[:, None]))
     Fz = Fc * s[:, None]
     op = spec = None
     if structure is not None:
+        tables, spectral = plan_ops(structure.structure, r), spectral_cost(structure.structure, r)
         if Fz.size >= STRUCTURED_ABOVE * min(tables, spectral):
             weights = structure.weights(np.ldexp(U * s[None, :], -e))
             if spectral < tables:
@@ -231,6 +221,24 @@ def _oracle_coordinates(Fc, U, S, unit, structure=None, e=0):
             else:
                 op = marginal_operator(structure.structure, weights)
     return Columns(Fz, op, spec), np.diag(s * unit), s
+
+
+def _character_columns(match, U, e):
+    """``(Columns, Mc)`` in the characters' coordinates ``z = Mc·Uᵀy·2^-e``
+    (:func:`knorm.body.characters.character_coordinates`: a rotation of the spectrum, in which the
+    pivots' product needs no dense map) where the marginal workload of ``match`` has full rank and
+    its structured product is chosen (as :func:`_oracle_coordinates` chooses it), else None."""
+    r, n = U.shape[1], match.structure.cells
+    tables, spectral = plan_ops(match.structure, r), spectral_cost(match.structure, r)
+    if not r * n >= STRUCTURED_ABOVE * min(tables, spectral):  # as _oracle_coordinates (NaN: never)
+        return None
+    chars = character_coordinates(match, e, U)
+    if chars is None:
+        return None
+    Mc, Fz, lift, into = chars
+    if spectral < tables:
+        return Columns(Fz, None, spectral_operator(match.structure, None, lift=lift)), Mc
+    return Columns(Fz, marginal_operator(match.structure, None, into=into), None), Mc
 
 
 def _zmap(C, s, dual=False):
@@ -579,8 +587,12 @@ class SymmetricHull:
         if dense is not None:
             _check_short_columns(dense[0], dense[1], U)
         self.span_basis = U.copy()
-        Fr = self.span_basis.T @ dense[2] if structure is None else span_rows(structure, self.span_basis, e)
-        unit = float(np.max(np.linalg.norm(Fr, axis=0)))
+        chars = None if structure is None else _character_columns(structure, self.span_basis, e)
+        if chars is None:
+            Fr = self.span_basis.T @ dense[2] if structure is None else span_rows(structure, self.span_basis, e)
+            unit = float(np.max(np.linalg.norm(Fr, axis=0)))
+        else:  # the longest column from the structure (F's columns lie in the span): no UᵀF
+            unit = column_norm_max(structure, e)
         if not np.isfinite(unit):  # a marginal workload's weights past float64 at a subnormal scale
             raise ValueError(f"F's entries (about 2^{e}) are too close to float64's limits for its body to be "
                              "computed: rescale F by a power of two (its answers scale with it)")
@@ -592,7 +604,11 @@ class SymmetricHull:
             raise ValueError(f"F has a column of Euclidean norm ≈ 2^{e + np.log2(unit):.1f}, beyond the float64 "
                              "range (points of K could not be represented): rescale F")
         self._log_scale = float(np.log(unit) + e * np.log(2.0))
-        cols, T, self._zscale = _oracle_coordinates(Fr, self.span_basis, S, unit, structure, e)
+        if chars is None:
+            cols, T, self._zscale = _oracle_coordinates(Fr, self.span_basis, S, unit, structure, e)
+        else:
+            cols, self._zscale = chars
+            T = self._zscale * unit
         self.frame = Frame(cols, T)
         self._structure: Any = False  # not yet detected (else an ExactStructure or None)
         self._match = structure

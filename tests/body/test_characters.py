@@ -150,3 +150,18 @@ def test_seeded_walks_in_character_coordinates_repeat_bit_for_bit(kind, monkeypa
     a, b = (sample_uniform(F, 30, rng=4) for _ in range(2))
     np.testing.assert_array_equal(a, b)
     assert np.all(SymmetricHull(F).gauge(a) <= 1 + 1e-9)
+
+
+def test_the_longest_column_from_the_structure_is_the_dense_one(tmp_path):
+    """``column_norm_max`` (the body's unit in these coordinates) against ``max‖f_j‖·2^-e`` from F's
+    entries, for every way a user hands a marginal workload over (shuffled, scaled, partial,
+    duplicated and zero rows, relabelled)."""
+    from test_marginal import variants
+
+    from knorm.body.characters import column_norm_max
+
+    for name, F, _ in variants(tmp_path):
+        m = recognise(F)
+        e = hull._exponent(F)
+        want = np.max(np.linalg.norm(np.ldexp(F, -e), axis=0))
+        assert column_norm_max(m, e) == pytest.approx(want, rel=1e-15), name
