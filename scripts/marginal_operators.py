@@ -1,11 +1,12 @@
 """The pivot's product ``Fᵀv`` of a marginal workload three ways, timed in one run.
 
 For each marginal workload (2- and 3-way, binary and categorical, 256 to 65,536 cells) it
-times, in numba loops over one random weight matrix ``W`` (rows × r) and vector v:
+times, in numba loops over one random vector v, the operators as a body lays them out (in the
+characters' coordinates, :mod:`knorm.body.characters`):
 
 * ``dense``     -- ``n·r`` multiply-adds over the stored columns (skipped above 2 GB);
-* ``tables``    -- :mod:`knorm.body._marginal` (``t = W v``, then broadcast tables);
-* ``transform`` -- :mod:`knorm.body._spectral` (``A v``, then the product transform);
+* ``tables``    -- :mod:`knorm.body._marginal` (``ŝ = g∘Rᵀv`` spread over the tables, then broadcast tables);
+* ``transform`` -- :mod:`knorm.body._spectral` (``ŝ = g∘Rᵀv``, then the product transform);
 
 and prints each one's µs, the tables / transform ratio measured and predicted
 (:func:`knorm.body.marginal.plan_ops`, :func:`knorm.body.spectral.spectral_cost`), and which
@@ -28,8 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from knorm.body._marginal import marginal_dots  # noqa: E402
 from knorm.body._spectral import spectral_dots  # noqa: E402
-from knorm.body.marginal import MarginalStructure, marginal_operator, plan_ops  # noqa: E402
-from knorm.body.spectral import spectral_cost, spectral_operator, spectrum  # noqa: E402
+from knorm.body.characters import character_coordinates  # noqa: E402
+from knorm.body.marginal import MarginalMatch, MarginalStructure, marginal_operator, plan_ops  # noqa: E402
+from knorm.body.spectral import span_of, spectral_cost, spectral_operator, spectrum  # noqa: E402
 
 
 @njit
@@ -73,8 +75,11 @@ def _timed(f, op, v, out, reps):
 def measure(shape, k, rng):
     S = MarginalStructure(shape, _cliques(len(shape), k))
     r = len(spectrum(S))
-    W = rng.standard_normal((S.rows, r)) / np.sqrt(S.rows)
-    ops = {"tables": (_tables, marginal_operator(S, W)), "transform": (_transform, spectral_operator(S, W))}
+    # the operators as a body lays them out: in the characters' coordinates (full rank)
+    m = MarginalMatch(S, 1.0, np.arange(S.rows))
+    _, _, lift, into = character_coordinates(m, 0, span_of(m, 0)[0][:, :r])
+    ops = {"tables": (_tables, marginal_operator(S, None, into=into)),
+           "transform": (_transform, spectral_operator(S, None, lift=lift))}
     if S.cells * r * 8 <= 2e9:
         ops["dense"] = (_dense, np.ascontiguousarray(rng.standard_normal((S.cells, r))))
     v, out = rng.standard_normal(r), np.empty(S.cells)
