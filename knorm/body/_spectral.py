@@ -118,12 +118,16 @@ def rotate_t(rot, v, out):
     """``out = Rᵀv`` for the butterfly rotation ``rot = (c, s)`` (``levels × r``; see
     :func:`knorm.body.spectral.butterfly`): ``R = R_{L−1}⋯R_0``, level l turning each pair
     ``(i, i + 2^l)`` (bit l of i clear, ``i + 2^l < r``) by ``[[c, −s], [s, c]]``; so ``Rᵀ``
-    is the levels from the last, each turned back. ``r·levels`` pairs of four products,
+    is E's turn back, then the levels from the last, each turned back. ``r·levels`` pairs of four products,
     where a dense ``r × r`` map costs ``r²``."""
     c, s = rot
     r = v.shape[0]
     for i in range(r):
         out[i] = v[i]
+    if c.shape[0] == 2 and r % 4 == 1 and r > 1:  # E first (knorm.body.characters.butterfly)
+        a, b = out[r - 2], out[r - 1]
+        out[r - 2] = c[0, r - 1] * a + s[0, r - 1] * b
+        out[r - 1] = c[0, r - 1] * b - s[0, r - 1] * a
     for lv in range(c.shape[0] - 1, -1, -1):
         h = 1 << lv
         cl, sl = c[lv], s[lv]

@@ -27,8 +27,8 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from .marginal import MarginalMatch, MarginalStructure
-from .spectral import _strides, attribute_basis, lifting, spectral_weights, spectrum, spectrum_norms, transform_rows
+from .marginal import MarginalMatch, MarginalStructure, owner_of
+from .spectral import _strides, attribute_basis, spectral_weights, spectrum, spectrum_norms, transform_rows
 
 __all__ = ["butterfly", "rotate", "character_coordinates", "column_norm_max"]
 
@@ -37,9 +37,11 @@ ROTATION_LEVELS = 2  # enough to make every basis entry irrational (the ties' cu
 
 
 def butterfly(r: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(c, s)`` (levels × r) of the rotation ``R = R_{L−1}⋯R_0``: level l turns each pair
+    """``(c, s)`` (levels × r) of the rotation ``R = E·R_{L−1}⋯R_0``: level l turns each pair
     ``(i, i + 2^l)`` with bit l of i clear and ``i + 2^l < r`` by ``[[c_i, −s_i], [s_i, c_i]]``
-    (angles uniform in [0, 2π) from ``ROTATION_SEED``); other entries unused."""
+    (angles uniform in [0, 2π) from ``ROTATION_SEED``). The two levels leave index r − 1 alone when
+    ``r ≡ 1 (mod 4)``: E then turns the pair ``(r − 2, r − 1)`` by the angle in level 0's slot r − 1
+    (unused there), so every coordinate is mixed; E is the identity otherwise. Other entries unused."""
     levels = max(1, min(ROTATION_LEVELS, math.ceil(math.log2(max(r, 2)))))
     theta = np.random.default_rng(ROTATION_SEED).uniform(0.0, 2.0 * np.pi, (levels, r))
     return np.ascontiguousarray(np.cos(theta)), np.ascontiguousarray(np.sin(theta))
@@ -58,14 +60,23 @@ def rotate(rot: tuple[NDArray[np.float64], NDArray[np.float64]], X: NDArray[np.f
     c, s = rot
     r = X.shape[0]
     pairs = [_pairs(r, lv) for lv in range(c.shape[0])]
+    ci_, si_ = [c[lv, i][:, None] for lv, (i, _) in enumerate(pairs)], [s[lv, i][:, None] for lv, (i, _) in enumerate(pairs)]
+    if _extra(r, c.shape[0]):
+        pairs.append((np.array([r - 2]), np.array([r - 1])))
+        ci_.append(c[0, r - 1:r][:, None])
+        si_.append(s[0, r - 1:r][:, None])
     for j0 in range(0, X.shape[1], 4096):
         Xc = X[:, j0:j0 + 4096]
-        for lv, (i, j) in enumerate(pairs):
+        for (i, j), ci, si in zip(pairs, ci_, si_):
             a, b = Xc[i], Xc[j]
-            ci, si = c[lv, i][:, None], s[lv, i][:, None]
             Xc[i] = ci * a - si * b
             Xc[j] = si * a + ci * b
     return X
+
+
+def _extra(r: int, levels: int) -> bool:
+    """Whether the rotation ends with E (:func:`butterfly`): index r − 1 unpaired by two levels."""
+    return levels == 2 and r % 4 == 1 and r > 1
 
 
 def column_norm_max(match: MarginalMatch, e: int) -> float:
@@ -80,18 +91,18 @@ def column_norm_max(match: MarginalMatch, e: int) -> float:
 
 def _tables(structure: MarginalStructure, pos: NDArray[np.int64], r: int) -> tuple:
     """The tables' part of ``into`` (:func:`knorm.body.marginal.marginal_operator`): each spectral
-    index k goes to the first clique C holding its support, where it is the vector
+    index k goes to the smallest table C holding its support (:func:`~knorm.body.marginal.owner_of`), where it is the vector
     ``ψ_k(x_C) = Π_{a∈C} H_a[x_a, k_a]`` over C's table (C order), so ``t_C = Ψ_C·ŝ_C``: ``perm``
     lists the indices clique by clique, ``tab`` row ``(offset in t, table size p, first of perm,
     count c, offset in psi)`` per clique, psi its ψ_k one after another (Ψ_C column by column):
-    ``Σ_C p·c`` operations in all (at most r·(largest table)), in runs of p contiguous ones."""
+    ``Σ_C p·c`` operations in all (:func:`~knorm.body.marginal.spread_ops`), in runs of p contiguous ones."""
     shape, cliques = structure.shape, structure.cliques
     st = _strides(shape)
     digits = np.array([(pos // st[a]) % shape[a] for a in range(len(shape))]).reshape(len(shape), len(pos))
     offs = np.cumsum([0] + [math.prod(shape[a] for a in c) for c in cliques])
     bases = [attribute_basis(m) for m in shape]
-    owner = np.array([next(i for i, c in enumerate(cliques) if set(np.flatnonzero(digits[:, k]).tolist()) <= set(c))
-                      for k in range(len(pos))], np.int64).reshape(len(pos))
+    owner = np.array([owner_of(structure, set(np.flatnonzero(digits[:, k]).tolist())) for k in range(len(pos))],
+                     np.int64).reshape(len(pos))
     perm = np.argsort(owner, kind="stable").astype(np.int64)
     tab, mats = [], []
     first = at = 0
@@ -110,12 +121,12 @@ def _tables(structure: MarginalStructure, pos: NDArray[np.int64], r: int) -> tup
             np.array([structure.rows, 2 * r], np.int64))
 
 
-def character_coordinates(match: MarginalMatch, e: int, U: NDArray[np.float64]) -> tuple | None:
+def character_coordinates(match: MarginalMatch, e: int, U: NDArray[np.float64], tables: bool = True) -> tuple | None:
     """The oracle's character coordinates for the marginal workload ``F = match``, or None where F's
     rank ``r`` (U's columns, the span's orthonormal basis) is below ``r_Φ`` (a partial table):
     ``(Mc, Fz, lift, into)`` with ``z = Mc·Uᵀ(y·2^-e)`` for y in the span, ``Fz = R·diag(g)·Φ`` the
-    columns (r × n), ``lift`` the spectral operator's first step and ``into`` the tables' (the
-    layouts of :func:`~knorm.body.spectral.spectral_operator` and
+    columns (r × n), ``lift`` the spectral operator's first step and ``into`` the tables' (None unless
+    ``tables``; the layouts of :func:`~knorm.body.spectral.spectral_operator` and
     :func:`~knorm.body.marginal.marginal_operator`)."""
     st = match.structure
     pos = spectrum(st)
@@ -125,8 +136,9 @@ def character_coordinates(match: MarginalMatch, e: int, U: NDArray[np.float64]) 
     g = np.ldexp(1.0, -np.round(0.5 * np.log2(spectrum_norms(st) / st.cells)).astype(np.int64))
     rot = butterfly(r)
     # h_j = (UᵀL)⁻¹·(Uᵀf_j): the span's coordinates of a column to its characters'
-    Mc = rotate(rot, g[:, None] * np.linalg.inv(U.T @ lifting(match, e)))
+    # UᵀL = (Gᵀ·scale·PᵀU·2^-e)ᵀ: the spectral weights of U's columns (no rows × rows identity)
+    Mc = rotate(rot, g[:, None] * np.linalg.inv(spectral_weights(st, match.weights(np.ldexp(U, -e))).T))
     Fz = rotate(rot, g[:, None] * transform_rows(st, np.eye(r)))
     f0 = np.zeros((0, r))
     lift = (f0, rot, g)
-    return Mc, Fz, lift, (lift,) + _tables(st, pos, r)
+    return Mc, Fz, lift, (lift,) + _tables(st, pos, r) if tables else None

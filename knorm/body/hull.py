@@ -232,7 +232,7 @@ def _character_columns(match, U, e):
     tables, spectral = plan_ops(match.structure, r), spectral_cost(match.structure, r)
     if not r * n >= STRUCTURED_ABOVE * min(tables, spectral):  # as _oracle_coordinates (NaN: never)
         return None
-    chars = character_coordinates(match, e, U)
+    chars = character_coordinates(match, e, U, tables=not spectral < tables)
     if chars is None:
         return None
     Mc, Fz, lift, into = chars

@@ -32,6 +32,14 @@ class MarginalStructure:
     shape: tuple[int, ...]
     cliques: tuple[tuple[int, ...], ...]
 
+    def __post_init__(self) -> None:
+        # the tables' rows are in C order over the clique's attributes as listed, and every operator
+        # (and canonical()) reads them in increasing attribute order: another order is refused
+        for c in self.cliques:
+            if any(b <= a for a, b in zip(c, c[1:])) or any(not 0 <= a < len(self.shape) for a in c):
+                raise ValueError(f"MarginalStructure: clique {c} must list distinct attributes of the shape "
+                                 f"(0 … {len(self.shape) - 1}) in increasing order")
+
     @property
     def rows(self) -> int:
         return sum(math.prod(self.shape[a] for a in c) for c in self.cliques)
@@ -221,6 +229,24 @@ def spectrum_size(structure: MarginalStructure) -> int:
     return sum(math.prod(structure.shape[a] - 1 for a in S) for S in sets)
 
 
+def owner_of(structure: MarginalStructure, support: set[int]) -> int:
+    """The clique whose table a character with this support is spread over (characters' coordinates):
+    the smallest table holding the support, the first of equal ones."""
+    sizes = [math.prod(structure.shape[a] for a in c) for c in structure.cliques]
+    return min((i for i, c in enumerate(structure.cliques) if support <= set(c)), key=lambda i: (sizes[i], i))
+
+
+def spread_ops(structure: MarginalStructure) -> int:
+    """``Σ_k |owner(k)'s table|`` over the spectrum's characters (their count per support S is
+    ``Π_{a∈S}(m_a − 1)``): what spreading ŝ over the tables costs."""
+    sets = {S for c in structure.cliques for j in range(len(c) + 1) for S in itertools.combinations(c, j)}
+    out = 0
+    for S in sets:
+        c = structure.cliques[owner_of(structure, set(S))]
+        out += math.prod(structure.shape[a] - 1 for a in S) * math.prod(structure.shape[a] for a in c)
+    return out
+
+
 def lift_ops(structure: MarginalStructure, r: int, tables: bool) -> float:
     """Operations of a product's first step, the oracle's dual vector taken to the spectrum (``tables``:
     and into the tables): in the characters' coordinates (rank ``r = r_Φ``) a butterfly rotation,
@@ -230,10 +256,10 @@ def lift_ops(structure: MarginalStructure, r: int, tables: bool) -> float:
         return float((structure.rows if tables else r) * r)
     # measured against the dense map's contiguous products (r = 95, 2-way over 2×3×3×4×4×4): the two
     # levels of plane rotations (knorm.body.characters.ROTATION_LEVELS) about 18 of its operations per
-    # coordinate, a character spread over its table (short runs) about 3 per cell, at most r·(largest table)
+    # coordinate, a character spread over its table (short runs) about 3 per cell (:func:`spread_ops`)
     out = 18.0 * r
     if tables:
-        out += 3.0 * r * max((math.prod(structure.shape[a] for a in c) for c in structure.cliques), default=1)
+        out += 3.0 * spread_ops(structure)
     return out
 
 

@@ -165,3 +165,26 @@ def test_the_longest_column_from_the_structure_is_the_dense_one(tmp_path):
         e = hull._exponent(F)
         want = np.max(np.linalg.norm(np.ldexp(F, -e), axis=0))
         assert column_norm_max(m, e) == pytest.approx(want, rel=1e-15), name
+
+
+@pytest.mark.parametrize("r", [5, 9, 13, 697])
+def test_every_coordinate_is_turned_when_two_levels_leave_the_last_one(r):
+    """r ≡ 1 (mod 4): the levels pair every index but r − 1; the closing turn E mixes it too
+    (an unturned coordinate keeps Φ's exact ±2^k entries, the ties R is there to break)."""
+    rot = butterfly(r)
+    R = rotate(rot, np.eye(r))
+    np.testing.assert_allclose(R @ R.T, np.eye(r), atol=1e-14)
+    assert not np.any(np.isin(np.abs(R), [0.0, 1.0]).all(axis=1))
+    v = np.random.default_rng(r).standard_normal(r)
+    out = np.empty(r)
+    rotate_t(rot, v, out)
+    np.testing.assert_allclose(out, R.T @ v, rtol=0, atol=1e-14 * np.abs(v).sum())
+
+
+def test_a_structure_with_a_clique_out_of_order_is_refused():
+    from knorm.body.marginal import MarginalStructure
+
+    with pytest.raises(ValueError, match=r"clique \(1, 0\) must list distinct attributes"):
+        MarginalStructure((2, 3), ((1, 0), (0,)))
+    with pytest.raises(ValueError, match=r"clique \(2,\)"):
+        MarginalStructure((2, 3), ((2,),))
