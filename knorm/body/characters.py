@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .marginal import MarginalMatch, MarginalStructure, owner_of
+from .marginal_ops import column_counts
 from .spectral import _strides, attribute_basis, spectral_weights, spectrum, spectrum_norms, transform_rows
 
 __all__ = ["butterfly", "rotate", "character_coordinates", "column_norm_max"]
@@ -80,13 +81,10 @@ def _extra(r: int, levels: int) -> bool:
 
 
 def column_norm_max(match: MarginalMatch, e: int) -> float:
-    """``max_j ‖f_j‖₂·2^-e`` for the marginal workload of ``match``, from its structure: column j has
-    ``|scale|`` in one row of each table per live row of F that is a copy of it, so
-    ``‖f_j‖² = scale²·(Mᵀc)_j`` with c F's row counts per row of M (a transform, no F)."""
-    st = match.structure
-    c = np.bincount(match.rows[match.rows >= 0], minlength=st.rows).astype(np.float64)
-    counts = transform_rows(st, spectral_weights(st, c[:, None]))[0]
-    return float(np.sqrt(np.max(counts))) * abs(float(np.ldexp(match.scale, -e)))
+    """``max_j ‖f_j‖₂·2^-e`` for the marginal workload of ``match``, from its structure: column j's
+    entries are ``scale`` in the rows that contain cell j, so ``‖f_j‖² = scale²·count_j``
+    (:func:`~knorm.body.marginal_ops.column_counts`, no F)."""
+    return float(np.sqrt(column_counts(match).max())) * abs(float(np.ldexp(match.scale, -e)))
 
 
 def _tables(structure: MarginalStructure, pos: NDArray[np.int64], r: int) -> tuple:

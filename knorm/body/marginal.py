@@ -222,11 +222,16 @@ def _plan_cost(shape: tuple[int, ...], cliques: tuple[tuple[int, ...], ...], L: 
     return 2 * gather + nblocks * (len(groups) * (B + 8) + outer_only + 8)
 
 
+def supports(structure: MarginalStructure) -> set[tuple[int, ...]]:
+    """The attribute sets S inside some clique: the supports of the spectrum's characters
+    (``Π_{a∈S}(m_a − 1)`` of them for each S)."""
+    return {S for c in structure.cliques for j in range(len(c) + 1) for S in itertools.combinations(c, j)}
+
+
 def spectrum_size(structure: MarginalStructure) -> int:
-    """``r_Φ``, the rank of the full marginal workload: ``Σ Π_{a∈S}(m_a − 1)`` over the attribute
-    sets S inside some clique (:func:`knorm.body.spectral.spectrum` lists them)."""
-    sets = {S for c in structure.cliques for j in range(len(c) + 1) for S in itertools.combinations(c, j)}
-    return sum(math.prod(structure.shape[a] - 1 for a in S) for S in sets)
+    """``r_Φ``, the rank of the full marginal workload: ``Σ_S Π_{a∈S}(m_a − 1)`` over :func:`supports`
+    (:func:`knorm.body.spectral.spectrum` lists the characters)."""
+    return sum(math.prod(structure.shape[a] - 1 for a in S) for S in supports(structure))
 
 
 def owner_of(structure: MarginalStructure, support: set[int]) -> int:
@@ -239,9 +244,8 @@ def owner_of(structure: MarginalStructure, support: set[int]) -> int:
 def spread_ops(structure: MarginalStructure) -> int:
     """``Σ_k |owner(k)'s table|`` over the spectrum's characters (their count per support S is
     ``Π_{a∈S}(m_a − 1)``): what spreading ŝ over the tables costs."""
-    sets = {S for c in structure.cliques for j in range(len(c) + 1) for S in itertools.combinations(c, j)}
     out = 0
-    for S in sets:
+    for S in supports(structure):
         c = structure.cliques[owner_of(structure, set(S))]
         out += math.prod(structure.shape[a] - 1 for a in S) * math.prod(structure.shape[a] for a in c)
     return out
@@ -269,7 +273,6 @@ def plan_ops(structure: MarginalStructure, r: int) -> float:
     return lift_ops(structure, r, True) + min(_plan_cost(shape, cliques, L) for L in range(len(shape) + 1))
 
 
-
 def dense_into(W: np.ndarray) -> tuple:
     """``M[0]`` of the layout for ``t = W v`` by a dense map (W: rows × r)."""
     W = np.ascontiguousarray(W, dtype=np.float64)
@@ -282,7 +285,7 @@ def marginal_operator(structure: MarginalStructure, W: np.ndarray | None, outer:
                       into: tuple | None = None) -> tuple:
     """The kernel layout ``M`` of ``knorm.body._marginal`` for ``Fᵀ(W v)`` (W: rows × r), or, W None,
     for t made from v by ``into`` (the characters' coordinates,
-    :func:`knorm.body.characters.character_into`).
+    :func:`knorm.body.characters.character_coordinates`).
 
     ``outer``: how many leading attributes index the blocks (default: the cheapest split
     by :func:`_plan_cost`); blocks hold the cells of the remaining attributes.

@@ -21,7 +21,6 @@ structure alone.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._validate import check_memory
-from .marginal import MarginalMatch, MarginalStructure
+from .marginal import MarginalMatch, MarginalStructure, spectrum_size
 
 __all__ = ["canonical", "complete", "answers", "column_counts", "dense_marginal", "fingerprint_of",
            "as_marginal", "rank_bound", "check_body_memory", "project_rows", "ROW_CHUNK"]
@@ -226,11 +225,7 @@ def rank_bound(match: MarginalMatch) -> int:
     product characters its tables span; exactly the rank when every table is whole)."""
     st = match.structure
     live = {st.cliques[int(q)] for q in np.unique(_clique_of_rows(st, match.rows[match.rows >= 0]))}
-    closure: set[tuple[int, ...]] = set()
-    for c in live:
-        for j in range(len(c) + 1):
-            closure.update(itertools.combinations(c, j))
-    return min(len(match.rows), st.cells, sum(math.prod(st.shape[a] - 1 for a in S) for S in closure))
+    return min(len(match.rows), st.cells, spectrum_size(MarginalStructure(st.shape, tuple(sorted(live)))))
 
 
 def check_body_memory(match: MarginalMatch, name: str = "F") -> None:

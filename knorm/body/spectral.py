@@ -20,7 +20,7 @@ from ._spectral import spectral_rows
 from .marginal import MarginalMatch, MarginalStructure, lift_ops
 
 __all__ = ["attribute_basis", "spectrum", "spectrum_norms", "spectral_weights", "spectral_operator", "spectral_cost",
-           "transform_rows", "span_of", "span_rows", "lifting"]
+           "transform_rows", "span_of", "span_rows"]
 
 
 def attribute_basis(m: int) -> NDArray[np.float64]:
@@ -159,7 +159,7 @@ def spectral_operator(structure: MarginalStructure, W: NDArray[np.float64] | Non
     """The kernel layout ``S`` of ``knorm.body._spectral`` for ``Fᵀ(W v)`` (W: rows of the
     marginal tables × r, :meth:`~knorm.body.marginal.MarginalMatch.weights`; ``ŝ[pos] = A v``
     with ``A`` of :func:`spectral_weights`), or, W None, for ``ŝ`` made from v by ``lift`` (the
-    characters' coordinates, :func:`knorm.body.characters.character_lift`); then :func:`_layout`."""
+    characters' coordinates, :func:`knorm.body.characters.character_coordinates`); then :func:`_layout`."""
     if (W is None) == (lift is None):
         raise ValueError("spectral_operator: give W or lift, not both")
     if lift is None:
@@ -185,19 +185,13 @@ def span_of(match: MarginalMatch, e: int) -> tuple[NDArray[np.float64], NDArray[
     :func:`spectral_weights`) and Φ's rows orthogonal (norms² N), so F's left singular
     vectors and values are those of ``L·diag(√N)``: an SVD of d × r_Φ instead of a QR of
     F's n × d transpose."""
-    U, S, _ = np.linalg.svd(lifting(match, e) * np.sqrt(spectrum_norms(match.structure))[None, :],
-                            full_matrices=False)
-    return U, S
-
-
-def lifting(match: MarginalMatch, e: int) -> NDArray[np.float64]:
-    """``L`` (d × r_Φ) with ``F·2^-e = L·Φ``: F's rows in the spectrum's product vectors."""
     st = match.structure
     G = spectral_weights(st, np.eye(st.rows)).T  # rows of M × r_Φ
     live = match.rows >= 0
     L = np.zeros((len(match.rows), G.shape[1]))
     L[live] = G[match.rows[live]] * np.ldexp(match.scale, -e)
-    return L
+    U, S, _ = np.linalg.svd(L * np.sqrt(spectrum_norms(st))[None, :], full_matrices=False)
+    return U, S
 
 
 def span_rows(match: MarginalMatch, U: NDArray[np.float64], e: int) -> NDArray[np.float64]:

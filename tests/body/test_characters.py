@@ -7,24 +7,13 @@ from numba import njit
 
 from knorm import sample_uniform, workloads
 from knorm.body import hull
-from knorm.body._marginal import marginal_dots as _marginal_dots
 from knorm.body._spectral import rotate_t as _rotate_t
-from knorm.body._spectral import spectral_dots as _spectral_dots
 from knorm.body.characters import butterfly, character_coordinates, rotate
 from knorm.body.hull import SymmetricHull
 from knorm.body.marginal import recognise
 from knorm.body.reference import ReferenceOracle
 from knorm.body.spectral import span_of, span_rows
-
-
-@njit
-def marginal_dots(M, v, out):
-    _marginal_dots(M, v, out)
-
-
-@njit
-def spectral_dots(S, v, out):
-    _spectral_dots(S, v, out)
+from test_marginal import force, marginal_dots, spectral_dots, variants  # tests/body is on the path (pytest prepend)
 
 
 @njit
@@ -126,8 +115,6 @@ def test_a_partial_workload_keeps_the_span_coordinates():
 def test_bodies_in_character_coordinates_give_highs_gauges_and_normals(kind, monkeypatch):
     """The body's maps in and out of these coordinates: gauges against HiGHS, facet normals λ with
     ``λ·y = ‖y‖_K`` and ``|Fᵀλ| ≤ 1`` (the dual map Mcᵀ)."""
-    from test_marginal import force  # tests/body is on the path
-
     F = workloads.marginals((2, 3, 3, 4), 2)
     force(monkeypatch, kind)
     K = SymmetricHull(F)
@@ -142,8 +129,6 @@ def test_bodies_in_character_coordinates_give_highs_gauges_and_normals(kind, mon
 
 @pytest.mark.parametrize("kind", ["tables", "transform"])
 def test_seeded_walks_in_character_coordinates_repeat_bit_for_bit(kind, monkeypatch):
-    from test_marginal import force
-
     force(monkeypatch, kind)
     F = workloads.marginals((2, 3, 3, 4), 2)
     assert SymmetricHull(F)._zscale.ndim == 2
@@ -156,8 +141,6 @@ def test_the_longest_column_from_the_structure_is_the_dense_one(tmp_path):
     """``column_norm_max`` (the body's unit in these coordinates) against ``max‖f_j‖·2^-e`` from F's
     entries, for every way a user hands a marginal workload over (shuffled, scaled, partial,
     duplicated and zero rows, relabelled)."""
-    from test_marginal import variants
-
     from knorm.body.characters import column_norm_max
 
     for name, F, _ in variants(tmp_path):
