@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 from scipy.linalg import qr
 
+from ._blas import thin_svd
 from ._rng import as_generator
 from ._validate import positive_int, short_repr
 from .diagnostics import ess as _ess
@@ -95,8 +96,8 @@ def inner_radius(frame: Any) -> float:
     r, n = Fm.shape
     _, _, piv = qr(Fm, pivoting=True, mode="economic")
     B = Fm[:, piv[:r]]
-    s_b = np.linalg.svd(B, compute_uv=False)[-1]
-    s_f = np.linalg.svd(Fm, compute_uv=False)[-1]
+    s_b = thin_svd(B, compute_uv=False)[-1]
+    s_f = thin_svd(Fm, compute_uv=False)[-1]
     return float(max(s_b / np.sqrt(r), s_f / np.sqrt(n)))
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import linalg, optimize
 
+from ._blas import thin_svd
 from ._validate import as_real_array, check_flag, is_int, is_real, short_repr
 from .body.hull import _exponent, validate_matrix
 
@@ -123,7 +124,7 @@ def least_squares(F: ArrayLike, answers: ArrayLike, *, covariance: ArrayLike | N
     Fw = white(Fs)
     # F's range in Σ's metric from one SVD (the same for every row); rank cut-off as numpy's
     # matrix_rank: LAPACK's default (eps) keeps directions of ≈ 1e-15 off a rank-deficient F's range
-    U, s, Vt = linalg.svd(Fw, full_matrices=False, lapack_driver="gesdd")
+    U, s, Vt = thin_svd(Fw, scipy_first=True)
     keep = s > (s[0] if s.size else 0.0) * max(Fw.shape) * np.finfo(np.float64).eps
     U, s, V = U[:, keep], s[keep], Vt[keep].T
     spread = np.abs(Fs).sum(axis=1)
@@ -158,7 +159,7 @@ def least_squares_matrix(F: ArrayLike, *, covariance: ArrayLike | None = None) -
         Fw = Fs / L[:, None]
     else:
         Fw = linalg.solve_triangular(L, Fs, lower=True)
-    U, s, _ = linalg.svd(Fw, full_matrices=False, lapack_driver="gesdd")
+    U, s, _ = thin_svd(Fw, scipy_first=True)
     U = U[:, s > (s[0] if s.size else 0.0) * max(Fw.shape) * np.finfo(np.float64).eps]
     Q = U @ U.T
     if L is None:

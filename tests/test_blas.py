@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def run_fresh(body):
     code = textwrap.dedent(body)
@@ -86,3 +88,39 @@ with controller.limit(limits=2, user_api="blas"):
 assert seen and all(s == [1] for s in seen)
 print("OK")
 """)
+
+
+@pytest.mark.parametrize("scipy_first", [False, True])
+@pytest.mark.parametrize("compute_uv", [True, False])
+def test_thin_svd_falls_back_to_gesvd_where_gesdd_does_not_converge(monkeypatch, scipy_first, compute_uv):
+    """OpenBLAS 0.3.31's AVX-512 kernels made gesdd fail on one thread for the spectral weights of 3-way
+    marginals of 13 binary attributes (tests/body/test_symmetry.py meets it on such a machine); here
+    gesdd is made to fail everywhere, and the result must still be the matrix's SVD: U and V
+    orthonormal, ``U·diag(s)·Vᵀ = a`` to rounding, s the square roots of ``aᵀa``'s eigenvalues."""
+    import numpy as np
+    from scipy import linalg
+
+    from knorm._blas import thin_svd
+
+    def fail(*args, **kwargs):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    real = linalg.svd
+
+    def scipy_svd(*args, **kwargs):
+        if kwargs.get("lapack_driver", "gesdd") == "gesdd":
+            fail()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(np.linalg, "svd", fail)
+    monkeypatch.setattr(linalg, "svd", scipy_svd)
+    a = np.random.default_rng(3).standard_normal((40, 7)) @ np.diag([1, 1, 1, 2, 2, 3, 0.0])  # repeated, zero
+    out = thin_svd(a, compute_uv=compute_uv, scipy_first=scipy_first)
+    s_exact = np.sqrt(np.clip(np.sort(np.linalg.eigvalsh(a.T @ a))[::-1], 0, None))
+    s = out[1] if compute_uv else out
+    assert np.allclose(s, s_exact, atol=1e-12 * s_exact[0])
+    if compute_uv:
+        U, s, Vt = out
+        assert U.shape == (40, 7) and Vt.shape == (7, 7)
+        assert np.allclose(U.T @ U, np.eye(7), atol=1e-12) and np.allclose(Vt @ Vt.T, np.eye(7), atol=1e-12)
+        assert np.allclose((U * s) @ Vt, a, atol=1e-12 * s[0])

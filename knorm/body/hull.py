@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._blas import on_one_blas_thread
+from .._blas import on_one_blas_thread, thin_svd
 from .._fingerprint import fingerprint
 from .._validate import as_real_array, check_str, is_real, short_repr
 from ..errors import OracleError
@@ -151,7 +151,7 @@ def _left_singular(Fs):
     d, n = Fs.shape
     if n > 2 * d:
         Fs = np.linalg.qr(Fs.T, mode="r").T
-    U, S, _ = np.linalg.svd(Fs, full_matrices=False)
+    U, S, _ = thin_svd(Fs)
     return U, S
 
 

@@ -16,6 +16,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from .._blas import thin_svd
 from ._spectral import spectral_rows
 from .marginal import MarginalMatch, MarginalStructure, lift_ops
 
@@ -190,7 +191,7 @@ def span_of(match: MarginalMatch, e: int) -> tuple[NDArray[np.float64], NDArray[
     live = match.rows >= 0
     L = np.zeros((len(match.rows), G.shape[1]))
     L[live] = G[match.rows[live]] * np.ldexp(match.scale, -e)
-    U, S, _ = np.linalg.svd(L * np.sqrt(spectrum_norms(st))[None, :], full_matrices=False)
+    U, S, _ = thin_svd(L * np.sqrt(spectrum_norms(st))[None, :])
     return U, S
 
 

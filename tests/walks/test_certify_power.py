@@ -33,13 +33,23 @@ def uniform_draws(rng, size):
 
 
 def chord_end(x, u):
-    """t > 0 with ‖x + t·u‖₁ = 1 for each row (x inside K): bisection on a convex function."""
-    lo, hi = np.zeros(len(x)), np.full(len(x), 4.0)
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        inside = np.abs(x + mid[:, None] * u).sum(axis=1) <= 1.0
-        lo, hi = np.where(inside, mid, lo), np.where(inside, hi, mid)
-    return lo
+    """t ≥ 0 with ‖x + t·u‖₁ = 1 for each row (x inside K), exact up to rounding: f(t) = ‖x + t·u‖₁
+    is convex and piecewise linear with breakpoints ``−x_i/u_i``; find the first breakpoint where
+    f ≥ 1 and solve on the linear piece before it (past the last one, f's slope is ‖u‖₁)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bp = -x / u
+    T = np.sort(np.where(bp > 0, bp, np.inf), axis=1)
+    Tf = np.where(np.isfinite(T), T, 0.0)
+    f = np.abs(x[:, None, :] + Tf[:, :, None] * u[:, None, :]).sum(axis=2)  # f at each breakpoint
+    f = np.where(np.isfinite(T), f, np.inf)
+    k = np.argmax(f >= 1.0, axis=1)  # the first at or past the boundary (f(∞) = ∞ pads the rest)
+    rows = np.arange(len(x))
+    t0 = np.where(k > 0, Tf[rows, np.maximum(k - 1, 0)], 0.0)
+    f0 = np.where(k > 0, f[rows, np.maximum(k - 1, 0)], np.abs(x).sum(axis=1))
+    t1, f1 = T[rows, k], f[rows, k]
+    with np.errstate(invalid="ignore"):
+        slope = np.where(np.isfinite(t1), (f1 - f0) / (t1 - t0), np.abs(u).sum(axis=1))
+    return np.maximum(t0 + (1.0 - f0) / slope, 0.0)
 
 
 def directions(rng, n):
