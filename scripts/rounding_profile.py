@@ -13,7 +13,8 @@ way, with its certificate (R-hat, ESS, KS p, τ, W). Rows of F are shuffled
     KNORM_CACHE=off python scripts/rounding_profile.py --marginals 7 2 7 4 4 7 --first-only
     KNORM_CACHE=off python scripts/rounding_profile.py --marginals 2 3 4 5 6 --max-iter 1 --save T.npz
 
-``--first-only`` stops after the first iteration (the census-size check of its pivots per step);
+``--samples-per-dim S`` records ``max(S·r, 100)`` points per rounding iteration instead of knorm's
+default (10 per dimension, 2 with a symmetry group). ``--first-only`` stops after the first iteration (the census-size check of its pivots per step);
 ``--max-iter`` caps the rounding; ``--save`` writes its T (and the certified pool's E[ZZᵀ]).
 Prints a markdown table of the rounding's iterations, the certification's counts and certificate,
 and a JSON line (``--json``) for benchmarks.
@@ -77,9 +78,16 @@ def main():
     ap.add_argument("--no-certify", action="store_true")
     ap.add_argument("--max-iter", type=int, default=8, help="the rounding's max_iter (what a cap costs the certificate)")
     ap.add_argument("--first-only", action="store_true", help="stop after the rounding's first iteration")
+    ap.add_argument("--samples-per-dim", type=float, default=None,
+                    help="records per dimension and iteration (knorm's SAMPLES_PER_DIM, or SYMMETRIC_SAMPLES_PER_DIM "
+                         "with a symmetry group: 10 and 2), for a comparison of roundings")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--save", help="write the rounding's T (and the certified pool's E[ZZᵀ]) to this .npz")
     args = ap.parse_args()
+    if args.samples_per_dim is not None:
+        if not args.samples_per_dim > 0:
+            ap.error("--samples-per-dim must be > 0")
+        rounding_mod.SAMPLES_PER_DIM = rounding_mod.SYMMETRIC_SAMPLES_PER_DIM = args.samples_per_dim
     chains_mod.Chain.run = _traced(chains_mod.Chain.run)
     F, label = build(args)
     t0 = time.perf_counter()

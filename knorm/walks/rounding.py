@@ -160,7 +160,7 @@ def round_body(base, *, chains=8, samples_per_dim=None, max_iter=8, spread_facto
     rng = np.random.default_rng(ROUNDING_SEED)
     Fr = base.Ft.T
     T = np.linalg.cholesky(Fr @ Fr.T / base.n + 1e-12 * np.eye(r))
-    n_points = max(samples_per_dim * r, 100)
+    n_points = max(int(np.ceil(samples_per_dim * r)), 100)
     per_chain = max(8, -(-n_points // chains))
     # the first iteration's warm-up from the centre: WARMUP_TAUS·TAU_GUESS = 20 steps per chain up to
     # WARMUP_CHAINS chains, 160 steps shared beyond (its estimate is a start only; stop rule (1) counts
